@@ -1,0 +1,20 @@
+"""Torch back end: the only sub-package of skcal that imports torch.
+
+Everything here is private. Public estimators convert numpy arrays to tensors
+at the edges with :func:`to_tensor`, run the kernels, and store numpy results.
+"""
+
+from ._convert import to_numpy, to_tensor
+from ._device import resolve_device
+from ._optim import OptimResult, minimize_lbfgs, newton_root_1d
+from ._random import make_generator
+
+__all__ = [
+    "OptimResult",
+    "make_generator",
+    "minimize_lbfgs",
+    "newton_root_1d",
+    "resolve_device",
+    "to_numpy",
+    "to_tensor",
+]

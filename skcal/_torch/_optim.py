@@ -1,0 +1,190 @@
+"""Deterministic full-batch solvers used by the convex calibrators.
+
+Two solvers, both deterministic for a given input and device:
+
+* :func:`newton_root_1d`, a safeguarded Newton iteration for the root of a
+  monotone 1-D function (the derivative of a convex 1-D objective), used by
+  temperature scaling;
+* :func:`minimize_lbfgs`, full-batch L-BFGS with a strong-Wolfe line search
+  and a gradient-norm stopping rule, used by vector and matrix scaling.
+
+Both report convergence; callers turn a failure into a ``ConvergenceWarning``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class OptimResult:
+    """Outcome of a solver run.
+
+    Attributes
+    ----------
+    x : float or None
+        Solution of a 1-D solve (None for :func:`minimize_lbfgs`, which
+        updates its parameters in place).
+    n_iter : int
+        Number of iterations run.
+    converged : bool
+        Whether the stopping rule was met within ``max_iter``.
+    at_bound : {"lower", "upper"} or None
+        For a bounded 1-D solve: the root lies outside the bounds and ``x``
+        was clipped to this bound.
+    loss : float or None
+        Final objective value, when the solver knows it.
+    grad_max : float or None
+        Largest absolute gradient entry at the solution (L-BFGS only).
+    """
+
+    x: float | None
+    n_iter: int
+    converged: bool
+    at_bound: str | None = None
+    loss: float | None = None
+    grad_max: float | None = None
+
+
+def newton_root_1d(
+    fun: Callable[[float], tuple[float, float]],
+    x0: float,
+    lower: float,
+    upper: float,
+    *,
+    xtol: float = 1e-12,
+    max_iter: int = 100,
+) -> OptimResult:
+    """Root of a non-decreasing function on ``[lower, upper]`` (``lower > 0``).
+
+    After evaluating ``x0``, the bound on the side of the root is evaluated:
+    if the function has the same sign there, the root lies outside the
+    interval and that bound is returned with ``at_bound`` set. Otherwise the
+    root is bracketed and found by Newton steps, falling back to a geometric
+    bisection of the bracket whenever a step leaves it or does not at least
+    halve the previous one (the ``rtsafe`` safeguard), so convergence is
+    guaranteed and quadratic near the root.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun(x) -> (g(x), g'(x))`` with ``g`` non-decreasing.
+    x0 : float
+        Starting point, ``lower <= x0 <= upper``.
+    lower, upper : float
+        Positive bounds of the search interval.
+    xtol : float
+        Stop when a step changes ``x`` by at most ``xtol * x``.
+    max_iter : int
+        Maximum number of evaluations of ``fun``.
+    """
+    if not 0 < lower <= x0 <= upper:
+        raise ValueError(f"need 0 < lower <= x0 <= upper, got {lower}, {x0}, {upper}")
+    g, h = fun(x0)
+    if g == 0.0:
+        return OptimResult(x=x0, n_iter=1, converged=True)
+    if g < 0:
+        a, b = x0, upper
+        if fun(upper)[0] <= 0:
+            return OptimResult(x=upper, n_iter=2, converged=True, at_bound="upper")
+    else:
+        a, b = lower, x0
+        if fun(lower)[0] >= 0:
+            return OptimResult(x=lower, n_iter=2, converged=True, at_bound="lower")
+    x, dx_old = x0, math.inf
+    for n_iter in range(3, max_iter + 1):
+        newton = x - g / h if h > 0 and math.isfinite(h) else math.nan
+        if not a < newton < b or abs(2.0 * g) > abs(dx_old * h):
+            x_new = math.sqrt(a * b)
+        else:
+            x_new = newton
+        dx_old = x_new - x
+        if abs(dx_old) <= xtol * x:
+            return OptimResult(x=x_new, n_iter=n_iter - 1, converged=True)
+        x = x_new
+        g, h = fun(x)
+        if g == 0.0:
+            return OptimResult(x=x, n_iter=n_iter, converged=True)
+        if g < 0:
+            a = x
+        else:
+            b = x
+    return OptimResult(x=x, n_iter=max_iter, converged=False)
+
+
+def minimize_lbfgs(
+    loss_fn: Callable[[], torch.Tensor],
+    params: Sequence[torch.Tensor],
+    *,
+    max_iter: int = 500,
+    tol: float = 1e-7,
+    history_size: int = 20,
+) -> OptimResult:
+    """Minimise ``loss_fn()`` over ``params`` with full-batch L-BFGS.
+
+    Parameters
+    ----------
+    loss_fn : callable
+        Returns the scalar objective as a differentiable tensor of ``params``.
+    params : sequence of tensors
+        Leaf tensors with ``requires_grad=True``; updated in place.
+    max_iter : int
+        Maximum number of L-BFGS iterations.
+    tol : float
+        Convergence when the largest absolute gradient entry is ``<= tol``.
+    history_size : int
+        Number of correction pairs kept by L-BFGS.
+
+    Returns
+    -------
+    OptimResult
+    """
+    params = list(params)
+    optimizer = torch.optim.LBFGS(
+        params,
+        lr=1.0,
+        max_iter=max_iter,
+        max_eval=int(max_iter * 1.25) + 1,
+        tolerance_grad=tol,
+        tolerance_change=1e-15,
+        history_size=history_size,
+        line_search_fn="strong_wolfe",
+    )
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return loss
+
+    # torch's L-BFGS also stops when the loss or the step stalls; restart it
+    # (keeping its history) until the gradient rule holds, the iteration
+    # budget is spent, or a restart no longer lowers the loss (in float64 the
+    # gradient cannot be pushed much below sqrt(eps) times the loss scale).
+    state = optimizer.state[params[0]]
+    n_iter, grad_max, previous_loss = 0, math.inf, math.inf
+    while True:
+        optimizer.param_groups[0]["max_iter"] = max_iter - n_iter
+        optimizer.param_groups[0]["max_eval"] = int((max_iter - n_iter) * 1.25) + 1
+        optimizer.step(closure)
+        previous, n_iter = n_iter, int(state.get("n_iter", 0))
+        loss = closure()
+        grad_max = max(float(p.grad.abs().max()) for p in params)
+        converged = bool(math.isfinite(grad_max) and grad_max <= tol)
+        stalled = n_iter == previous or not float(loss) < previous_loss
+        if converged or n_iter >= max_iter or stalled:
+            break
+        previous_loss = float(loss)
+    for p in params:
+        p.grad = None
+    return OptimResult(
+        x=None,
+        n_iter=n_iter,
+        converged=converged,
+        loss=float(loss.detach()),
+        grad_max=grad_max,
+    )

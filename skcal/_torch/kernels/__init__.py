@@ -1,0 +1,6 @@
+"""Numerical kernels of the calibrators and metrics (torch, any device)."""
+
+from ._affine import AffineFit, fit_affine_softmax
+from ._temperature import TemperatureObjective
+
+__all__ = ["AffineFit", "TemperatureObjective", "fit_affine_softmax"]

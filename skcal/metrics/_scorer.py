@@ -1,0 +1,109 @@
+"""Scorers for model selection, and a registry that falls back to sklearn's."""
+
+from __future__ import annotations
+
+import copy
+
+from sklearn.metrics import get_scorer as _sklearn_get_scorer
+from sklearn.metrics import get_scorer_names as _sklearn_get_scorer_names
+
+from ._ece import (
+    classwise_calibration_error,
+    expected_calibration_error,
+    max_calibration_error,
+)
+
+__all__ = ["CalibrationScorer", "get_scorer", "get_scorer_names"]
+
+
+class CalibrationScorer:
+    """Scorer that evaluates a probability metric on ``predict_proba``.
+
+    Usable wherever scikit-learn takes ``scoring=`` (``GridSearchCV``,
+    ``cross_validate``, ...). Column ``j`` of ``predict_proba`` is passed as
+    the label ``estimator.classes_[j]``, so test folds that miss a class are
+    scored correctly. Errors are negated (``greater_is_better=False``) so that
+    higher is better, as scikit-learn expects.
+
+    Parameters
+    ----------
+    metric : callable
+        ``metric(y_true, y_proba, *, sample_weight=None, labels=None, **kwargs)``.
+    sign : {1, -1}, default=-1
+        Multiplier of the metric; -1 for errors.
+    **kwargs
+        Fixed keyword arguments of the metric (e.g. ``n_bins=10``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import TemperatureScaling
+    >>> from skcal.metrics import get_scorer
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(200, 3)), rng.integers(0, 3, 200)
+    >>> scorer = get_scorer("neg_expected_calibration_error")
+    >>> scorer(TemperatureScaling(device="cpu").fit(X, y), X, y) <= 0
+    True
+    """
+
+    def __init__(self, metric, *, sign: int = -1, **kwargs) -> None:
+        self.metric = metric
+        self.sign = sign
+        self.kwargs = kwargs
+
+    def __call__(self, estimator, X, y_true, sample_weight=None) -> float:
+        proba = estimator.predict_proba(X)
+        labels = getattr(estimator, "classes_", None)
+        return self.sign * self.metric(
+            y_true, proba, sample_weight=sample_weight, labels=labels, **self.kwargs
+        )
+
+    def __repr__(self) -> str:
+        args = "".join(f", {k}={v!r}" for k, v in self.kwargs.items())
+        return f"CalibrationScorer({self.metric.__name__}, sign={self.sign}{args})"
+
+
+_SCORERS = {
+    "neg_expected_calibration_error": CalibrationScorer(expected_calibration_error),
+    "neg_classwise_calibration_error": CalibrationScorer(classwise_calibration_error),
+    "neg_max_calibration_error": CalibrationScorer(max_calibration_error),
+}
+
+
+def get_scorer(scoring):
+    """Return a scorer by name: skcal's calibration scorers, else sklearn's.
+
+    Parameters
+    ----------
+    scoring : str or callable
+        A name from :func:`get_scorer_names`, or a callable returned as is.
+
+    Returns
+    -------
+    callable
+        ``scorer(estimator, X, y, sample_weight=None) -> float``, higher is
+        better.
+
+    Examples
+    --------
+    >>> from skcal.metrics import get_scorer
+    >>> get_scorer("neg_classwise_calibration_error")
+    CalibrationScorer(classwise_calibration_error, sign=-1)
+    >>> get_scorer("neg_log_loss")
+    make_scorer(log_loss, greater_is_better=False, response_method='predict_proba')
+    """
+    if isinstance(scoring, str) and scoring in _SCORERS:
+        return copy.deepcopy(_SCORERS[scoring])
+    return _sklearn_get_scorer(scoring)
+
+
+def get_scorer_names() -> list[str]:
+    """Names accepted by :func:`get_scorer`: skcal's and scikit-learn's, sorted.
+
+    Examples
+    --------
+    >>> from skcal.metrics import get_scorer_names
+    >>> "neg_expected_calibration_error" in get_scorer_names()
+    True
+    """
+    return sorted(set(_SCORERS) | set(_sklearn_get_scorer_names()))

@@ -1,0 +1,23 @@
+"""The one import point for scikit-learn helpers that are not public API.
+
+Keeping them here means a scikit-learn upgrade that moves one of them breaks
+exactly one file.
+"""
+
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    validate_params,
+)
+from sklearn.utils.validation import _check_sample_weight
+
+__all__ = [
+    "HasMethods",
+    "Interval",
+    "StrOptions",
+    "_check_sample_weight",
+    "_fit_context",
+    "validate_params",
+]

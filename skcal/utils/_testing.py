@@ -1,0 +1,47 @@
+"""Generators of synthetic scores for tests, examples and benchmarks."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+
+def sample_labels(proba: np.ndarray, random_state=None) -> np.ndarray:
+    """Draw one label per row from the categorical distributions ``proba``.
+
+    ``random_state`` is anything ``check_random_state`` accepts, or a numpy
+    ``Generator``.
+    """
+    if not isinstance(random_state, np.random.Generator):
+        random_state = check_random_state(random_state)
+    rng = random_state
+    cum = np.cumsum(proba, axis=1)
+    u = rng.uniform(size=(proba.shape[0], 1)) * cum[:, -1:]
+    return np.minimum((u > cum).sum(axis=1), proba.shape[1] - 1)
+
+
+def make_miscalibrated_logits(
+    n_samples: int = 1000,
+    n_classes: int = 3,
+    *,
+    temperature: float = 2.0,
+    scale: float = 2.0,
+    random_state=None,
+):
+    """Logits ``z`` whose calibrated probabilities are ``softmax(z / temperature)``.
+
+    True logits are Gaussian with standard deviation ``scale``; labels are
+    drawn from their softmax, and the returned logits are the true ones
+    multiplied by ``temperature`` (``> 1``: over-confident).
+
+    Returns
+    -------
+    logits : ndarray of shape (n_samples, n_classes)
+    y : ndarray of shape (n_samples,)
+    """
+    rng = check_random_state(random_state)
+    true_logits = scale * rng.standard_normal((n_samples, n_classes))
+    proba = np.exp(true_logits - true_logits.max(axis=1, keepdims=True))
+    proba /= proba.sum(axis=1, keepdims=True)
+    y = sample_labels(proba, rng)
+    return temperature * true_logits, y

@@ -1,0 +1,101 @@
+"""The private torch back end: devices, conversion, randomness, solvers."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from skcal._torch import (
+    make_generator,
+    minimize_lbfgs,
+    newton_root_1d,
+    resolve_device,
+    to_numpy,
+    to_tensor,
+)
+
+
+def test_resolve_device():
+    assert resolve_device("cpu") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+    assert resolve_device(None).type == expected
+    for bad in ("gpu", "cuda:x", "CPU", 3):
+        with pytest.raises(ValueError, match="'auto', 'cpu', 'cuda' or 'cuda:N'"):
+            resolve_device(bad)
+    if not torch.cuda.is_available():
+        for name in ("cuda", "cuda:0"):
+            with pytest.raises(ValueError, match="CUDA is not available"):
+                resolve_device(name)
+    else:
+        n = torch.cuda.device_count()
+        with pytest.raises(ValueError, match="CUDA device"):
+            resolve_device(f"cuda:{n}")
+
+
+def test_conversion_round_trip(device):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = to_tensor(a, device)
+    assert t.device.type == device and t.dtype == torch.float32
+    back = to_numpy(t * 2)
+    np.testing.assert_array_equal(back, 2 * a)
+    assert isinstance(back, np.ndarray)
+    ro = a.copy()
+    ro.flags.writeable = False
+    assert to_tensor(ro[:, ::2], device, torch.float64).shape == (3, 2)
+
+
+def test_generator_is_local_and_reproducible(device):
+    state = torch.random.get_rng_state()
+    a = torch.rand(5, generator=make_generator(7, device), device=device)
+    b = torch.rand(5, generator=make_generator(7, device), device=device)
+    assert torch.equal(a, b)
+    assert torch.equal(state, torch.random.get_rng_state())
+
+
+def test_newton_root_1d_finds_roots_and_bounds():
+    # g(x) = log(x) - log(3): increasing, root 3
+    res = newton_root_1d(
+        lambda x: (math.log(x) - math.log(3.0), 1.0 / x), 1.0, 1e-6, 1e6
+    )
+    assert res.converged and res.at_bound is None
+    assert res.x == pytest.approx(3.0, rel=1e-12)
+    # a root below the interval: g > 0 everywhere in it
+    res = newton_root_1d(lambda x: (x + 1.0, 1.0), 1.0, 0.5, 10.0)
+    assert res.at_bound == "lower" and res.x == 0.5
+    # a root above: g < 0 everywhere, flattening out (Newton alone would crawl)
+    res = newton_root_1d(lambda x: (-math.exp(-x), math.exp(-x)), 1.0, 1e-3, 50.0)
+    assert res.at_bound == "upper" and res.x == 50.0
+    # a far root where Newton steps are poor: bisection safeguard kicks in
+    res = newton_root_1d(
+        lambda x: (math.atan(x - 1e4), 1 / (1 + (x - 1e4) ** 2)), 1.0, 1e-3, 1e7
+    )
+    assert res.converged and res.x == pytest.approx(1e4, rel=1e-10)
+    res = newton_root_1d(
+        lambda x: (math.atan(x - 1e4), 1 / (1 + (x - 1e4) ** 2)),
+        1.0,
+        1e-3,
+        1e7,
+        max_iter=4,
+    )
+    assert not res.converged
+
+
+def test_minimize_lbfgs_on_a_quadratic(device):
+    A = torch.tensor([[3.0, 1.0], [1.0, 2.0]], dtype=torch.float64, device=device)
+    b = torch.tensor([1.0, -1.0], dtype=torch.float64, device=device)
+    x = torch.zeros(2, dtype=torch.float64, device=device, requires_grad=True)
+    res = minimize_lbfgs(lambda: 0.5 * x @ A @ x - b @ x, [x], tol=1e-7)
+    assert res.converged and res.grad_max <= 1e-7
+    np.testing.assert_allclose(
+        to_numpy(x), np.linalg.solve(A.cpu().numpy(), b.cpu().numpy())
+    )
+    y = torch.zeros(2, dtype=torch.float64, device=device, requires_grad=True)
+    rosen = lambda: (1 - y[0]) ** 2 + 100 * (y[1] - y[0] ** 2) ** 2  # noqa: E731
+    assert not minimize_lbfgs(rosen, [y], max_iter=2, tol=1e-10).converged
+    # a tolerance below float64 resolution: reported as not converged, and the
+    # solver stops once it stalls instead of burning the whole budget
+    z = torch.zeros(2, dtype=torch.float64, device=device, requires_grad=True)
+    res = minimize_lbfgs(lambda: 0.5 * z @ A @ z - b @ z, [z], tol=1e-14, max_iter=500)
+    assert not res.converged and res.n_iter < 100

@@ -1,0 +1,208 @@
+"""Temperature, vector and matrix scaling against independent references."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize, minimize_scalar
+from scipy.special import log_softmax
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.frozen import FrozenEstimator
+
+from skcal import MatrixScaling, TemperatureScaling, VectorScaling
+from skcal.metrics import negative_log_likelihood
+from skcal.utils._testing import make_miscalibrated_logits
+
+
+class _FixedLogits(ClassifierMixin, BaseEstimator):
+    """A 'classifier' whose decision function returns X: the logits themselves."""
+
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        return self
+
+    def decision_function(self, X):
+        X = np.asarray(X)
+        if X.shape[1] == 2:
+            # sklearn reads a binary decision d as logits (-d, d)
+            return (X[:, 1] - X[:, 0]) / 2
+        return X
+
+    def predict(self, X):
+        return self.classes_[np.argmax(X, axis=1)]
+
+
+def sklearn_temperature(X, y, sample_weight=None):
+    clf = FrozenEstimator(_FixedLogits().fit(X, y))
+    cal = CalibratedClassifierCV(clf, method="temperature")
+    cal.fit(X, y, sample_weight=sample_weight)
+    return 1.0 / float(cal.calibrated_classifiers_[0].calibrators[0].beta_)
+
+
+def nll(logits, y, w=None):
+    return float(
+        np.average(-log_softmax(logits, axis=1)[np.arange(len(y)), y], weights=w)
+    )
+
+
+@pytest.mark.parametrize(
+    "n, c, temperature, dtype, weighted",
+    [
+        (2000, 2, 0.5, np.float64, False),
+        (3000, 10, 3.0, np.float64, False),
+        (3000, 10, 3.0, np.float32, False),
+        (1500, 5, 1.7, np.float64, True),
+        (500, 100, 2.5, np.float64, False),
+    ],
+)
+def test_temperature_matches_sklearn(n, c, temperature, dtype, weighted, device):
+    X, y = make_miscalibrated_logits(n, c, temperature=temperature, random_state=c)
+    X = X.astype(dtype)
+    w = np.random.default_rng(0).uniform(0.2, 2.0, n) if weighted else None
+    ours = TemperatureScaling(device=device).fit(X, y, sample_weight=w).temperature_
+    # sklearn evaluates the loss in the input dtype, which limits its own
+    # precision for float32; give it the very same values in float64.
+    reference = sklearn_temperature(X.astype(np.float64), y, w)
+    assert ours == pytest.approx(reference, rel=1e-4)
+    # and it is the optimum of the NLL, checked with a bounded scalar solver
+    res = minimize_scalar(
+        lambda t: nll(X.astype(np.float64) / t, y, w),
+        bounds=(0.01, 100),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
+    assert ours == pytest.approx(res.x, rel=1e-4)
+
+
+def test_temperature_recovers_the_generating_temperature():
+    X, y = make_miscalibrated_logits(40000, 5, temperature=2.0, random_state=3)
+    ts = TemperatureScaling(device="cpu").fit(X, y)
+    assert ts.temperature_ == pytest.approx(2.0, rel=0.05)
+
+
+def test_temperature_never_changes_the_prediction(device):
+    X, y = make_miscalibrated_logits(1000, 7, temperature=0.3, random_state=1)
+    ts = TemperatureScaling(device=device).fit(X, y)
+    np.testing.assert_array_equal(ts.predict(X), X.argmax(1))
+
+
+def test_temperature_at_bounds_is_positive_finite_and_warns():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 300)
+    separable = 5.0 * np.eye(3)[y]
+    with pytest.warns(ConvergenceWarning, match="separate the classes"):
+        ts = TemperatureScaling(device="cpu").fit(separable, y)
+    assert 0 < ts.temperature_ < 1e-3
+    assert np.isfinite(ts.predict_proba(separable)).all()
+    anti = -separable
+    with pytest.warns(ConvergenceWarning, match="anti-correlated"):
+        ts = TemperatureScaling(device="cpu").fit(anti, y)
+    assert 1e3 < ts.temperature_ < np.inf
+    np.testing.assert_allclose(ts.predict_proba(anti), 1 / 3, atol=1e-5)
+
+
+def test_temperature_handles_huge_logits(device):
+    X, y = make_miscalibrated_logits(500, 4, temperature=5000.0, random_state=2)
+    ts = TemperatureScaling(device=device).fit(X, y)
+    assert np.abs(X).max() > 1e4
+    proba = ts.predict_proba(X)
+    assert np.isfinite(proba).all()
+    assert ts.temperature_ == pytest.approx(sklearn_temperature(X, y), rel=1e-4)
+
+
+def _scipy_affine_fit(X, y, matrix, l2_diag=0.0, l2_off=0.0, l2_bias=0.0):
+    """Independent reference: the same objective in numpy, solved by scipy."""
+    n, c = X.shape
+    onehot = np.eye(c)[y]
+    shape = (c, c) if matrix else (c,)
+    size = int(np.prod(shape))
+    off = 1 - np.eye(c)
+
+    def fun(theta):
+        delta, b = theta[:size].reshape(shape), theta[size:]
+        W = np.eye(c) + delta if matrix else 1 + delta
+        logits = X @ W.T + b if matrix else X * W + b
+        logp = log_softmax(logits, axis=1)
+        loss = -np.mean(logp[np.arange(n), y])
+        r = (np.exp(logp) - onehot) / n
+        g_b = r.sum(0) + 2 * l2_bias * b
+        if matrix:
+            g_d = r.T @ X + 2 * delta * (l2_diag * np.eye(c) + l2_off * off)
+            pen = l2_diag * np.sum(np.diag(delta) ** 2) + l2_off * np.sum(
+                (delta * off) ** 2
+            )
+        else:
+            g_d = (r * X).sum(0) + 2 * l2_diag * delta
+            pen = l2_diag * np.sum(delta**2)
+        return loss + pen + l2_bias * np.sum(b**2), np.concatenate([g_d.ravel(), g_b])
+
+    res = minimize(
+        fun,
+        np.zeros(size + c),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 10000, "gtol": 1e-12, "ftol": 1e-15},
+    )
+    delta, b = res.x[:size].reshape(shape), res.x[size:]
+    W = np.eye(c) + delta if matrix else 1 + delta
+    return W, b, res.fun
+
+
+@pytest.mark.parametrize("l2_reg", [0.0, 0.01])
+def test_vector_scaling_matches_scipy(l2_reg, device):
+    X, y = make_miscalibrated_logits(800, 4, temperature=2.0, random_state=4)
+    X = X + np.array([0.5, 0.0, -0.3, 0.2])
+    vs = VectorScaling(l2_reg=l2_reg, device=device).fit(X, y)
+    W, b, _ = _scipy_affine_fit(X, y, False, l2_reg, 0.0, l2_reg)
+    np.testing.assert_allclose(vs.coef_, W, atol=1e-5)
+    np.testing.assert_allclose(vs.intercept_, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("l2_reg, off_reg", [(0.0, 0.0), (0.01, 0.0), (0.0, 0.05)])
+def test_matrix_scaling_matches_scipy(l2_reg, off_reg, device):
+    X, y = make_miscalibrated_logits(800, 4, temperature=2.0, random_state=5)
+    X = X[:, [1, 0, 2, 3]]
+    ms = MatrixScaling(l2_reg=l2_reg, off_diagonal_reg=off_reg, device=device).fit(X, y)
+    W, b, _ = _scipy_affine_fit(X, y, True, l2_reg, l2_reg + off_reg, l2_reg)
+    np.testing.assert_allclose(ms.coef_, W, atol=1e-5)
+    np.testing.assert_allclose(ms.intercept_, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [TemperatureScaling, VectorScaling, MatrixScaling])
+def test_every_method_lowers_test_nll(cls, device):
+    X, y = make_miscalibrated_logits(6000, 5, temperature=2.5, random_state=6)
+    est = cls(device=device).fit(X[:3000], y[:3000])
+    before = nll(X[3000:], y[3000:])
+    after = negative_log_likelihood(y[3000:], est.predict_proba(X[3000:]))
+    assert after < before - 0.05
+
+
+@pytest.mark.parametrize("cls", [VectorScaling, MatrixScaling])
+def test_unconverged_fit_warns(cls):
+    X, y = make_miscalibrated_logits(500, 3, temperature=2.0, random_state=7)
+    with pytest.warns(ConvergenceWarning, match="max_iter=1 "):
+        cls(max_iter=1, device="cpu").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        cls(device="cpu").fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [TemperatureScaling, VectorScaling, MatrixScaling])
+def test_large_logits_give_finite_rows(cls):
+    X, y = make_miscalibrated_logits(
+        400, 5, temperature=1.0, scale=3000.0, random_state=8
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        proba = cls(device="cpu").fit(X, y).predict_proba(X)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+
+
+def test_results_are_deterministic(device):
+    X, y = make_miscalibrated_logits(700, 6, temperature=2.0, random_state=9)
+    a = MatrixScaling(l2_reg=1e-3, device=device).fit(X, y)
+    b = MatrixScaling(l2_reg=1e-3, device=device).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)

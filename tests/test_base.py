@@ -1,0 +1,251 @@
+"""The input contract of BaseCalibrator, exercised through every calibrator."""
+
+import pickle
+import re
+
+import joblib
+import numpy as np
+import pytest
+from scipy.special import softmax
+from sklearn.base import clone
+from sklearn.metrics import log_loss
+
+from skcal import TemperatureScaling
+from skcal.exceptions import InputWarning, MissingClassWarning
+from skcal.utils._testing import make_miscalibrated_logits
+from skcal.utils.discovery import all_estimators
+
+ESTIMATORS = [cls for _, cls in all_estimators()]
+
+
+@pytest.fixture
+def data():
+    return make_miscalibrated_logits(600, 4, temperature=2.0, random_state=0)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_fit_returns_self_and_keeps_params(cls, data):
+    X, y = data
+    est = cls(device="cpu")
+    params = est.get_params()
+    assert est.fit(X, y) is est
+    assert est.get_params() == params
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_proba_logproba_decision_predict_consistent(cls, data):
+    X, y = data
+    est = cls(device="cpu").fit(X, y)
+    decision = est.decision_function(X)
+    proba = est.predict_proba(X)
+    np.testing.assert_allclose(proba, softmax(decision, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(est.predict_log_proba(X), np.log(proba), rtol=1e-9)
+    np.testing.assert_array_equal(est.predict(X), est.classes_[proba.argmax(1)])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_input_not_modified_and_readonly_memmap(cls, data, tmp_path):
+    X, y = data
+    X_copy, y_copy = X.copy(), y.copy()
+    est = cls(device="cpu").fit(X, y)
+    expected = est.predict_proba(X)
+    np.testing.assert_array_equal(X, X_copy)
+    np.testing.assert_array_equal(y, y_copy)
+    joblib.dump((X, y), tmp_path / "data.pkl")
+    X_mm, y_mm = joblib.load(tmp_path / "data.pkl", mmap_mode="r")
+    assert not X_mm.flags.writeable
+    proba = cls(device="cpu").fit(X_mm, y_mm).predict_proba(X_mm)
+    np.testing.assert_allclose(proba, expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_pickle_joblib_clone_roundtrip(cls, data, tmp_path):
+    X, y = data
+    est = cls(device="cpu").fit(X, y)
+    expected = est.predict_proba(X)
+    np.testing.assert_array_equal(
+        pickle.loads(pickle.dumps(est)).predict_proba(X), expected
+    )
+    joblib.dump(est, tmp_path / "est.joblib")
+    np.testing.assert_array_equal(
+        joblib.load(tmp_path / "est.joblib").predict_proba(X), expected
+    )
+    fresh = clone(est)
+    assert not hasattr(fresh, "classes_")
+    np.testing.assert_allclose(fresh.fit(X, y).predict_proba(X), expected, rtol=1e-12)
+    # fitted state is plain numpy / python numbers: no torch objects kept
+    for key, value in vars(est).items():
+        assert "torch" not in type(value).__module__, key
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_float32_input(cls, data):
+    X, y = data
+    est64 = cls(device="cpu").fit(X, y)
+    est32 = cls(device="cpu").fit(X.astype(np.float32), y)
+    p32 = est32.predict_proba(X.astype(np.float32))
+    assert np.isfinite(p32).all()
+    np.testing.assert_allclose(p32, est64.predict_proba(X), atol=1e-4)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_string_labels_and_classes_parameter(cls, data):
+    X, y = data
+    names = np.array(["ant", "bee", "cat", "dog"])
+    est = cls(device="cpu").fit(X, names[y])
+    np.testing.assert_array_equal(est.classes_, names)
+    assert set(est.predict(X)) <= set(names)
+    # explicit column order different from the sorted order
+    order = np.array([2, 0, 3, 1])
+    est2 = cls(device="cpu", classes=names[order]).fit(X[:, order], names[y])
+    np.testing.assert_array_equal(est2.classes_, names[order])
+    np.testing.assert_allclose(
+        est2.predict_proba(X[:, order]), est.predict_proba(X)[:, order], atol=1e-6
+    )
+
+
+def test_integer_labels_map_to_their_own_column(data):
+    X, y = data
+    est = TemperatureScaling(device="cpu").fit(X, y)
+    np.testing.assert_array_equal(est.classes_, [0, 1, 2, 3])
+    # labels 1..4 on 4 columns are not in range(4): mapped in sorted order
+    est = TemperatureScaling(device="cpu").fit(X, y + 1)
+    np.testing.assert_array_equal(est.classes_, [1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_missing_class_keeps_its_column(cls, data):
+    X, y = data
+    keep = y != 2
+    with pytest.warns(MissingClassWarning, match=r"\[2\]"):
+        est = cls(device="cpu").fit(X[keep], y[keep])
+    np.testing.assert_array_equal(est.classes_, [0, 1, 2, 3])
+    proba = est.predict_proba(X)
+    assert proba.shape == (len(X), 4)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+
+
+def test_missing_string_class_with_classes_parameter(data):
+    X, y = data
+    names = np.array(["a", "b", "c", "d"])
+    keep = y != 3
+    with pytest.warns(MissingClassWarning):
+        est = TemperatureScaling(device="cpu", classes=names).fit(
+            X[keep], names[y[keep]]
+        )
+    assert est.predict_proba(X).shape == (len(X), 4)
+
+
+def test_proba_input_equals_log_proba_logits(data):
+    X, y = data
+    P = softmax(X, axis=1)
+    t_proba = TemperatureScaling(input="proba", device="cpu").fit(P, y).temperature_
+    t_logp = TemperatureScaling(device="cpu").fit(np.log(P), y).temperature_
+    assert t_proba == pytest.approx(t_logp, rel=1e-9)
+
+
+def test_logits_that_look_like_probabilities_warn(data):
+    X, y = data
+    with pytest.warns(InputWarning, match="input='proba'"):
+        TemperatureScaling(device="cpu").fit(softmax(X, axis=1), y)
+
+
+@pytest.mark.parametrize(
+    "P, match",
+    [
+        (np.array([[0.5, 0.6], [0.5, 0.5]] * 5), "row 0 sums to 1.1"),
+        (np.array([[1.5, -0.5], [0.5, 0.5]] * 5), r"values range over \[-0.5, 1.5\]"),
+    ],
+)
+def test_bad_probabilities_raise(P, match):
+    y = np.array([0, 1] * 5)
+    with pytest.raises(ValueError, match=match):
+        TemperatureScaling(input="proba", device="cpu").fit(P, y)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("method", ["fit", "predict_proba"])
+def test_non_finite_scores_raise(bad, method, data):
+    X, y = data
+    X_bad = X.copy()
+    X_bad[5, 1] = bad
+    est = TemperatureScaling(device="cpu")
+    if method == "predict_proba":
+        est.fit(X, y)
+    with pytest.raises(
+        ValueError, match=r"(NaN|inf) values in 1 row\(s\) \(first: row 5"
+    ):
+        getattr(est, method)(X_bad) if method != "fit" else est.fit(X_bad, y)
+
+
+def test_shape_errors(data):
+    X, y = data
+    est = TemperatureScaling(device="cpu")
+    with pytest.raises(ValueError, match="at least 2 columns"):
+        est.fit(X[:, :1], y)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        est.fit(X, y[:-1])
+    est.fit(X, y)
+    with pytest.raises(ValueError, match="expecting 4 features"):
+        est.predict_proba(X[:, :3])
+
+
+def test_label_errors(data):
+    X, y = data
+    with pytest.raises(ValueError, match="only one class"):
+        TemperatureScaling(device="cpu").fit(X, np.zeros_like(y))
+    with pytest.raises(ValueError, match="Pass classes="):
+        TemperatureScaling(device="cpu").fit(X, np.where(y > 1, "x", "y"))
+    with pytest.raises(ValueError, match="not in classes"):
+        TemperatureScaling(device="cpu", classes=[0, 1, 2, 5]).fit(X, y)
+    with pytest.raises(ValueError, match="one label per column"):
+        TemperatureScaling(device="cpu", classes=[0, 1, 2]).fit(X, y)
+    with pytest.raises(ValueError, match="Unknown label type"):
+        TemperatureScaling(device="cpu").fit(X, np.linspace(0, 1, len(y)))
+
+
+def test_sample_weight_equals_repetition(data):
+    X, y = data
+    w = np.random.default_rng(1).integers(0, 4, size=len(y))
+    weighted = TemperatureScaling(device="cpu").fit(X, y, sample_weight=w)
+    repeated = TemperatureScaling(device="cpu").fit(np.repeat(X, w, 0), np.repeat(y, w))
+    assert weighted.temperature_ == pytest.approx(repeated.temperature_, rel=1e-9)
+    with pytest.raises(ValueError, match="[Nn]egative"):
+        TemperatureScaling(device="cpu").fit(X, y, sample_weight=-np.ones(len(y)))
+
+
+def test_score_is_negative_log_loss(data):
+    X, y = data
+    names = np.array(["a", "b", "c", "d"])
+    est = TemperatureScaling(device="cpu").fit(X, names[y])
+    expected = -log_loss(names[y], est.predict_proba(X), labels=est.classes_)
+    assert est.score(X, names[y]) == pytest.approx(expected, rel=1e-10)
+    w = np.arange(len(y)) % 3
+    expected_w = -log_loss(
+        names[y], est.predict_proba(X), labels=est.classes_, sample_weight=w
+    )
+    assert est.score(X, names[y], sample_weight=w) == pytest.approx(
+        expected_w, rel=1e-10
+    )
+
+
+def test_init_stores_only_and_device_errors_at_fit(data):
+    X, y = data
+    est = TemperatureScaling(device="tpu")  # no error at construction
+    assert est.device == "tpu"
+    with pytest.raises(
+        ValueError, match=re.escape("'auto', 'cpu', 'cuda' or 'cuda:N'")
+    ):
+        est.fit(X, y)
+
+
+def test_unavailable_cuda_is_a_clear_error(data):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available on this machine")
+    X, y = data
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        TemperatureScaling(device="cuda").fit(X, y)
