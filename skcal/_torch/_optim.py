@@ -65,9 +65,11 @@ def newton_root_1d(
     if the function has the same sign there, the root lies outside the
     interval and that bound is returned with ``at_bound`` set. Otherwise the
     root is bracketed and found by Newton steps, falling back to a geometric
-    bisection of the bracket whenever a step leaves it or does not at least
-    halve the previous one (the ``rtsafe`` safeguard), so convergence is
-    guaranteed and quadratic near the root.
+    bisection of the bracket whenever a step leaves it, or is still large and
+    does not at least halve the previous one (the ``rtsafe`` safeguard), so
+    convergence is guaranteed and quadratic near the root. Once steps are
+    below ``1e-6 * x`` Newton is trusted: there, rounding noise in ``g``
+    must not trigger a bisection of a possibly wide bracket.
 
     Parameters
     ----------
@@ -98,7 +100,10 @@ def newton_root_1d(
     x, dx_old = x0, math.inf
     for n_iter in range(3, max_iter + 1):
         newton = x - g / h if h > 0 and math.isfinite(h) else math.nan
-        if not a < newton < b or abs(2.0 * g) > abs(dx_old * h):
+        if abs(newton - x) <= xtol * x:  # includes a step lost to rounding
+            return OptimResult(x=newton, n_iter=n_iter - 1, converged=True)
+        slow = abs(2.0 * g) > abs(dx_old * h) and abs(newton - x) > 1e-6 * x
+        if not a < newton < b or slow:
             x_new = math.sqrt(a * b)
         else:
             x_new = newton
@@ -175,10 +180,10 @@ def minimize_lbfgs(
         loss = closure()
         grad_max = max(float(p.grad.abs().max()) for p in params)
         converged = bool(math.isfinite(grad_max) and grad_max <= tol)
-        stalled = n_iter == previous or not float(loss) < previous_loss
+        stalled = n_iter == previous or not loss.item() < previous_loss
         if converged or n_iter >= max_iter or stalled:
             break
-        previous_loss = float(loss)
+        previous_loss = loss.item()
     for p in params:
         p.grad = None
     return OptimResult(

@@ -158,16 +158,21 @@ class _AffineScaling(BaseCalibrator):
     _matrix = False
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
-        "l2_reg": [Interval(Real, 0, None, closed="left")],
+        "l2_reg": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
         "device": _DEVICE,
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
     }
 
     def _penalties(self) -> dict:
-        return {"l2_diag": self.l2_reg, "l2_bias": self.l2_reg}
+        return {"l2_diag": self.l2_reg_, "l2_bias": self.l2_reg_}
 
     def _fit(self, logits, y_index, sample_weight):
+        # frequency semantics: a weight of 2 counts as two samples
+        n_samples = float(np.sum(sample_weight))
+        self.l2_reg_ = (
+            logits.shape[1] / n_samples if self.l2_reg == "auto" else float(self.l2_reg)
+        )
         fit = fit_affine_softmax(
             logits,
             y_index,
@@ -189,7 +194,12 @@ class VectorScaling(_AffineScaling):
 
     Fitted by full-batch L-BFGS on the weighted mean negative log-likelihood
     plus ``l2_reg * (||w - 1||^2 + ||b||^2)``, in float64 on ``device``,
-    starting from the identity map (``w = 1``, ``b = 0``). Vector scaling can
+    starting from the identity map (``w = 1``, ``b = 0``). The default
+    ``l2_reg="auto"`` is ``n_classes / n_samples``: a fixed-precision prior
+    whose weight shrinks as the calibration set grows (the ridge scaling of
+    structured matrix scaling, Berta et al. 2026). It keeps the fit finite
+    when the calibration scores are (nearly) separable or a class is absent;
+    ``l2_reg=0`` is the unregularised method of Guo et al. Vector scaling can
     change the predicted class.
 
     Parameters
@@ -198,8 +208,10 @@ class VectorScaling(_AffineScaling):
         What ``X`` holds; probabilities become ``log(max(p, 1e-12))``.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
-    l2_reg : float, default=0.0
-        Ridge penalty pulling the map towards the identity.
+    l2_reg : float or "auto", default="auto"
+        Ridge penalty pulling the map towards the identity; ``"auto"`` is
+        ``n_classes / n_samples`` (``n_samples`` is the sum of the sample
+        weights).
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the fit runs.
     tol : float, default=1e-7
@@ -211,6 +223,8 @@ class VectorScaling(_AffineScaling):
     ----------
     coef_ : ndarray of shape (n_classes,)
         Per-class scales ``w``.
+    l2_reg_ : float
+        The ridge penalty used.
     intercept_ : ndarray of shape (n_classes,)
         Per-class offsets ``b``.
     n_iter_ : int
@@ -242,7 +256,7 @@ class VectorScaling(_AffineScaling):
         *,
         input="logits",
         classes=None,
-        l2_reg=0.0,
+        l2_reg="auto",
         device="auto",
         tol=1e-7,
         max_iter=1000,
@@ -265,10 +279,12 @@ class MatrixScaling(_AffineScaling):
     plus ``l2_reg * (||W - I||_F^2 + ||b||^2) + off_diagonal_reg *
     sum_{i != j} W_ij^2``, in float64 on ``device``, from the identity map.
     With ``C`` classes it has ``C^2 + C`` parameters and over-fits small
-    calibration sets: regularise (``off_diagonal_reg`` shrinks the
-    interactions between classes, as ODIR does) or prefer
-    :class:`VectorScaling` / :class:`TemperatureScaling` there. On
-    ``input="proba"`` it is Dirichlet calibration (Kull et al., 2019).
+    calibration sets without regularisation. The default ``l2_reg="auto"``
+    is ``n_classes / n_samples``, a fixed-precision prior whose weight
+    shrinks as the calibration set grows; ``off_diagonal_reg`` further
+    shrinks the interactions between classes (as ODIR does); ``l2_reg=0``
+    is the unregularised method of Guo et al. On ``input="proba"`` it is
+    Dirichlet calibration (Kull et al., 2019) with a ridge penalty.
 
     Parameters
     ----------
@@ -276,8 +292,10 @@ class MatrixScaling(_AffineScaling):
         What ``X`` holds; probabilities become ``log(max(p, 1e-12))``.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
-    l2_reg : float, default=0.0
-        Ridge penalty on ``W - I`` and ``b``.
+    l2_reg : float or "auto", default="auto"
+        Ridge penalty on ``W - I`` and ``b``; ``"auto"`` is
+        ``n_classes / n_samples`` (``n_samples`` is the sum of the sample
+        weights).
     off_diagonal_reg : float, default=0.0
         Extra ridge penalty on the off-diagonal entries of ``W``.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
@@ -291,6 +309,8 @@ class MatrixScaling(_AffineScaling):
     ----------
     coef_ : ndarray of shape (n_classes, n_classes)
         The matrix ``W``.
+    l2_reg_ : float
+        The ridge penalty used on ``W - I`` and ``b``.
     intercept_ : ndarray of shape (n_classes,)
         The offsets ``b``.
     n_iter_ : int
@@ -331,7 +351,7 @@ class MatrixScaling(_AffineScaling):
         *,
         input="logits",
         classes=None,
-        l2_reg=0.0,
+        l2_reg="auto",
         off_diagonal_reg=0.0,
         device="auto",
         tol=1e-7,
@@ -347,9 +367,9 @@ class MatrixScaling(_AffineScaling):
 
     def _penalties(self) -> dict:
         return {
-            "l2_diag": self.l2_reg,
-            "l2_off": self.l2_reg + self.off_diagonal_reg,
-            "l2_bias": self.l2_reg,
+            "l2_diag": self.l2_reg_,
+            "l2_off": self.l2_reg_ + self.off_diagonal_reg,
+            "l2_bias": self.l2_reg_,
         }
 
     def _calibrated_logits(self, logits):

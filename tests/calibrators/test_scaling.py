@@ -206,3 +206,32 @@ def test_results_are_deterministic(device):
     a = MatrixScaling(l2_reg=1e-3, device=device).fit(X, y)
     b = MatrixScaling(l2_reg=1e-3, device=device).fit(X, y)
     np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
+@pytest.mark.parametrize("cls", [VectorScaling, MatrixScaling])
+def test_auto_regularisation_is_classes_over_samples(cls):
+    X, y = make_miscalibrated_logits(500, 5, temperature=2.0, random_state=10)
+    auto = cls(device="cpu").fit(X, y)
+    assert auto.l2_reg_ == 5 / 500
+    explicit = cls(l2_reg=5 / 500, device="cpu").fit(X, y)
+    np.testing.assert_array_equal(auto.coef_, explicit.coef_)
+    W, b, _ = _scipy_affine_fit(X, y, cls is MatrixScaling, 0.01, 0.01, 0.01)
+    np.testing.assert_allclose(auto.coef_, W, atol=1e-5)
+
+
+def test_regularisation_keeps_nearly_separable_fits_sane():
+    """Unregularised matrix scaling blows up on nearly separable scores."""
+    X, y = make_miscalibrated_logits(
+        300, 4, temperature=1.0, scale=8.0, random_state=11
+    )
+    X_test, y_test = make_miscalibrated_logits(
+        3000, 4, temperature=1.0, scale=8.0, random_state=12
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        raw = MatrixScaling(l2_reg=0.0, device="cpu").fit(X, y)
+    auto = MatrixScaling(device="cpu").fit(X, y)
+    nll_raw = nll(raw.decision_function(X_test), y_test)
+    nll_auto = nll(auto.decision_function(X_test), y_test)
+    assert nll_auto < nll_raw
+    assert np.abs(auto.coef_).max() < np.abs(raw.coef_).max()
