@@ -31,7 +31,6 @@ numpydoc_class_members_toctree = False
 templates_path = ["_templates"]
 exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py"]
 html_theme = "alabaster"
-html_static_path = ["_static"]
 # no intersphinx: the build must not touch the network
 
 sphinx_gallery_conf = {

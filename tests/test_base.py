@@ -24,18 +24,18 @@ def data():
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_fit_returns_self_and_keeps_params(cls, data):
+def test_fit_returns_self_and_keeps_params(cls, device, data):
     X, y = data
-    est = cls(device="cpu")
+    est = cls(device=device)
     params = est.get_params()
     assert est.fit(X, y) is est
     assert est.get_params() == params
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_proba_logproba_decision_predict_consistent(cls, data):
+def test_proba_logproba_decision_predict_consistent(cls, device, data):
     X, y = data
-    est = cls(device="cpu").fit(X, y)
+    est = cls(device=device).fit(X, y)
     decision = est.decision_function(X)
     proba = est.predict_proba(X)
     np.testing.assert_allclose(proba, softmax(decision, axis=1), rtol=1e-12)
@@ -60,9 +60,9 @@ def test_input_not_modified_and_readonly_memmap(cls, data, tmp_path):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_pickle_joblib_clone_roundtrip(cls, data, tmp_path):
+def test_pickle_joblib_clone_roundtrip(cls, device, data, tmp_path):
     X, y = data
-    est = cls(device="cpu").fit(X, y)
+    est = cls(device=device).fit(X, y)
     expected = est.predict_proba(X)
     np.testing.assert_array_equal(
         pickle.loads(pickle.dumps(est)).predict_proba(X), expected
@@ -74,16 +74,19 @@ def test_pickle_joblib_clone_roundtrip(cls, data, tmp_path):
     fresh = clone(est)
     assert not hasattr(fresh, "classes_")
     np.testing.assert_allclose(fresh.fit(X, y).predict_proba(X), expected, rtol=1e-12)
-    # fitted state is plain numpy / python numbers: no torch objects kept
+    # fitted state is plain numpy / python numbers: no torch objects kept, so
+    # a model fitted on a GPU predicts after loading on a CPU-only machine
     for key, value in vars(est).items():
         assert "torch" not in type(value).__module__, key
+    on_cpu = pickle.loads(pickle.dumps(est)).set_params(device="cpu")
+    np.testing.assert_array_equal(on_cpu.predict_proba(X), expected)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_float32_input(cls, data):
+def test_float32_input(cls, device, data):
     X, y = data
-    est64 = cls(device="cpu").fit(X, y)
-    est32 = cls(device="cpu").fit(X.astype(np.float32), y)
+    est64 = cls(device=device).fit(X, y)
+    est32 = cls(device=device).fit(X.astype(np.float32), y)
     p32 = est32.predict_proba(X.astype(np.float32))
     assert np.isfinite(p32).all()
     np.testing.assert_allclose(p32, est64.predict_proba(X), atol=1e-4)
@@ -115,11 +118,11 @@ def test_integer_labels_map_to_their_own_column(data):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_missing_class_keeps_its_column(cls, data):
+def test_missing_class_keeps_its_column(cls, device, data):
     X, y = data
     keep = y != 2
     with pytest.warns(MissingClassWarning, match=r"\[2\]"):
-        est = cls(device="cpu").fit(X[keep], y[keep])
+        est = cls(device=device).fit(X[keep], y[keep])
     np.testing.assert_array_equal(est.classes_, [0, 1, 2, 3])
     proba = est.predict_proba(X)
     assert proba.shape == (len(X), 4)

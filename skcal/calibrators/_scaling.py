@@ -16,7 +16,8 @@ from ..utils._sklearn import Interval, StrOptions
 
 __all__ = ["MatrixScaling", "TemperatureScaling", "VectorScaling"]
 
-_DEVICE = [StrOptions({"auto", "cpu", "cuda"}), str]
+# "auto", "cpu", "cuda" or "cuda:N"; checked by resolve_device at fit time
+_DEVICE = [str]
 
 #: Inverse temperatures are searched in [exp(-16), exp(16)].
 _LOG_BETA_BOUND = 16.0

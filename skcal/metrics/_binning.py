@@ -98,7 +98,36 @@ def binned_statistics(
     strategy: str = "uniform",
     closed: str = "left",
 ) -> BinStatistics:
-    """Bin ``scores`` and average scores and targets per bin."""
+    """Bin ``scores`` and average scores and targets per bin.
+
+    The single binning behind every binned metric and reliability plot.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_samples,)
+        Scores in [0, 1] (confidences, or one class's probabilities).
+    targets : array-like of shape (n_samples,)
+        Outcomes in [0, 1] (correctness, or ``y == k``).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights.
+    n_bins : int, default=15
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width or equal-mass bins, see :func:`bin_edges`.
+    closed : {"left", "right"}, default="left"
+        Bin-edge convention, see the module docstring.
+
+    Returns
+    -------
+    BinStatistics
+
+    Examples
+    --------
+    >>> from skcal.metrics import binned_statistics
+    >>> stats = binned_statistics([0.1, 0.15, 0.9], [0, 1, 1], n_bins=2)
+    >>> stats.count, stats.mean_score, stats.mean_target
+    (array([2, 1]), array([0.125, 0.9  ]), array([0.5, 1. ]))
+    """
     scores = np.asarray(scores, dtype=np.float64)
     targets = np.asarray(targets, dtype=np.float64)
     w = np.ones_like(scores) if sample_weight is None else sample_weight
