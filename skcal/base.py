@@ -5,10 +5,10 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._torch.kernels import softmax_inplace
 from .exceptions import MissingClassWarning
 from .utils._sklearn import StrOptions
 from .utils._validation import (
@@ -144,18 +144,22 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         logits = self._validate_scores(X, reset=False)
-        return np.asarray(self._calibrated_logits(logits), dtype=np.float64)
+        out = np.asarray(self._calibrated_logits(logits), dtype=np.float64, order="C")
+        # a fresh array that the caller owns, never a view of the input
+        if np.may_share_memory(out, logits) or not out.flags.writeable:
+            out = out.copy()
+        return out
 
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated probabilities of shape (n_samples, n_classes).
 
         Column ``j`` is the probability of ``classes_[j]``; rows sum to 1.
         """
-        return softmax(self.decision_function(X), axis=1)
+        return softmax_inplace(self.decision_function(X))
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, computed stably."""
-        return log_softmax(self.decision_function(X), axis=1)
+        return softmax_inplace(self.decision_function(X), log=True)
 
     def predict(self, X) -> np.ndarray:
         """Most probable class of each sample, as labels from ``classes_``."""

@@ -99,3 +99,18 @@ def test_minimize_lbfgs_on_a_quadratic(device):
     z = torch.zeros(2, dtype=torch.float64, device=device, requires_grad=True)
     res = minimize_lbfgs(lambda: 0.5 * z @ A @ z - b @ z, [z], tol=1e-14, max_iter=500)
     assert not res.converged and res.n_iter < 100
+
+
+def test_softmax_inplace_matches_scipy():
+    from scipy.special import log_softmax, softmax
+
+    from skcal._torch.kernels import softmax_inplace
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(50, 7)) * np.array([[1.0], [1e4]] * 25)  # huge rows too
+    expected, expected_log = softmax(a, axis=1), log_softmax(a, axis=1)
+    b, c = a.copy(), a.copy()
+    assert softmax_inplace(b) is b
+    np.testing.assert_allclose(b, expected, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(softmax_inplace(c, log=True), expected_log, rtol=1e-12)
+    assert softmax_inplace(np.empty((0, 3))).shape == (0, 3)
