@@ -18,10 +18,10 @@ from sklearn.calibration import CalibratedClassifierCV
 from sklearn.frozen import FrozenEstimator
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import FixedLogits, best_time  # noqa: E402
+from _common import best_time  # noqa: E402
 
 from skcal import TemperatureScaling  # noqa: E402
-from skcal.utils._testing import make_miscalibrated_logits  # noqa: E402
+from skcal.utils._testing import FixedLogits, make_miscalibrated_logits  # noqa: E402
 
 SHAPES = [(50_000, 1_000), (200_000, 10)]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 
 
@@ -45,3 +46,27 @@ def make_miscalibrated_logits(
     proba /= proba.sum(axis=1, keepdims=True)
     y = sample_labels(proba, rng)
     return temperature * true_logits, y
+
+
+class FixedLogits(ClassifierMixin, BaseEstimator):
+    """A prefit 'classifier' whose decision function returns ``X`` itself.
+
+    Lets scikit-learn's ``CalibratedClassifierCV`` calibrate precomputed
+    logits through ``FrozenEstimator`` (a reference in tests and benchmarks).
+    For two classes it returns ``d = (z1 - z0) / 2``: scikit-learn reads a
+    binary decision ``d`` as the logits ``(-d, d)``, which have the same
+    softmax as ``(z0, z1)``.
+    """
+
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        return self
+
+    def decision_function(self, X):
+        X = np.asarray(X)
+        if X.shape[1] == 2:
+            return (X[:, 1] - X[:, 0]) / 2
+        return X
+
+    def predict(self, X):
+        return self.classes_[np.argmax(X, axis=1)]

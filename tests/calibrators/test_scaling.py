@@ -6,36 +6,17 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import log_softmax
-from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.frozen import FrozenEstimator
 
 from skcal import MatrixScaling, TemperatureScaling, VectorScaling
 from skcal.metrics import negative_log_likelihood
-from skcal.utils._testing import make_miscalibrated_logits
-
-
-class _FixedLogits(ClassifierMixin, BaseEstimator):
-    """A 'classifier' whose decision function returns X: the logits themselves."""
-
-    def fit(self, X, y):
-        self.classes_ = np.unique(y)
-        return self
-
-    def decision_function(self, X):
-        X = np.asarray(X)
-        if X.shape[1] == 2:
-            # sklearn reads a binary decision d as logits (-d, d)
-            return (X[:, 1] - X[:, 0]) / 2
-        return X
-
-    def predict(self, X):
-        return self.classes_[np.argmax(X, axis=1)]
+from skcal.utils._testing import FixedLogits, make_miscalibrated_logits
 
 
 def sklearn_temperature(X, y, sample_weight=None):
-    clf = FrozenEstimator(_FixedLogits().fit(X, y))
+    clf = FrozenEstimator(FixedLogits().fit(X, y))
     cal = CalibratedClassifierCV(clf, method="temperature")
     cal.fit(X, y, sample_weight=sample_weight)
     return 1.0 / float(cal.calibrated_classifiers_[0].calibrators[0].beta_)
