@@ -3,11 +3,25 @@
 __version__ = "0.1.0.dev0"
 
 from .base import BaseCalibrator  # noqa: E402
-from .calibrators import MatrixScaling, TemperatureScaling, VectorScaling  # noqa: E402
+from .calibrators import (  # noqa: E402
+    ClassTemperatureScaling,
+    DirichletCalibrator,
+    DirichletCalibratorCV,
+    MatrixScaling,
+    ParameterizedTemperatureScaling,
+    StructuredMatrixScaling,
+    TemperatureScaling,
+    VectorScaling,
+)
 
 __all__ = [
     "BaseCalibrator",
+    "ClassTemperatureScaling",
+    "DirichletCalibrator",
+    "DirichletCalibratorCV",
     "MatrixScaling",
+    "ParameterizedTemperatureScaling",
+    "StructuredMatrixScaling",
     "TemperatureScaling",
     "VectorScaling",
     "__version__",

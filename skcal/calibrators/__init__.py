@@ -1,5 +1,22 @@
 """Calibrators: estimators that map classifier scores to calibrated probabilities."""
 
-from ._scaling import MatrixScaling, TemperatureScaling, VectorScaling
+from ._dirichlet import DirichletCalibrator, DirichletCalibratorCV
+from ._pts import ParameterizedTemperatureScaling
+from ._scaling import (
+    ClassTemperatureScaling,
+    MatrixScaling,
+    TemperatureScaling,
+    VectorScaling,
+)
+from ._sms import StructuredMatrixScaling
 
-__all__ = ["MatrixScaling", "TemperatureScaling", "VectorScaling"]
+__all__ = [
+    "ClassTemperatureScaling",
+    "DirichletCalibrator",
+    "DirichletCalibratorCV",
+    "MatrixScaling",
+    "ParameterizedTemperatureScaling",
+    "StructuredMatrixScaling",
+    "TemperatureScaling",
+    "VectorScaling",
+]

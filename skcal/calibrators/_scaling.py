@@ -9,12 +9,21 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._torch import newton_root_1d, resolve_device
-from .._torch.kernels import TemperatureObjective, fit_affine_softmax
+from .._torch.kernels import (
+    TemperatureObjective,
+    class_temperature_search,
+    fit_affine_softmax,
+)
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import Interval, StrOptions
 
-__all__ = ["MatrixScaling", "TemperatureScaling", "VectorScaling"]
+__all__ = [
+    "ClassTemperatureScaling",
+    "MatrixScaling",
+    "TemperatureScaling",
+    "VectorScaling",
+]
 
 # "auto", "cpu", "cuda" or "cuda:N"; checked by resolve_device at fit time
 _DEVICE = [str]
@@ -32,6 +41,50 @@ def _warn_unconverged(name: str, result, max_iter: int) -> None:
             ConvergenceWarning,
             stacklevel=3,
         )
+
+
+def fit_inverse_temperature(logits, y_index, sample_weight, device, tol, max_iter):
+    """NLL-optimal inverse temperature ``beta`` of ``softmax(beta * logits)``.
+
+    Shared by every calibrator that starts from temperature scaling. Solves
+    the convex 1-D problem with :func:`~skcal._torch.newton_root_1d` over
+    ``beta`` in ``[exp(-16), exp(16)]`` and warns (``ConvergenceWarning``)
+    when the optimum lies outside or the solver did not converge.
+
+    Returns
+    -------
+    OptimResult
+        ``result.x`` is ``beta``.
+    """
+    objective = TemperatureObjective(
+        logits, y_index, sample_weight, resolve_device(device)
+    )
+    bound = math.exp(_LOG_BETA_BOUND)
+    result = newton_root_1d(
+        objective.derivatives, 1.0, 1.0 / bound, bound, xtol=tol, max_iter=max_iter
+    )
+    if result.at_bound is not None:
+        reason = (
+            "the scores separate the classes perfectly"
+            if result.at_bound == "upper"
+            else "the scores carry no information about the labels, or are "
+            "anti-correlated with them"
+        )
+        warnings.warn(
+            f"Temperature scaling: the log-likelihood has no minimum for a "
+            f"temperature in [exp(-16), exp(16)] ({reason}); the temperature "
+            f"was set to the bound {1.0 / result.x:.4g}.",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+    elif not result.converged:
+        warnings.warn(
+            f"Temperature scaling did not converge in max_iter={max_iter} Newton "
+            "iterations; increase max_iter.",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+    return result
 
 
 class TemperatureScaling(BaseCalibrator):
@@ -113,39 +166,9 @@ class TemperatureScaling(BaseCalibrator):
         self.max_iter = max_iter
 
     def _fit(self, logits, y_index, sample_weight):
-        objective = TemperatureObjective(
-            logits, y_index, sample_weight, resolve_device(self.device)
+        result = fit_inverse_temperature(
+            logits, y_index, sample_weight, self.device, self.tol, self.max_iter
         )
-        bound = math.exp(_LOG_BETA_BOUND)
-        result = newton_root_1d(
-            objective.derivatives,
-            1.0,
-            1.0 / bound,
-            bound,
-            xtol=self.tol,
-            max_iter=self.max_iter,
-        )
-        if result.at_bound is not None:
-            reason = (
-                "the scores separate the classes perfectly"
-                if result.at_bound == "upper"
-                else "the scores carry no information about the labels, or are "
-                "anti-correlated with them"
-            )
-            warnings.warn(
-                f"TemperatureScaling: the log-likelihood has no minimum for a "
-                f"temperature in [exp(-16), exp(16)] ({reason}); the temperature "
-                f"was set to the bound {1.0 / result.x:.4g}.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-        elif not result.converged:
-            warnings.warn(
-                f"TemperatureScaling did not converge in max_iter={self.max_iter} "
-                "Newton iterations; increase max_iter.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
         self.temperature_ = float(1.0 / result.x)
         self.n_iter_ = result.n_iter
 
@@ -156,7 +179,7 @@ class TemperatureScaling(BaseCalibrator):
 class _AffineScaling(BaseCalibrator):
     """Shared fit of vector and matrix scaling."""
 
-    _matrix = False
+    _kind = "diagonal"
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "l2_reg": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
@@ -178,7 +201,7 @@ class _AffineScaling(BaseCalibrator):
             logits,
             y_index,
             sample_weight,
-            matrix=self._matrix,
+            kind=self._kind,
             device=resolve_device(self.device),
             tol=self.tol,
             max_iter=self.max_iter,
@@ -341,7 +364,7 @@ class MatrixScaling(_AffineScaling):
     True
     """
 
-    _matrix = True
+    _kind = "full"
     _parameter_constraints: dict = {
         **_AffineScaling._parameter_constraints,
         "off_diagonal_reg": [Interval(Real, 0, None, closed="left")],
@@ -375,3 +398,127 @@ class MatrixScaling(_AffineScaling):
 
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64) @ self.coef_.T + self.intercept_
+
+
+class ClassTemperatureScaling(BaseCalibrator):
+    """Class-based temperature scaling (CTS): one temperature per class.
+
+    Frenkel & Goldberger (2021). All temperatures start at the NLL-optimal
+    global temperature (clamped to the grid's range); then ``n_iter`` greedy
+    passes visit the classes in turn and give class ``k`` the value of
+    ``grid`` that most lowers the top-label ECE (``n_bins`` equal-width bins)
+    on the calibration set without lowering its accuracy.
+
+    ``mode`` says where the temperatures apply:
+
+    * ``"column"`` (the paper): column ``k`` of the logits is divided by
+      ``T_k``. The predicted class can change (accuracy may even rise on the
+      calibration set, and may fall on new data).
+    * ``"predicted"``: every logit of a row is divided by the temperature of
+      the row's predicted class, so predictions never change.
+
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+    mode : {"column", "predicted"}, default="column"
+        Temperature of each column, or of each row's predicted class.
+    grid : array-like of float, default=0.5, 0.6, ..., 5.0
+        Candidate temperatures (positive).
+    n_iter : int, default=5
+        Number of greedy passes over the classes.
+    n_bins : int, default=15
+        Bins of the ECE objective.
+    device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
+        Where the search runs.
+
+    Attributes
+    ----------
+    temperatures_ : ndarray of shape (n_classes,)
+        Fitted temperature of each class.
+    temperature_init_ : float
+        The clamped global temperature the search started from.
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+
+    References
+    ----------
+    L. Frenkel, J. Goldberger. "Network calibration by class-based
+    temperature scaling". EUSIPCO 2021.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import ClassTemperatureScaling
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> logits, y = make_miscalibrated_logits(2000, 4, temperature=2.0, random_state=0)
+    >>> cts = ClassTemperatureScaling(mode="predicted", device="cpu").fit(logits, y)
+    >>> cts.temperatures_.shape
+    (4,)
+    >>> bool(np.all(cts.predict(logits) == logits.argmax(axis=1)))
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **BaseCalibrator._parameter_constraints,
+        "mode": [StrOptions({"column", "predicted"})],
+        "grid": ["array-like", None],
+        "n_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_bins": [Interval(Integral, 1, None, closed="left")],
+        "device": _DEVICE,
+    }
+
+    def __init__(
+        self,
+        *,
+        input="logits",
+        classes=None,
+        mode="column",
+        grid=None,
+        n_iter=5,
+        n_bins=15,
+        device="auto",
+    ):
+        self.input = input
+        self.classes = classes
+        self.mode = mode
+        self.grid = grid
+        self.n_iter = n_iter
+        self.n_bins = n_bins
+        self.device = device
+
+    def _fit(self, logits, y_index, sample_weight):
+        grid = (
+            np.round(np.arange(0.5, 5.0 + 1e-9, 0.1), 10)
+            if self.grid is None
+            else np.asarray(self.grid, dtype=np.float64).ravel()
+        )
+        if grid.size == 0 or np.any(~np.isfinite(grid)) or np.any(grid <= 0):
+            raise ValueError(
+                f"grid must hold positive finite temperatures; got {self.grid!r}."
+            )
+        beta = fit_inverse_temperature(
+            logits, y_index, sample_weight, self.device, 1e-12, 100
+        ).x
+        self.temperature_init_ = float(np.clip(1.0 / beta, grid.min(), grid.max()))
+        self.temperatures_ = class_temperature_search(
+            logits,
+            y_index,
+            sample_weight,
+            initial=self.temperature_init_,
+            grid=grid,
+            n_iter=self.n_iter,
+            n_bins=self.n_bins,
+            predicted=self.mode == "predicted",
+            device=resolve_device(self.device),
+        )
+
+    def _calibrated_logits(self, logits):
+        logits = np.asarray(logits, dtype=np.float64)
+        if self.mode == "column":
+            return logits / self.temperatures_
+        return logits / self.temperatures_[np.argmax(logits, axis=1)][:, None]

@@ -70,3 +70,20 @@ class FixedLogits(ClassifierMixin, BaseEstimator):
 
     def predict(self, X):
         return self.classes_[np.argmax(X, axis=1)]
+
+
+#: Constructor parameters that keep slow estimators quick in generic tests
+#: (fewer candidates and folds for the cross-validated ones).
+FAST_PARAMS = {
+    "DirichletCalibratorCV": {
+        "reg_lambdas": [1e-2, 1e-4],
+        "reg_mus": [1e-2],
+        "cv": 2,
+        "random_state": 0,
+    },
+}
+
+
+def make_estimator(cls, **params):
+    """An instance of ``cls`` with :data:`FAST_PARAMS` and ``params``."""
+    return cls(**{**FAST_PARAMS.get(cls.__name__, {}), **params})

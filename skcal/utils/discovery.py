@@ -18,7 +18,7 @@ def all_estimators() -> list[tuple[str, type]]:
     --------
     >>> from skcal.utils.discovery import all_estimators
     >>> [name for name, _ in all_estimators()][:1]
-    ['MatrixScaling']
+    ['DirichletCalibrator']
     """
     from .. import calibrators
     from ..base import BaseCalibrator

@@ -114,3 +114,35 @@ def test_softmax_inplace_matches_scipy():
     np.testing.assert_allclose(b, expected, rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(softmax_inplace(c, log=True), expected_log, rtol=1e-12)
     assert softmax_inplace(np.empty((0, 3))).shape == (0, 3)
+
+
+def test_train_adam_restores_the_best_epoch():
+    from skcal._torch import train_adam
+
+    # training pushes x to 3; the validation loss prefers x = 1, so the best
+    # epoch is early and must be restored (as a copy, not an alias)
+    x = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    history = []
+
+    def val():
+        v = float((x - 1.0) ** 2)
+        history.append((v, float(x)))
+        return v
+
+    gen = torch.Generator().manual_seed(0)
+    best_epoch, n_epochs, best_val = train_adam(
+        lambda idx: ((x - 3.0) ** 2).sum(),
+        val,
+        [x],
+        n_samples=4,
+        batch_size=4,
+        max_epochs=200,
+        lr=0.1,
+        patience=5,
+        generator=gen,
+        device=torch.device("cpu"),
+    )
+    assert n_epochs < 200 and best_epoch < n_epochs
+    best_value, best_x = min(history)
+    assert best_val == best_value
+    assert float(x) == best_x

@@ -1,9 +1,16 @@
 """Affine maps of logits followed by a softmax, fitted by penalised NLL.
 
-``q = softmax(z W^T + b)`` with ``W = I + Delta`` (matrix scaling,
-Dirichlet calibration on log-probabilities, structured matrix scaling) or
-``q = softmax(z * (1 + delta) + b)`` (vector scaling). Ridge penalties pull
-``Delta`` towards zero, i.e. the map towards the identity.
+``q = softmax(z W^T + b)`` where ``W`` is
+
+* ``"full"``: ``I + Delta`` (matrix scaling, Dirichlet calibration on
+  log-probabilities, structured matrix scaling);
+* ``"diagonal"``: ``diag(1 + delta)`` (vector scaling);
+* ``"scalar"``: ``(1 + s) I`` (temperature scaling on log-probabilities).
+
+All parameters start at zero, i.e. at the identity map. With ``ref_row`` the
+map is expressed, for the penalties and the returned parameters, relative to
+its last row (``W - 1 w_C^T``, ``b - b_C``): the softmax is unchanged, and
+this is the identifiable parametrisation of the ``dirichletcal`` package.
 """
 
 from __future__ import annotations
@@ -20,11 +27,16 @@ from .._optim import OptimResult, minimize_lbfgs
 
 @dataclass
 class AffineFit:
-    """Fitted parameters (numpy, CPU) and the solver outcome."""
+    """Fitted parameters (numpy, CPU) and the solver outcome.
+
+    ``coef`` is the full ``(C, C)`` matrix ``W`` (for ``"diagonal"`` without
+    ``ref_row``: the vector of its diagonal) and ``intercept`` is ``b``.
+    """
 
     coef: np.ndarray
     intercept: np.ndarray
     result: OptimResult
+    raw: tuple = ()  # the solver's own parameters, to warm-start another fit
 
 
 def fit_affine_softmax(
@@ -32,10 +44,14 @@ def fit_affine_softmax(
     y_index: np.ndarray,
     sample_weight: np.ndarray,
     *,
-    matrix: bool,
+    kind: str = "full",
+    fit_intercept: bool = True,
     l2_diag: float = 0.0,
     l2_off: float = 0.0,
     l2_bias: float = 0.0,
+    diag_target: float = 1.0,
+    ref_row: bool = False,
+    init: tuple = (),
     device: torch.device,
     tol: float,
     max_iter: int,
@@ -43,46 +59,64 @@ def fit_affine_softmax(
     """Minimise weighted mean NLL plus ridge penalties with L-BFGS.
 
     The objective is ``sum_i w_i CE(z_i W^T + b, y_i) / sum_i w_i
-    + l2_diag ||diag(Delta)||^2 + l2_off ||offdiag(Delta)||^2
-    + l2_bias ||b||^2``, starting from the identity map.
-
-    Returns ``coef`` = ``W`` of shape (C, C) when ``matrix`` else the vector
-    ``1 + delta`` of shape (C,), and ``intercept`` = ``b``.
+    + l2_diag ||diag(W) - diag_target||^2 + l2_off ||offdiag(W)||^2
+    + l2_bias ||b||^2``, with ``W`` and ``b`` taken relative to their last
+    row when ``ref_row`` is set, starting from the identity map, or from
+    ``init`` (the ``raw`` parameters of an earlier fit of the same shape).
     """
+    if kind not in ("full", "diagonal", "scalar"):
+        raise ValueError(f"unknown kind {kind!r}")
     n_classes = logits.shape[1]
+    f64 = dict(dtype=torch.float64, device=device)
     z = to_tensor(logits, device, torch.float64)
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight / sample_weight.sum(), device, torch.float64)
-    shape = (n_classes, n_classes) if matrix else (n_classes,)
-    delta = torch.zeros(shape, dtype=torch.float64, device=device, requires_grad=True)
-    bias = torch.zeros(
-        n_classes, dtype=torch.float64, device=device, requires_grad=True
-    )
-    off_mask = (
-        1.0 - torch.eye(n_classes, dtype=torch.float64, device=device)
-        if matrix
-        else None
-    )
+    shape = {"full": (n_classes, n_classes), "diagonal": (n_classes,), "scalar": (1,)}
+    delta = torch.zeros(shape[kind], **f64)
+    bias = torch.zeros(n_classes, **f64)
+    if init:
+        delta.copy_(to_tensor(init[0], device)), bias.copy_(to_tensor(init[1], device))
+    delta.requires_grad_(True)
+    bias.requires_grad_(fit_intercept)
+    params = [delta]
+    if fit_intercept:
+        params.append(bias)
+    eye = torch.eye(n_classes, **f64)
+    off_mask = 1.0 - eye
+    full_matrix = kind == "full" or ref_row
+
+    def effective():
+        if kind == "full":
+            W = eye + delta
+        elif full_matrix:
+            W = torch.diag(1.0 + delta.expand(n_classes))
+        else:
+            W = 1.0 + delta.expand(n_classes)  # diagonal as a vector
+        b = bias
+        if ref_row:
+            W = W - W[-1:]
+            b = b - b[-1]
+        return W, b
 
     def loss_fn() -> torch.Tensor:
-        out = (z + z @ delta.T if matrix else z * (1.0 + delta)) + bias
+        W, b = effective()
+        out = (z @ W.T if full_matrix else z * W) + b
         loss = torch.dot(w, F.cross_entropy(out, y, reduction="none"))
-        if matrix:
-            sq = delta * delta
-            if l2_diag:
-                loss = loss + l2_diag * torch.diagonal(sq).sum()
-            if l2_off:
-                loss = loss + l2_off * (sq * off_mask).sum()
-        elif l2_diag:
-            loss = loss + l2_diag * (delta * delta).sum()
-        if l2_bias:
-            loss = loss + l2_bias * (bias * bias).sum()
+        diag = torch.diagonal(W) if full_matrix else W
+        if l2_diag:
+            loss = loss + l2_diag * ((diag - diag_target) ** 2).sum()
+        if l2_off and full_matrix:
+            loss = loss + l2_off * ((W * off_mask) ** 2).sum()
+        if l2_bias and fit_intercept:
+            loss = loss + l2_bias * (b * b).sum()
         return loss
 
-    result = minimize_lbfgs(loss_fn, [delta, bias], max_iter=max_iter, tol=tol)
-    coef = to_numpy(delta)
-    if matrix:
-        coef += np.eye(n_classes)
-    else:
-        coef += 1.0
-    return AffineFit(coef=coef, intercept=to_numpy(bias), result=result)
+    result = minimize_lbfgs(loss_fn, params, max_iter=max_iter, tol=tol)
+    with torch.no_grad():
+        W, b = effective()
+    return AffineFit(
+        coef=to_numpy(W),
+        intercept=to_numpy(b),
+        result=result,
+        raw=(to_numpy(delta), to_numpy(bias)),
+    )

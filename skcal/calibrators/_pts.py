@@ -1,0 +1,202 @@
+"""Parameterized temperature scaling (Tomani et al., 2022)."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
+
+from .._torch import resolve_device
+from .._torch.kernels import fit_pts, pts_predict_logits
+from ..base import BaseCalibrator
+from ..utils._sklearn import Interval
+from ._scaling import _DEVICE, fit_inverse_temperature
+
+__all__ = ["ParameterizedTemperatureScaling"]
+
+
+class ParameterizedTemperatureScaling(BaseCalibrator):
+    """Parameterized temperature scaling (PTS): a temperature per sample.
+
+    ``T(z) = |MLP(top-k sorted logits)|`` (clipped to [1e-12, 1e12]) and
+    ``p = softmax(z / T(z))``, with logits clipped to +-100 and ``k =
+    min(n_top, n_classes)``. The network (by default two hidden layers of 5
+    ReLU units, as in the paper) is trained with mini-batch Adam on the
+    Brier score, the paper's MSE loss, on a random ``1 - validation_fraction``
+    of the calibration set; training stops when the loss on the rest has not
+    improved for ``patience`` epochs, and the best epoch's weights are kept.
+    Unlike the paper (random initialisation), the output layer starts at
+    weight 0 and bias equal to the global temperature, so training starts
+    from temperature scaling. A temperature never changes the predicted
+    class.
+
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+    n_top : int, default=10
+        Number of largest logits fed to the network (capped at the number
+        of classes).
+    hidden_layer_sizes : tuple of int, default=(5, 5)
+        Widths of the hidden ReLU layers.
+    learning_rate : float, default=5e-3
+        Adam step size.
+    weight_decay : float, default=0.0
+        Adam's L2 weight decay.
+    batch_size : int, default=1000
+        Mini-batch size.
+    max_epochs : int, default=300
+        Maximum number of passes over the training part.
+    validation_fraction : float, default=0.1
+        Part of the calibration set held out for early stopping.
+    patience : int, default=20
+        Epochs without improvement of the validation loss before stopping.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the split, the initialisation and the shuffling.
+    device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
+        Where the network is trained and evaluated.
+    verbose : int, default=0
+        Print the validation loss of every epoch.
+
+    Attributes
+    ----------
+    coefs_ : list of ndarray
+        Weight matrices of the network, input layer first.
+    intercepts_ : list of ndarray
+        Bias vectors of the network.
+    n_top_ : int
+        Number of sorted logits used.
+    temperature_init_ : float
+        Global temperature the training started from.
+    best_epoch_ : int
+        Epoch whose weights were kept (0: the initial, global temperature).
+    n_epochs_ : int
+        Epochs run.
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+
+    References
+    ----------
+    C. Tomani, D. Cremers, F. Buettner. "Parameterized Temperature Scaling
+    for Boosting the Expressive Power in Post-Hoc Uncertainty Calibration".
+    ECCV 2022.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import ParameterizedTemperatureScaling
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> logits, y = make_miscalibrated_logits(1000, 4, temperature=2.0, random_state=0)
+    >>> pts = ParameterizedTemperatureScaling(random_state=0, device="cpu")
+    >>> pts.fit(logits, y).n_top_
+    4
+    >>> bool(np.all(pts.predict(logits) == logits.argmax(axis=1)))
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **BaseCalibrator._parameter_constraints,
+        "n_top": [Interval(Integral, 1, None, closed="left")],
+        "hidden_layer_sizes": ["array-like"],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_epochs": [Interval(Integral, 0, None, closed="left")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "patience": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "device": _DEVICE,
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        *,
+        input="logits",
+        classes=None,
+        n_top=10,
+        hidden_layer_sizes=(5, 5),
+        learning_rate=5e-3,
+        weight_decay=0.0,
+        batch_size=1000,
+        max_epochs=300,
+        validation_fraction=0.1,
+        patience=20,
+        random_state=None,
+        device="auto",
+        verbose=0,
+    ):
+        self.input = input
+        self.classes = classes
+        self.n_top = n_top
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.validation_fraction = validation_fraction
+        self.patience = patience
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    def _fit(self, logits, y_index, sample_weight):
+        n_samples, n_classes = logits.shape
+        if n_samples < 4:
+            raise ValueError(
+                f"ParameterizedTemperatureScaling needs at least 4 calibration "
+                f"samples (a training and a validation part); got {n_samples}."
+            )
+        rng = check_random_state(self.random_state)
+        split_seed, torch_seed = rng.randint(np.iinfo(np.int32).max, size=2)
+        counts = np.bincount(y_index, minlength=n_classes)
+        n_val = max(1, int(round(self.validation_fraction * n_samples)))
+        stratify = (
+            y_index
+            if counts[counts > 0].min() >= 2 and n_val >= np.count_nonzero(counts)
+            else None
+        )
+        train_idx, val_idx = train_test_split(
+            np.arange(n_samples),
+            test_size=n_val,
+            stratify=stratify,
+            random_state=split_seed,
+        )
+        beta = fit_inverse_temperature(
+            logits, y_index, sample_weight, self.device, 1e-12, 100
+        ).x
+        self.temperature_init_ = float(1.0 / beta)
+        self.n_top_ = int(min(self.n_top, n_classes))
+        self.coefs_, self.intercepts_, self.best_epoch_, self.n_epochs_ = fit_pts(
+            logits,
+            y_index,
+            sample_weight,
+            k=self.n_top_,
+            hidden=tuple(int(h) for h in self.hidden_layer_sizes),
+            initial_temperature=self.temperature_init_,
+            train_idx=np.sort(train_idx),
+            val_idx=np.sort(val_idx),
+            lr=self.learning_rate,
+            weight_decay=self.weight_decay,
+            batch_size=self.batch_size,
+            max_epochs=self.max_epochs,
+            patience=self.patience,
+            seed=int(torch_seed),
+            device=resolve_device(self.device),
+            verbose=self.verbose,
+        )
+
+    def _calibrated_logits(self, logits):
+        return pts_predict_logits(
+            self.coefs_,
+            self.intercepts_,
+            logits,
+            self.n_top_,
+            resolve_device(self.device),
+        )

@@ -1,0 +1,207 @@
+"""Dirichlet calibration (ODIR) and its cross-validated variant."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.special import log_softmax
+
+from skcal import (
+    DirichletCalibrator,
+    DirichletCalibratorCV,
+    MatrixScaling,
+    TemperatureScaling,
+)
+from skcal.utils._testing import make_miscalibrated_logits
+
+
+def reference_dirichlet(X, y, reg_lambda=0.0, reg_mu=None, ref_row=False):
+    """The dirichletcal objective written from its definition, solved by scipy.
+
+    Parameters are the raw [W | b] of shape (C, C + 1); with ref_row the last
+    row is subtracted before the loss and the penalties (as dirichletcal).
+    """
+    n, c = X.shape
+    F = np.hstack([log_softmax(X, axis=1), np.ones((n, 1))])
+    onehot = np.eye(c)[y]
+    off = np.hstack([1.0 - np.eye(c), np.zeros((c, 1))])
+    bias = np.hstack([np.zeros((c, c)), np.ones((c, 1))])
+
+    def fun(theta):
+        raw = theta.reshape(c, c + 1)
+        Wb = raw - raw[-1] if ref_row else raw
+        logp = log_softmax(F @ Wb.T, axis=1)
+        loss = -np.mean(logp[np.arange(n), y])
+        g = (np.exp(logp) - onehot).T @ F / n
+        if reg_mu is None:
+            loss += reg_lambda * np.sum(Wb**2)
+            g += 2 * reg_lambda * Wb
+        else:
+            loss += reg_lambda * np.sum((Wb * off) ** 2) + reg_mu * np.sum(
+                (Wb * bias) ** 2
+            )
+            g += 2 * reg_lambda * Wb * off + 2 * reg_mu * Wb * bias
+        if ref_row:
+            g = g.copy()
+            g[-1] -= g.sum(axis=0)
+        return loss, g.ravel()
+
+    theta0 = np.hstack([np.eye(c), np.zeros((c, 1))]).ravel()
+    res = minimize(
+        fun,
+        theta0,
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 20000, "gtol": 1e-11, "ftol": 1e-15},
+    )
+    raw = res.x.reshape(c, c + 1)
+    Wb = raw - raw[-1] if ref_row else raw
+    return Wb[:, :-1], Wb[:, -1]
+
+
+def nll(logits, y):
+    return float(-np.mean(log_softmax(logits, axis=1)[np.arange(len(y)), y]))
+
+
+@pytest.mark.parametrize(
+    "reg_lambda, reg_mu, ref_row",
+    [
+        (0.01, None, False),
+        (0.01, 0.001, False),
+        (0.01, 0.001, True),
+        (0.05, None, True),
+    ],
+)
+def test_dirichlet_matches_the_reference_objective(reg_lambda, reg_mu, ref_row, device):
+    X, y = make_miscalibrated_logits(1500, 4, temperature=2.0, random_state=0)
+    X = X[:, [1, 0, 2, 3]]
+    X_test, y_test = make_miscalibrated_logits(3000, 4, temperature=2.0, random_state=1)
+    X_test = X_test[:, [1, 0, 2, 3]]
+    dc = DirichletCalibrator(
+        reg_lambda=reg_lambda, reg_mu=reg_mu, ref_row=ref_row, device=device
+    ).fit(X, y)
+    W, b = reference_dirichlet(X, y, reg_lambda, reg_mu, ref_row)
+    np.testing.assert_allclose(dc.coef_, W, atol=2e-5)
+    np.testing.assert_allclose(dc.intercept_, b, atol=2e-5)
+    ref_nll = nll(log_softmax(X_test, axis=1) @ W.T + b, y_test)
+    assert -dc.score(X_test, y_test) == pytest.approx(ref_nll, abs=1e-6)
+
+
+def test_unregularised_dirichlet_is_matrix_scaling_on_log_probabilities():
+    X, y = make_miscalibrated_logits(1000, 3, temperature=2.0, random_state=2)
+    dc = DirichletCalibrator(device="cpu").fit(X, y)
+    ms = MatrixScaling(l2_reg=0.0, device="cpu").fit(log_softmax(X, axis=1), y)
+    np.testing.assert_allclose(
+        dc.predict_proba(X), ms.predict_proba(log_softmax(X, axis=1)), atol=1e-6
+    )
+
+
+def test_fixed_diagonal_is_temperature_scaling_on_log_probabilities():
+    X, y = make_miscalibrated_logits(1000, 5, temperature=2.0, random_state=3)
+    dc = DirichletCalibrator(matrix="fixed_diagonal", device="cpu").fit(X, y)
+    ts = TemperatureScaling(device="cpu").fit(X, y)  # softmax is shift invariant
+    np.testing.assert_allclose(np.diag(dc.coef_), 1 / ts.temperature_, rtol=1e-5)
+    np.testing.assert_allclose(dc.coef_ - np.diag(np.diag(dc.coef_)), 0, atol=1e-12)
+    np.testing.assert_array_equal(dc.intercept_, 0)
+
+
+def test_diagonal_variant_has_no_off_diagonal_terms():
+    X, y = make_miscalibrated_logits(1000, 4, temperature=2.0, random_state=4)
+    dc = DirichletCalibrator(matrix="diagonal", device="cpu").fit(X, y)
+    np.testing.assert_array_equal(dc.coef_ - np.diag(np.diag(dc.coef_)), 0)
+
+
+def test_reg_norm_divides_by_the_number_of_entries():
+    X, y = make_miscalibrated_logits(800, 4, temperature=2.0, random_state=5)
+    c = 4
+    plain = DirichletCalibrator(reg_lambda=0.01, reg_mu=0.002, device="cpu").fit(X, y)
+    normed = DirichletCalibrator(
+        reg_lambda=0.01 * c * (c - 1), reg_mu=0.002 * c, reg_norm=True, device="cpu"
+    ).fit(X, y)
+    np.testing.assert_allclose(plain.coef_, normed.coef_, atol=1e-10)
+    l2 = DirichletCalibrator(reg_lambda=0.01, device="cpu").fit(X, y)
+    l2n = DirichletCalibrator(
+        reg_lambda=0.01 * c * (c + 1), reg_norm=True, device="cpu"
+    )
+    np.testing.assert_allclose(l2.coef_, l2n.fit(X, y).coef_, atol=1e-10)
+
+
+def test_cv_selects_the_best_cross_validated_nll():
+    X, y = make_miscalibrated_logits(600, 3, temperature=2.0, random_state=6)
+    cv = DirichletCalibratorCV(
+        reg_lambdas=[1e-1, 1e-4],
+        reg_mus=[1e-1, 1e-4],
+        cv=3,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
+    res = cv.cv_results_
+    best = int(np.argmin(res["mean_test_nll"]))
+    assert (cv.reg_lambda_, cv.reg_mu_) == tuple(res["params"][best].values())
+    # recompute one candidate's cross-validated NLL independently
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = StratifiedKFold(3, shuffle=True, random_state=0).split(X, y)
+    params = res["params"][1]
+    scores = []
+    for train, test in folds:
+        est = DirichletCalibrator(**params, device="cpu", tol=1e-9).fit(
+            X[train], y[train]
+        )
+        scores.append(-est.score(X[test], y[test]))
+    assert res["mean_test_nll"][1] == pytest.approx(np.mean(scores), abs=1e-5)
+    final = DirichletCalibrator(
+        reg_lambda=cv.reg_lambda_, reg_mu=cv.reg_mu_, device="cpu"
+    ).fit(X, y)
+    np.testing.assert_allclose(cv.predict_proba(X), final.predict_proba(X), atol=1e-7)
+
+
+def test_cv_in_a_grid_search_recipe_agrees_on_the_objective():
+    """The documented alternative: GridSearchCV over DirichletCalibrator."""
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
+    X, y = make_miscalibrated_logits(600, 3, temperature=2.0, random_state=7)
+    grid = {"reg_lambda": [1e-1, 1e-4], "reg_mu": [1e-1, 1e-4]}
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    search = GridSearchCV(DirichletCalibrator(device="cpu"), grid, cv=cv).fit(X, y)
+    ours = DirichletCalibratorCV(
+        reg_lambdas=grid["reg_lambda"],
+        reg_mus=grid["reg_mu"],
+        cv=3,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
+    # GridSearchCV uses score() = negative log loss: the same selection
+    assert search.best_params_ == {
+        "reg_lambda": ours.reg_lambda_,
+        "reg_mu": ours.reg_mu_,
+    }
+
+
+def test_dirichletcal_reference_if_installed():
+    dirichletcal = pytest.importorskip(
+        "dirichletcal", reason="dirichletcal is not installable on this Python"
+    )
+    from dirichletcal.calib.fulldirichlet import FullDirichletCalibrator
+    from scipy.special import softmax
+
+    X, y = make_miscalibrated_logits(3000, 5, temperature=2.0, random_state=8)
+    Xt, yt = make_miscalibrated_logits(3000, 5, temperature=2.0, random_state=9)
+    ref = FullDirichletCalibrator(reg_lambda=1e-3, reg_mu=1e-3).fit(
+        softmax(X, axis=1), y
+    )
+    ours = DirichletCalibrator(
+        input="proba", reg_lambda=1e-3, reg_mu=1e-3, ref_row=True, device="cpu"
+    ).fit(softmax(X, axis=1), y)
+    p_ref = ref.predict_proba(softmax(Xt, axis=1))
+    ref_nll = -np.mean(np.log(p_ref[np.arange(len(yt)), yt]))
+    assert -ours.score(softmax(Xt, axis=1), yt) == pytest.approx(ref_nll, abs=1e-3)
+    assert dirichletcal is not None
+
+
+def test_no_warning_on_default_fit():
+    X, y = make_miscalibrated_logits(500, 3, temperature=2.0, random_state=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DirichletCalibrator(reg_lambda=1e-3, reg_mu=1e-3, device="cpu").fit(X, y)

@@ -1,0 +1,132 @@
+"""Class-based (CTS) and parameterized (PTS) temperature scaling."""
+
+import numpy as np
+import pytest
+import torch
+
+from skcal import (
+    ClassTemperatureScaling,
+    ParameterizedTemperatureScaling,
+    TemperatureScaling,
+)
+from skcal._torch.kernels import binned_ece
+from skcal.metrics import expected_calibration_error, negative_log_likelihood
+from skcal.utils._testing import make_miscalibrated_logits, sample_labels
+
+SCALES = np.array([1.0, 2.0, 0.5, 1.0, 1.5])
+
+
+def column_scaled(n, seed):
+    X, y = make_miscalibrated_logits(n, 5, temperature=2.0, random_state=seed)
+    return X * SCALES, y
+
+
+def gap_dependent(n, seed):
+    """Over-confident at small logit gaps, under-confident at large ones."""
+    rng = np.random.default_rng(seed)
+    true = 2 * rng.standard_normal((n, 10))
+    p = np.exp(true - true.max(1, keepdims=True))
+    y = sample_labels(p / p.sum(1, keepdims=True), rng)
+    top2 = np.sort(true, axis=1)[:, -2:]
+    T = np.where(top2[:, 1] - top2[:, 0] < 1.0, 3.0, 0.7)
+    return true * T[:, None], y
+
+
+def test_binned_ece_kernel_matches_the_metric():
+    rng = np.random.default_rng(0)
+    conf = rng.uniform(size=(3, 500))
+    conf[:, :20] = np.round(conf[:, :20] * 15) / 15  # on bin edges
+    correct = (rng.uniform(size=(3, 500)) < conf).astype(float)
+    w = rng.uniform(size=500)
+    got = binned_ece(
+        torch.tensor(conf), torch.tensor(correct), torch.tensor(w / w.sum()), 15
+    )
+    for g in range(3):
+        # a two-column "probability" whose top-label confidence is conf
+        proba = np.column_stack([conf[g], 1 - conf[g]])
+        proba = np.where(conf[g][:, None] >= 0.5, proba, proba[:, ::-1])
+        y = np.where(correct[g] == 1, proba.argmax(1), 1 - proba.argmax(1))
+        keep = conf[g] >= 0.5
+        expected = expected_calibration_error(
+            y[keep], proba[keep], sample_weight=w[keep]
+        )
+        sub = binned_ece(
+            torch.tensor(conf[g][keep])[None],
+            torch.tensor(correct[g][keep])[None],
+            torch.tensor(w[keep] / w[keep].sum())[None],
+            15,
+        )
+        assert float(sub[0]) == pytest.approx(expected, abs=1e-12)
+    assert got.shape == (3,)
+
+
+def test_cts_recovers_per_class_temperatures(device):
+    X, y = column_scaled(8000, 0)
+    cts = ClassTemperatureScaling(device=device).fit(X, y)
+    # columns were multiplied by SCALES on top of an over-confidence of 2
+    np.testing.assert_allclose(cts.temperatures_, 2 * SCALES, rtol=0.2)
+
+
+def test_cts_column_mode_improves_ece_without_losing_accuracy(device):
+    X, y = column_scaled(3000, 1)
+    cts = ClassTemperatureScaling(device=device).fit(X, y)
+    start = TemperatureScaling(device=device).fit(X, y)
+    start_proba = np.exp(X / cts.temperature_init_)
+    start_proba /= start_proba.sum(1, keepdims=True)
+    proba = cts.predict_proba(X)
+    assert (proba.argmax(1) == y).mean() >= (X.argmax(1) == y).mean()
+    assert expected_calibration_error(y, proba) <= expected_calibration_error(
+        y, start_proba
+    )
+    assert cts.temperature_init_ == pytest.approx(start.temperature_, rel=1e-9)
+
+
+def test_cts_predicted_mode_keeps_predictions():
+    X, y = column_scaled(3000, 2)
+    cts = ClassTemperatureScaling(mode="predicted", device="cpu").fit(X, y)
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(2000, 5)) * 5
+    Z[:100, 1] = Z[:100, 0]  # ties
+    np.testing.assert_array_equal(cts.predict(Z), Z.argmax(1))
+    assert cts.temperatures_.min() >= 0.5 and cts.temperatures_.max() <= 5.0
+
+
+def test_cts_bad_grid():
+    X, y = column_scaled(200, 3)
+    with pytest.raises(ValueError, match="positive finite"):
+        ClassTemperatureScaling(grid=[1.0, -1.0], device="cpu").fit(X, y)
+
+
+def test_pts_keeps_every_prediction_including_ties(device):
+    X, y = gap_dependent(3000, 0)
+    pts = ParameterizedTemperatureScaling(random_state=0, device=device).fit(X, y)
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(5000, 10)) * rng.uniform(0.1, 20, size=(5000, 1))
+    Z[:500, 3] = Z[:500].max(1)  # ties with the maximum
+    pred = pts.predict(Z)
+    np.testing.assert_array_equal(pred, Z.argmax(1))
+    assert np.isfinite(pts.predict_proba(Z)).all()
+
+
+def test_pts_beats_temperature_scaling_on_gap_dependent_miscalibration(device):
+    X, y = gap_dependent(5000, 2)
+    Xt, yt = gap_dependent(5000, 3)
+    pts = ParameterizedTemperatureScaling(random_state=0, device=device).fit(X, y)
+    ts = TemperatureScaling(device=device).fit(X, y)
+    assert negative_log_likelihood(yt, pts.predict_proba(Xt)) < (
+        negative_log_likelihood(yt, ts.predict_proba(Xt)) - 0.05
+    )
+    assert pts.n_top_ == 10 and pts.best_epoch_ >= 1
+
+
+def test_pts_is_reproducible_and_small_inputs_work():
+    X, y = gap_dependent(600, 4)
+    a = ParameterizedTemperatureScaling(random_state=3, device="cpu").fit(X, y)
+    b = ParameterizedTemperatureScaling(random_state=3, device="cpu").fit(X, y)
+    for wa, wb in zip(a.coefs_, b.coefs_):
+        np.testing.assert_array_equal(wa, wb)
+    small = ParameterizedTemperatureScaling(random_state=0, device="cpu")
+    X3, y3 = make_miscalibrated_logits(60, 3, random_state=5)
+    assert small.fit(X3, y3).n_top_ == 3
+    with pytest.raises(ValueError, match="at least 4"):
+        small.fit(X3[:3], y3[:3] * 0 + np.array([0, 1, 2]))
