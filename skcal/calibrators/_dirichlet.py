@@ -72,7 +72,7 @@ class DirichletCalibrator(BaseCalibrator):
         does.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the fit runs.
-    tol : float, default=1e-7
+    tol : float, default=1e-5
         Stop when the largest absolute gradient entry is below ``tol``.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
@@ -138,7 +138,7 @@ class DirichletCalibrator(BaseCalibrator):
         reg_norm=False,
         ref_row=False,
         device="auto",
-        tol=1e-7,
+        tol=1e-5,
         max_iter=1000,
     ):
         self.input = input
@@ -223,7 +223,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         Shuffling of the folds.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the fits run.
-    tol : float, default=1e-7
+    tol : float, default=1e-5
         L-BFGS gradient tolerance of the final fit (the fold fits use
         ``max(tol, 1e-4)``).
     max_iter : int, default=1000
@@ -285,7 +285,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         cv=5,
         random_state=None,
         device="auto",
-        tol=1e-7,
+        tol=1e-5,
         max_iter=1000,
     ):
         self.input = input

@@ -157,8 +157,9 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         split_seed, torch_seed = rng.randint(np.iinfo(np.int32).max, size=2)
         counts = np.bincount(y_index, minlength=n_classes)
         n_val = max(1, int(round(self.validation_fraction * n_samples)))
+        # stratify on the labels, so the split ignores the column order of X
         stratify = (
-            y_index
+            self.classes_[y_index]
             if counts[counts > 0].min() >= 2 and n_val >= np.count_nonzero(counts)
             else None
         )

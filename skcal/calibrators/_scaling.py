@@ -238,7 +238,7 @@ class VectorScaling(_AffineScaling):
         weights).
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the fit runs.
-    tol : float, default=1e-7
+    tol : float, default=1e-5
         Stop when the largest absolute gradient entry is below ``tol``.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
@@ -282,7 +282,7 @@ class VectorScaling(_AffineScaling):
         classes=None,
         l2_reg="auto",
         device="auto",
-        tol=1e-7,
+        tol=1e-5,
         max_iter=1000,
     ):
         self.input = input
@@ -324,7 +324,7 @@ class MatrixScaling(_AffineScaling):
         Extra ridge penalty on the off-diagonal entries of ``W``.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the fit runs.
-    tol : float, default=1e-7
+    tol : float, default=1e-5
         Stop when the largest absolute gradient entry is below ``tol``.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
@@ -378,7 +378,7 @@ class MatrixScaling(_AffineScaling):
         l2_reg="auto",
         off_diagonal_reg=0.0,
         device="auto",
-        tol=1e-7,
+        tol=1e-5,
         max_iter=1000,
     ):
         self.input = input

@@ -56,7 +56,7 @@ class StructuredMatrixScaling(BaseCalibrator):
         Exponents of the number of classes and of samples in the strengths.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the fit runs.
-    tol : float, default=1e-7
+    tol : float, default=1e-5
         L-BFGS gradient tolerance.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
@@ -116,7 +116,7 @@ class StructuredMatrixScaling(BaseCalibrator):
         rho=1.0,
         tau=1.0,
         device="auto",
-        tol=1e-7,
+        tol=1e-5,
         max_iter=1000,
     ):
         self.input = input

@@ -73,8 +73,10 @@ class FixedLogits(ClassifierMixin, BaseEstimator):
 
 
 #: Constructor parameters that keep slow estimators quick in generic tests
-#: (fewer candidates and folds for the cross-validated ones).
+#: (fewer candidates and folds for the cross-validated ones) and
+#: deterministic (a fixed ``random_state`` where training is stochastic).
 FAST_PARAMS = {
+    "ParameterizedTemperatureScaling": {"random_state": 0},
     "DirichletCalibratorCV": {
         "reg_lambdas": [1e-2, 1e-4],
         "reg_mus": [1e-2],

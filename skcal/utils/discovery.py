@@ -17,8 +17,8 @@ def all_estimators() -> list[tuple[str, type]]:
     Examples
     --------
     >>> from skcal.utils.discovery import all_estimators
-    >>> [name for name, _ in all_estimators()][:1]
-    ['DirichletCalibrator']
+    >>> "TemperatureScaling" in [name for name, _ in all_estimators()]
+    True
     """
     from .. import calibrators
     from ..base import BaseCalibrator

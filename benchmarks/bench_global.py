@@ -1,0 +1,152 @@
+"""Dirichlet (ODIR) and SMS: skcal against dirichletcal and probmetrics.
+
+Same data, same run: synthetic over-confident logits with class confusions
+(10,000 calibration and 10,000 test samples; 10 and 100 classes), given to
+every method as softmax probabilities. Prints fit time and test NLL of
+
+* skcal ``DirichletCalibrator(reg_lambda, reg_mu, ref_row=True)`` vs
+  dirichletcal ``FullDirichletCalibrator(reg_lambda, reg_mu)`` (same
+  objective), run through ``--dirichletcal-python`` (an interpreter whose
+  environment has dirichletcal, e.g. a Python 3.12 venv);
+* skcal ``StructuredMatrixScaling`` vs probmetrics ``get_calibrator("sms")``;
+
+and the time ratios (reference / skcal: > 1 means skcal is faster).
+
+Run:  python benchmarks/bench_global.py [--dirichletcal-python PATH]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+from scipy.special import softmax
+
+from skcal import DirichletCalibrator, StructuredMatrixScaling
+from skcal.utils._testing import make_miscalibrated_logits
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def make_data(n_classes, seed=0):
+    X, y = make_miscalibrated_logits(
+        20_000, n_classes, temperature=2.0, random_state=seed
+    )
+    rng = np.random.default_rng(seed)
+    # confusions between classes: a random near-identity mixing of the logits
+    mix = np.eye(n_classes) + 0.3 * rng.random((n_classes, n_classes)) / n_classes
+    X = X @ mix.T + rng.normal(0, 0.5, n_classes)
+    P = softmax(X, axis=1)
+    return P[:10_000], y[:10_000], P[10_000:], y[10_000:]
+
+
+def nll(proba, y):
+    return float(-np.mean(np.log(np.clip(proba[np.arange(len(y)), y], 1e-300, None))))
+
+
+def timed(fit, predict):
+    start = time.perf_counter()
+    model = fit()
+    fit_s = time.perf_counter() - start
+    start = time.perf_counter()
+    proba = predict(model)
+    return fit_s, time.perf_counter() - start, proba
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dirichletcal-python", default=None)
+    parser.add_argument("--classes", type=int, nargs="+", default=[10, 100])
+    parser.add_argument("--reg", type=float, default=1e-3, help="reg_lambda = reg_mu")
+    parser.add_argument("--timeout", type=int, default=1200)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    try:
+        from probmetrics.calibrators import get_calibrator
+    except ImportError:
+        get_calibrator = None
+    # torch imports its optimiser machinery on first use (seconds): warm up
+    P, y, _, _ = make_data(3)
+    DirichletCalibrator(input="proba", device="cpu").fit(P[:200], y[:200])
+    rows = []
+    for c in args.classes:
+        P, y, Pt, yt = make_data(c)
+        res = {}
+        res["skcal Dirichlet"] = timed(
+            lambda: DirichletCalibrator(  # noqa: B023
+                input="proba",
+                reg_lambda=args.reg,
+                reg_mu=args.reg,
+                ref_row=True,
+                device="cpu",
+            ).fit(P, y),  # noqa: B023
+            lambda m: m.predict_proba(Pt),  # noqa: B023
+        )
+        if args.dirichletcal_python:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "data.npz")
+                np.savez(path, P_cal=P, y_cal=y, P_test=Pt, y_test=yt)
+                try:
+                    out = subprocess.run(
+                        [
+                            args.dirichletcal_python,
+                            os.path.join(HERE, "_dirichletcal_worker.py"),
+                            path,
+                            str(args.reg),
+                            str(args.reg),
+                        ],
+                        capture_output=True,
+                        text=True,
+                        timeout=args.timeout,
+                        check=True,
+                    )
+                    r = json.loads(out.stdout.strip().splitlines()[-1])
+                    res["dirichletcal Full"] = (r["fit_s"], r["predict_s"], r["nll"])
+                except subprocess.TimeoutExpired:
+                    res["dirichletcal Full"] = (
+                        float("inf"),
+                        float("nan"),
+                        float("nan"),
+                    )
+        res["skcal SMS"] = timed(
+            lambda: StructuredMatrixScaling(input="proba", device="cpu").fit(P, y),  # noqa: B023
+            lambda m: m.predict_proba(Pt),  # noqa: B023
+        )
+        if get_calibrator is not None:
+
+            def fit_pm():
+                cal = get_calibrator("sms")
+                cal.fit(P, y)  # noqa: B023
+                return cal
+
+            res["probmetrics SMS"] = timed(fit_pm, lambda m: m.predict_proba(Pt))  # noqa: B023
+        for name, (fit_s, pred_s, proba) in res.items():
+            value = proba if isinstance(proba, float) else nll(proba, yt)
+            rows.append((c, name, fit_s, pred_s, value))
+            print(
+                f"C={c:4d}  {name:18s} fit {fit_s:9.3f} s  predict {pred_s:7.3f} s  "
+                f"test NLL {value:.5f}",
+                flush=True,
+            )
+        print(f"C={c:4d}  uncalibrated       test NLL {nll(Pt, yt):.5f}")
+        d = {name: (f, v) for cc, name, f, _, v in rows if cc == c}
+        for ours, ref in [
+            ("skcal Dirichlet", "dirichletcal Full"),
+            ("skcal SMS", "probmetrics SMS"),
+        ]:
+            if ref in d:
+                print(
+                    f"C={c:4d}  {ref} / {ours}: fit time ratio "
+                    f"{d[ref][0] / d[ours][0]:.2f}, NLL difference (ours - ref) "
+                    f"{d[ours][1] - d[ref][1]:+.5f}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
