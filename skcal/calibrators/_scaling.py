@@ -407,7 +407,9 @@ class ClassTemperatureScaling(BaseCalibrator):
     global temperature (clamped to the grid's range); then ``n_iter`` greedy
     passes visit the classes in turn and give class ``k`` the value of
     ``grid`` that most lowers the top-label ECE (``n_bins`` equal-width bins)
-    on the calibration set without lowering its accuracy.
+    on the calibration set without lowering its accuracy. Classes are
+    visited in sorted label order, so the result does not depend on the
+    column order of ``X``.
 
     ``mode`` says where the temperatures apply:
 
@@ -514,6 +516,8 @@ class ClassTemperatureScaling(BaseCalibrator):
             n_iter=self.n_iter,
             n_bins=self.n_bins,
             predicted=self.mode == "predicted",
+            # visit classes in label order: the result ignores the column order
+            order=np.argsort(self.classes_, kind="stable"),
             device=resolve_device(self.device),
         )
 

@@ -54,6 +54,7 @@ def class_temperature_search(
     n_iter: int,
     n_bins: int,
     predicted: bool,
+    order: np.ndarray | None = None,
     device: torch.device,
 ) -> np.ndarray:
     """Per-class temperatures found by the greedy search.
@@ -62,6 +63,7 @@ def class_temperature_search(
     ``T_k`` (the argmax may change; a candidate that lowers the accuracy is
     rejected). With ``predicted=True`` every logit of a row is divided by
     the temperature of the row's predicted class, which keeps the argmax.
+    Classes are visited in ``order`` (default: column order).
     """
     z = to_tensor(logits, device, torch.float64)
     y = to_tensor(y_index, device, torch.int64)
@@ -69,6 +71,7 @@ def class_temperature_search(
     cand = to_tensor(np.asarray(grid, dtype=np.float64), device)
     n, n_classes = z.shape
     temps = torch.full((n_classes,), float(initial), dtype=torch.float64, device=device)
+    visit = range(n_classes) if order is None else [int(k) for k in order]
     if predicted:
         pred = z.argmax(dim=1)
         correct = (pred == y).double()
@@ -80,7 +83,8 @@ def class_temperature_search(
 
         conf = 1.0 / torch.exp(zc / initial).sum(dim=1)
         for _ in range(n_iter):
-            for k, rows in enumerate(groups):
+            for k in visit:
+                rows = groups[k]
                 if rows.numel() == 0:
                     continue
                 new = conf_of(rows, cand)  # (G, |rows|)
@@ -103,7 +107,7 @@ def class_temperature_search(
     current_ece = binned_ece(conf, correct, w[None], n_bins)[0]
     current_acc = torch.dot(w, correct[0])
     for _ in range(n_iter):
-        for k in range(n_classes):
+        for k in visit:
             other_v = torch.where(top_i[:, 0] == k, top_v[:, 1], top_v[:, 0])
             other_i = torch.where(top_i[:, 0] == k, top_i[:, 1], top_i[:, 0])
             lse_minus = _lse_without(s, lse, k)
