@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from itertools import product
 from numbers import Integral, Real
 
@@ -166,6 +167,21 @@ class DirichletCalibrator(BaseCalibrator):
 
     def _fit(self, logits, y_index, sample_weight, init=()):
         n_classes = logits.shape[1]
+        n_params = {"full": n_classes * (n_classes + 1), "diagonal": 2 * n_classes}
+        n_params = n_params.get(self.matrix, 1)
+        if (
+            self.reg_lambda == 0
+            and not self.reg_mu
+            and 10 * n_params > np.sum(sample_weight)
+        ):
+            warnings.warn(
+                f"DirichletCalibrator without regularisation fits {n_params} "
+                f"parameters on {np.sum(sample_weight):.0f} samples (fewer than 10 "
+                "per parameter) and is likely to over-fit: set reg_lambda and "
+                "reg_mu, or use DirichletCalibratorCV to choose them.",
+                UserWarning,
+                stacklevel=4,
+            )
         fit = fit_affine_softmax(
             log_probabilities(logits),
             y_index,

@@ -207,3 +207,13 @@ def test_no_warning_on_default_fit():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DirichletCalibrator(reg_lambda=1e-3, reg_mu=1e-3, device="cpu").fit(X, y)
+
+
+def test_unregularised_fit_with_few_samples_per_parameter_warns():
+    X, y = make_miscalibrated_logits(300, 6, temperature=2.0, random_state=11)
+    with pytest.warns(UserWarning, match="42 parameters on 300 samples"):
+        DirichletCalibrator(device="cpu").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2, device="cpu").fit(X, y)
+        DirichletCalibrator(matrix="diagonal", device="cpu").fit(X, y)
