@@ -117,11 +117,18 @@ def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
             "fit_s": 0.0,
         }
     ]
+    notes = []
     for name, cls in all_estimators():
         estimator = cls(device=device)
+        if "random_state" in estimator.get_params():
+            estimator.set_params(random_state=seed)
         start = time.perf_counter()
-        estimator.fit(z_cal, y_cal)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            estimator.fit(z_cal, y_cal)
         elapsed = time.perf_counter() - start
+        for w in {str(w.message).split(". ")[0] for w in caught}:
+            notes.append(f"  {name}: {w.rstrip('.')}.")
         proba = estimator.predict_proba(z_test)
         rows.append({"method": name, **_metrics_row(y_test, proba), "fit_s": elapsed})
     columns = ["method", "accuracy", "NLL", "Brier", "ECE", "cwECE", "MCE", "fit_s"]
@@ -131,6 +138,8 @@ def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
         "equal-width bins; cwECE: classwise; MCE: max bin gap.",
         file=out,
     )
+    if notes:
+        print("\nWarnings raised while fitting:", *sorted(notes), sep="\n", file=out)
     return rows
 
 

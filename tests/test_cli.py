@@ -47,17 +47,17 @@ def test_demo_runs_as_a_console_command():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("method"))
-    rows = {
-        line.split()[0]: line.split()[1:]
-        for line in lines[header + 2 :]
-        if line.strip() and not line.startswith("Lower")
-    }
+    rows = {}
+    for line in lines[header + 2 :]:
+        if not line.strip():  # the table ends at the first blank line
+            break
+        rows[line.split()[0]] = line.split()[1:]
     expected = {"uncalibrated"} | {name for name, _ in all_estimators()}
     assert expected <= set(rows)
     for name in expected:
         values = [float(v) for v in rows[name]]
         accuracy, nll = values[0], values[1]
-        assert 0.8 < accuracy <= 1 and 0 < nll < 1
+        assert 0.8 < accuracy <= 1 and 0 < nll < 5  # parsed, finite, sane
     # temperature scaling never changes the predictions
     assert rows["TemperatureScaling"][0] == rows["uncalibrated"][0]
 
