@@ -13,7 +13,7 @@ from .._torch import resolve_device
 from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
 from ..utils._sklearn import Interval, StrOptions
-from ._scaling import _DEVICE, _warn_unconverged
+from ._scaling import _LBFGS_CONSTRAINTS, _warn_unconverged
 
 __all__ = ["DirichletCalibrator", "DirichletCalibratorCV"]
 
@@ -123,9 +123,7 @@ class DirichletCalibrator(BaseCalibrator):
         "reg_mu": [Interval(Real, 0, None, closed="left"), None],
         "reg_norm": ["boolean"],
         "ref_row": ["boolean"],
-        "device": _DEVICE,
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        **_LBFGS_CONSTRAINTS,
     }
 
     def __init__(
@@ -284,9 +282,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         "reg_norm": ["boolean"],
         "cv": [Interval(Integral, 2, None, closed="left")],
         "random_state": ["random_state"],
-        "device": _DEVICE,
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        **_LBFGS_CONSTRAINTS,
     }
 
     def __init__(

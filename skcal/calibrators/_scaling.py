@@ -27,6 +27,12 @@ __all__ = [
 
 # "auto", "cpu", "cuda" or "cuda:N"; checked by resolve_device at fit time
 _DEVICE = [str]
+#: Constraints shared by the calibrators fitted with L-BFGS.
+_LBFGS_CONSTRAINTS = {
+    "device": _DEVICE,
+    "tol": [Interval(Real, 0, None, closed="neither")],
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+}
 
 #: Inverse temperatures are searched in [exp(-16), exp(16)].
 _LOG_BETA_BOUND = 16.0
@@ -183,9 +189,7 @@ class _AffineScaling(BaseCalibrator):
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "l2_reg": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
-        "device": _DEVICE,
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        **_LBFGS_CONSTRAINTS,
     }
 
     def _penalties(self) -> dict:

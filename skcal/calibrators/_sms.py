@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 
@@ -11,7 +11,7 @@ from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
 from ..utils._sklearn import Interval
 from ._dirichlet import log_probabilities
-from ._scaling import _DEVICE, _warn_unconverged, fit_inverse_temperature
+from ._scaling import _LBFGS_CONSTRAINTS, _warn_unconverged, fit_inverse_temperature
 
 __all__ = ["StructuredMatrixScaling"]
 
@@ -100,9 +100,7 @@ class StructuredMatrixScaling(BaseCalibrator):
         "lambda_off_diagonal": [Interval(Real, 0, None, closed="left")],
         "rho": [Real],
         "tau": [Real],
-        "device": _DEVICE,
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        **_LBFGS_CONSTRAINTS,
     }
 
     def __init__(
