@@ -169,9 +169,7 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
             stratify=stratify,
             random_state=split_seed,
         )
-        beta = fit_inverse_temperature(
-            logits, y_index, sample_weight, self.device, 1e-12, 100
-        ).x
+        beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
         self.temperature_init_ = float(1.0 / beta)
         self.n_top_ = int(min(self.n_top, n_classes))
         self.coefs_, self.intercepts_, self.best_epoch_, self.n_epochs_ = fit_pts(

@@ -49,7 +49,9 @@ def _warn_unconverged(name: str, result, max_iter: int) -> None:
         )
 
 
-def fit_inverse_temperature(logits, y_index, sample_weight, device, tol, max_iter):
+def fit_inverse_temperature(
+    logits, y_index, sample_weight, device, tol=1e-12, max_iter=100
+):
     """NLL-optimal inverse temperature ``beta`` of ``softmax(beta * logits)``.
 
     Shared by every calibrator that starts from temperature scaling. Solves
@@ -507,9 +509,7 @@ class ClassTemperatureScaling(BaseCalibrator):
             raise ValueError(
                 f"grid must hold positive finite temperatures; got {self.grid!r}."
             )
-        beta = fit_inverse_temperature(
-            logits, y_index, sample_weight, self.device, 1e-12, 100
-        ).x
+        beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
         self.temperature_init_ = float(np.clip(1.0 / beta, grid.min(), grid.max()))
         self.temperatures_ = class_temperature_search(
             logits,

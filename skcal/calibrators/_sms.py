@@ -144,9 +144,7 @@ class StructuredMatrixScaling(BaseCalibrator):
         n_classes = logits.shape[1]
         z = self._log_floor(logits)
         self.beta_ = float(
-            fit_inverse_temperature(
-                z, y_index, sample_weight, self.device, 1e-12, 100
-            ).x
+            fit_inverse_temperature(z, y_index, sample_weight, self.device).x
         )
         self.mix_ = 1.0 / (n_samples + 1.0)
         scale = n_classes**self.rho / n_samples**self.tau

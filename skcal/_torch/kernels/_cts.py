@@ -82,6 +82,7 @@ def class_temperature_search(
             return 1.0 / torch.exp(zc[rows][None] / t[:, None, None]).sum(dim=2)
 
         conf = 1.0 / torch.exp(zc / initial).sum(dim=1)
+        current = binned_ece(conf[None], correct[None], w[None], n_bins)[0]
         for _ in range(n_iter):
             for k in visit:
                 rows = groups[k]
@@ -91,10 +92,9 @@ def class_temperature_search(
                 trial = conf[None].repeat(len(cand), 1)
                 trial[:, rows] = new
                 ece = binned_ece(trial, correct[None], w[None], n_bins)
-                current = binned_ece(conf[None], correct[None], w[None], n_bins)[0]
                 best = int(torch.argmin(ece))
                 if ece[best] < current:
-                    temps[k] = cand[best]
+                    temps[k], current = cand[best], ece[best]
                     conf[rows] = new[best]
         return to_numpy(temps)
 

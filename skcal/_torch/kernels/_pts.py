@@ -9,6 +9,7 @@ import torch
 
 from .._convert import to_numpy, to_tensor
 from .._optim import train_adam
+from .._random import make_generator
 
 #: Logits are clipped to +-LOGIT_CLIP before the network and the softmax.
 LOGIT_CLIP = 100.0
@@ -68,7 +69,7 @@ def fit_pts(
     scaling. Returns ``(coefs, intercepts, best_epoch, n_epochs)`` with numpy
     arrays.
     """
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = make_generator(seed, "cpu")
     z = to_tensor(logits, device, torch.float64).clamp(-LOGIT_CLIP, LOGIT_CLIP)
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight, device, torch.float64)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
@@ -62,11 +60,3 @@ class TemperatureObjective:
             grad += float(torch.dot(w, m1 - z_true))
             hess += float(torch.dot(w, (m2 - m1 * m1).clamp_min(0.0)))
         return grad, hess
-
-    def loss(self, beta: float) -> float:
-        """Weighted mean NLL at ``beta``."""
-        total = 0.0
-        for z, z_true, w in self.chunks:
-            lse = torch.logsumexp(beta * z.double(), dim=1)
-            total += float(torch.dot(w, lse - beta * z_true))
-        return total if math.isfinite(total) else math.inf
