@@ -46,6 +46,7 @@ def _metrics_row(y, proba):
         expected_calibration_error,
         max_calibration_error,
         negative_log_likelihood,
+        soft_expected_calibration_error,
     )
 
     return {
@@ -55,6 +56,7 @@ def _metrics_row(y, proba):
         "ECE": expected_calibration_error(y, proba),
         "cwECE": classwise_calibration_error(y, proba),
         "MCE": max_calibration_error(y, proba),
+        "SoftECE": soft_expected_calibration_error(y, proba),
     }
 
 
@@ -131,7 +133,17 @@ def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
             notes.append(f"  {name}: {w.rstrip('.')}.")
         proba = estimator.predict_proba(z_test)
         rows.append({"method": name, **_metrics_row(y_test, proba), "fit_s": elapsed})
-    columns = ["method", "accuracy", "NLL", "Brier", "ECE", "cwECE", "MCE", "fit_s"]
+    columns = [
+        "method",
+        "accuracy",
+        "NLL",
+        "Brier",
+        "ECE",
+        "cwECE",
+        "MCE",
+        "SoftECE",
+        "fit_s",
+    ]
     print(format_table(rows, columns), file=out)
     print(
         "\nLower is better for every column but accuracy. ECE: top-label, 15 "

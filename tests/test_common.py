@@ -42,9 +42,16 @@ STOCHASTIC_TRAINING = (
     "repeated k times changes the split and the batches, a weighted row does "
     "not, so the two fits differ."
 )
+FLOAT32_TRAINING = (
+    "The training pass runs in float32: weighting and repeating rows sum in a "
+    "different order, and hundreds of Adam steps carry the ~1e-7 rounding "
+    "differences to ~1e-5 in the probabilities (the check asks for 1e-7). "
+    "tests/calibrators/test_smart.py checks the equivalence at 1e-4."
+)
 WEIGHTS_ARE_NOT_REPETITIONS = {
     "DirichletCalibratorCV": CV_SPLITS_ROWS,
     "ParameterizedTemperatureScaling": STOCHASTIC_TRAINING,
+    "SMARTCalibrator": FLOAT32_TRAINING,
 }
 
 

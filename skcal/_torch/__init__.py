@@ -6,12 +6,19 @@ at the edges with :func:`to_tensor`, run the kernels, and store numpy results.
 
 from ._convert import to_numpy, to_tensor
 from ._device import resolve_device
-from ._optim import OptimResult, minimize_lbfgs, newton_root_1d, train_adam
+from ._optim import (
+    OptimResult,
+    minimize_adam,
+    minimize_lbfgs,
+    newton_root_1d,
+    train_adam,
+)
 from ._random import make_generator
 
 __all__ = [
     "OptimResult",
     "make_generator",
+    "minimize_adam",
     "minimize_lbfgs",
     "newton_root_1d",
     "resolve_device",

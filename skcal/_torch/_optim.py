@@ -6,7 +6,11 @@ Two solvers, both deterministic for a given input and device:
   monotone 1-D function (the derivative of a convex 1-D objective), used by
   temperature scaling;
 * :func:`minimize_lbfgs`, full-batch L-BFGS with a strong-Wolfe line search
-  and a gradient-norm stopping rule, used by vector and matrix scaling.
+  and a gradient-norm stopping rule, used by vector and matrix scaling;
+* :func:`minimize_adam`, full-batch Adam with early stopping on the training
+  loss, for small non-convex networks (SMART).
+
+:func:`train_adam` is the mini-batch counterpart with a validation loss.
 
 Both report convergence; callers turn a failure into a ``ConvergenceWarning``.
 """
@@ -251,3 +255,70 @@ def train_adam(
         for p, best in zip(params, best_state):
             p.copy_(best)
     return best_epoch, epoch, best_val
+
+
+def minimize_adam(
+    loss_fn: Callable[[], torch.Tensor],
+    params: Sequence[torch.Tensor],
+    *,
+    max_epochs: int,
+    lr: float,
+    patience: int,
+    tol: float = 0.0,
+    verbose: int = 0,
+) -> tuple[int, int, list[float]]:
+    """Full-batch Adam with early stopping on the training loss.
+
+    Each epoch evaluates ``loss_fn()`` at the current parameters, records it,
+    and takes one Adam step. The parameters with the lowest recorded loss are
+    kept as a deep copy (``clone``, never an alias of the live tensors) and
+    restored at the end. Training stops after ``patience`` epochs without a
+    drop of more than ``tol`` below the loss of the last such drop (Keras'
+    ``min_delta`` rule). One loss
+    evaluation per epoch: the loss of the final parameters is evaluated only
+    if training ran out of epochs.
+
+    Returns
+    -------
+    best_epoch : int
+        Number of Adam steps taken before the kept parameters (0: initial).
+    n_epochs : int
+        Adam steps taken.
+    loss_curve : list of float
+        Loss at the parameters of each epoch (before its step).
+    """
+    params = list(params)
+    optimizer = torch.optim.Adam(params, lr=lr)
+    best_loss = ref_loss = math.inf
+    best_state = [p.detach().clone() for p in params]
+    best_epoch, waited, n_steps = 0, 0, 0
+    curve: list[float] = []
+    for epoch in range(max_epochs + 1):
+        optimizer.zero_grad()
+        loss = loss_fn()
+        value = float(loss.detach())
+        curve.append(value)
+        if verbose:
+            print(f"epoch {epoch}: loss {value:.6g}")
+        if not math.isfinite(value):
+            break
+        # patience counts from the last improvement larger than tol; the
+        # state kept is the best one seen, however small its improvement
+        if value < ref_loss - tol:
+            ref_loss, waited = value, 0
+        else:
+            waited += 1
+        if value < best_loss:
+            best_loss, best_epoch = value, epoch
+            best_state = [p.detach().clone() for p in params]
+        if waited >= patience:
+            break
+        if epoch == max_epochs:
+            break
+        loss.backward()
+        optimizer.step()
+        n_steps += 1
+    with torch.no_grad():
+        for p, best in zip(params, best_state):
+            p.copy_(best)
+    return best_epoch, n_steps, curve

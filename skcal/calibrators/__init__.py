@@ -8,6 +8,7 @@ from ._scaling import (
     TemperatureScaling,
     VectorScaling,
 )
+from ._smart import SMARTCalibrator
 from ._sms import StructuredMatrixScaling
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "DirichletCalibratorCV",
     "MatrixScaling",
     "ParameterizedTemperatureScaling",
+    "SMARTCalibrator",
     "StructuredMatrixScaling",
     "TemperatureScaling",
     "VectorScaling",

@@ -8,6 +8,7 @@ from ._ece import (
 )
 from ._proper import brier_score, negative_log_likelihood
 from ._scorer import CalibrationScorer, get_scorer, get_scorer_names
+from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
 
 __all__ = [
     "BinStatistics",
@@ -21,4 +22,6 @@ __all__ = [
     "get_scorer_names",
     "max_calibration_error",
     "negative_log_likelihood",
+    "soft_binned_calibration_error",
+    "soft_expected_calibration_error",
 ]

@@ -12,6 +12,7 @@ from ._ece import (
     expected_calibration_error,
     max_calibration_error,
 )
+from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
 
 __all__ = ["CalibrationScorer", "get_scorer", "get_scorer_names"]
 
@@ -67,6 +68,12 @@ _SCORERS = {
     "neg_expected_calibration_error": CalibrationScorer(expected_calibration_error),
     "neg_classwise_calibration_error": CalibrationScorer(classwise_calibration_error),
     "neg_max_calibration_error": CalibrationScorer(max_calibration_error),
+    "neg_soft_expected_calibration_error": CalibrationScorer(
+        soft_expected_calibration_error
+    ),
+    "neg_soft_binned_calibration_error": CalibrationScorer(
+        soft_binned_calibration_error
+    ),
 }
 
 

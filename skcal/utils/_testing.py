@@ -48,6 +48,51 @@ def make_miscalibrated_logits(
     return temperature * true_logits, y
 
 
+def make_gap_miscalibrated_logits(
+    n_samples: int = 1000,
+    n_classes: int = 10,
+    *,
+    small_gap_temperature: float = 2.0,
+    large_gap_temperature: float = 0.6,
+    gap_scale: float = 2.0,
+    noise: float = 1.0,
+    max_margin: float = 10.0,
+    random_state=None,
+):
+    """Logits whose miscalibration depends on the logit gap (SMART's appendix B).
+
+    True logits are Gaussian noise (standard deviation ``noise``) plus a
+    margin ``U(0, max_margin)`` on one random class; labels are drawn from
+    their softmax. Each row is then multiplied by
+    ``k(g) = large + (small - large) * exp(-g / gap_scale)``, ``g`` the gap of
+    the true logits: over-confident (``k > 1``) at small gaps and
+    under-confident (``k < 1``) at large ones. ``k(g) g`` increases with
+    ``g``, so the observed gap orders rows like the true one, and
+    ``softmax(z / k)`` is the calibrated probability: the ideal temperature
+    is a decreasing function of the observed gap.
+
+    Returns
+    -------
+    logits : ndarray of shape (n_samples, n_classes)
+    y : ndarray of shape (n_samples,)
+    temperature : ndarray of shape (n_samples,)
+        The ideal temperature ``k`` of each row.
+    """
+    rng = check_random_state(random_state)
+    true_logits = noise * rng.standard_normal((n_samples, n_classes))
+    signal = rng.randint(n_classes, size=n_samples)
+    true_logits[np.arange(n_samples), signal] += rng.uniform(0, max_margin, n_samples)
+    proba = np.exp(true_logits - true_logits.max(axis=1, keepdims=True))
+    proba /= proba.sum(axis=1, keepdims=True)
+    y = sample_labels(proba, rng)
+    top2 = np.sort(true_logits, axis=1)[:, -2:]
+    gap = top2[:, 1] - top2[:, 0]
+    k = large_gap_temperature + (
+        small_gap_temperature - large_gap_temperature
+    ) * np.exp(-gap / gap_scale)
+    return true_logits * k[:, None], y, k
+
+
 class FixedLogits(ClassifierMixin, BaseEstimator):
     """A prefit 'classifier' whose decision function returns ``X`` itself.
 
@@ -77,6 +122,7 @@ class FixedLogits(ClassifierMixin, BaseEstimator):
 #: deterministic (a fixed ``random_state`` where training is stochastic).
 FAST_PARAMS = {
     "ParameterizedTemperatureScaling": {"random_state": 0},
+    "SMARTCalibrator": {"random_state": 0},
     "DirichletCalibratorCV": {
         "reg_lambdas": [1e-2, 1e-4],
         "reg_mus": [1e-2],

@@ -146,3 +146,47 @@ def test_train_adam_restores_the_best_epoch():
     best_value, best_x = min(history)
     assert best_val == best_value
     assert float(x) == best_x
+
+
+def test_minimize_adam_patience_tol_and_restore():
+    from skcal._torch import minimize_adam
+
+    # a loss whose values are scripted: the best value comes at epoch 3,
+    # later values only improve by less than tol, so patience runs out and
+    # the parameters of the best epoch (not the last) are restored
+    x = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    scripted = [5.0, 4.0, 3.0, 1.0, 1.5, 0.99999, 2.0, 1.2, 3.0, 3.0, 0.5]
+    seen_x = []
+
+    def loss():
+        seen_x.append(float(x.detach()))
+        value = scripted[len(seen_x) - 1]
+        # Adam steps by ~lr whatever the gradient's size: x moves every epoch
+        return value + 1e-9 * x.sum()
+
+    best_epoch, n_steps, curve = minimize_adam(
+        loss, [x], max_epochs=100, lr=0.1, patience=4, tol=1e-3
+    )
+    # epoch 3 (1.0) is the last drop larger than tol; epochs 4-7 wait, so
+    # training stops after evaluating epoch 7 and never sees the 0.5; the
+    # kept state is epoch 5's (0.99999, a drop smaller than tol)
+    assert len(curve) == 8 and n_steps == 7
+    assert curve == pytest.approx(scripted[:8], abs=1e-6)
+    assert best_epoch == 5
+    assert float(x.detach()) == seen_x[5] != seen_x[7]
+
+
+def test_minimize_adam_reaches_a_quadratic_minimum():
+    from skcal._torch import minimize_adam
+
+    x = torch.tensor([4.0, -2.0], dtype=torch.float64, requires_grad=True)
+    best_epoch, n_steps, curve = minimize_adam(
+        lambda: ((x - torch.tensor([1.0, 0.5], dtype=torch.float64)) ** 2).sum(),
+        [x],
+        max_epochs=3000,
+        lr=0.05,
+        patience=50,
+        tol=1e-12,
+    )
+    np.testing.assert_allclose(x.detach().numpy(), [1.0, 0.5], atol=1e-3)
+    assert curve[best_epoch] == min(curve)

@@ -1,0 +1,231 @@
+"""SMARTCalibrator against independent numpy / sklearn / torch references."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import log_softmax, softmax
+from sklearn.metrics import log_loss
+
+from skcal import SMARTCalibrator, TemperatureScaling
+from skcal._torch.kernels._smart import _LogPartition, _row_moments
+from skcal.metrics import expected_calibration_error, soft_expected_calibration_error
+from skcal.utils._testing import (
+    make_gap_miscalibrated_logits,
+    make_miscalibrated_logits,
+)
+
+
+def numpy_temperature(model, logits):
+    """T(g) from the fitted arrays, written independently in numpy."""
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    g = top2[:, 1] - top2[:, 0]
+    if model.clip_gap:
+        g = np.clip(g, *model.gap_range_)
+    h = ((g - model.gap_mean_) / (model.gap_std_ + 1e-8))[:, None]
+    for i, (W, b) in enumerate(zip(model.coefs_, model.intercepts_)):
+        h = h @ W + b
+        if i < len(model.coefs_) - 1:
+            h = np.maximum(h, 0)
+    return np.logaddexp(0, h[:, 0]) + model.t_min
+
+
+def test_probabilities_are_softmax_of_logits_over_the_temperature(device):
+    X, y, _ = make_gap_miscalibrated_logits(400, 6, random_state=0)
+    model = SMARTCalibrator(random_state=0, max_epochs=50, device=device).fit(X, y)
+    T = numpy_temperature(model, X)
+    np.testing.assert_allclose(model.predict_temperature(X), T, rtol=1e-12)
+    np.testing.assert_allclose(
+        model.predict_proba(X), softmax(X / T[:, None], axis=1), rtol=1e-10, atol=1e-14
+    )
+    np.testing.assert_allclose(model.decision_function(X), X / T[:, None], rtol=1e-12)
+    top2 = np.sort(X, axis=1)[:, -2:]
+    gaps = top2[:, 1] - top2[:, 0]
+    assert model.gap_mean_ == pytest.approx(gaps.mean(), rel=1e-12)
+    assert model.gap_std_ == pytest.approx(gaps.std(ddof=1), rel=1e-12)
+    assert model.gap_range_ == pytest.approx((gaps.min(), gaps.max()))
+
+
+@pytest.mark.parametrize(
+    "hidden, n_params", [((16,), 49), ((), 2), ((16, 16), 321), ((5,), 16)]
+)
+def test_parameter_count(hidden, n_params):
+    X, y = make_miscalibrated_logits(100, 3, random_state=0)
+    model = SMARTCalibrator(hidden_sizes=hidden, max_epochs=5, device="cpu")
+    model.fit(X, y)
+    sizes = sum(W.size + b.size for W, b in zip(model.coefs_, model.intercepts_))
+    assert sizes == n_params
+    assert [W.shape[0] for W in model.coefs_] == [1, *hidden]
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 7, 50])
+def test_argmax_never_changes_even_with_ties(n_classes):
+    rng = np.random.default_rng(n_classes)
+    X_fit, y_fit = make_miscalibrated_logits(300, n_classes, random_state=1)
+    model = SMARTCalibrator(random_state=0, max_epochs=100, device="cpu")
+    model.fit(X_fit, y_fit)
+    X = np.concatenate(
+        [
+            3 * rng.standard_normal((2000, n_classes)),
+            rng.integers(-2, 3, (2000, n_classes)).astype(float),  # many ties
+            np.zeros((5, n_classes)),  # all tied
+            50 * rng.standard_normal((500, n_classes)),  # far outside the fit
+            1e-3 * rng.standard_normal((500, n_classes)),  # tiny gaps
+        ]
+    )
+    expected = np.argmax(X, axis=1)
+    assert np.array_equal(np.argmax(model.predict_proba(X), axis=1), expected)
+    assert np.array_equal(model.predict(X), model.classes_[expected])
+    proba = model.predict_proba(X)
+    assert np.all(np.isfinite(proba))
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
+    assert np.all(model.predict_temperature(X) >= model.t_min)
+
+
+def test_clip_gap_makes_the_temperature_constant_outside_the_fit_range():
+    X, y, _ = make_gap_miscalibrated_logits(300, 4, random_state=2)
+    model = SMARTCalibrator(random_state=0, max_epochs=100, device="cpu").fit(X, y)
+    low, high = model.gap_range_
+    far = np.array([[0.0, 0.0, 0.0, 10 * high], [0.0, 0.0, 0.0, 5 * high]])
+    at_high = np.array([[0.0, 0.0, 0.0, high]])
+    T = model.predict_temperature(np.vstack([far, at_high]))
+    assert T[0] == T[1] == T[2]
+    model.set_params(clip_gap=False)  # the paper's map: only predictions change
+    T_free = model.predict_temperature(far)
+    np.testing.assert_allclose(T_free, numpy_temperature(model, far), rtol=1e-12)
+    assert not np.allclose(T_free, T[:2])
+
+
+def test_log_partition_value_and_gradient():
+    rng = np.random.default_rng(3)
+    d64 = torch.tensor(np.abs(rng.standard_normal((40, 9))) * 3)
+    d64[:, 0] = 0.0
+    beta = torch.tensor(rng.uniform(0.2, 3.0, 40), requires_grad=True)
+    log_s = _LogPartition.apply(beta, d64)
+    ref = torch.logsumexp(-beta[:, None] * d64, dim=1)
+    torch.testing.assert_close(log_s, ref, rtol=1e-12, atol=1e-12)
+    grad = torch.autograd.grad(log_s.sum(), beta)[0]
+    beta_ref = beta.detach().clone().requires_grad_(True)
+    grad_ref = torch.autograd.grad(
+        torch.logsumexp(-beta_ref[:, None] * d64, dim=1).sum(), beta_ref
+    )[0]
+    torch.testing.assert_close(grad, grad_ref, rtol=1e-12, atol=1e-12)
+    _, mean, var = _row_moments(beta.detach(), d64, 2)
+    p = torch.softmax(-beta.detach()[:, None] * d64, dim=1)
+    torch.testing.assert_close(mean, (p * d64).sum(1))
+    torch.testing.assert_close(var, (p * d64**2).sum(1) - (p * d64).sum(1) ** 2)
+
+
+@pytest.mark.parametrize("loss", ["soft_ece", "nll", "brier", "mse"])
+def test_initial_loss_is_the_objective_at_the_temperature_scaling_start(loss):
+    """The recorded loss at epoch 0 equals an independent evaluation of the
+    objective at T = temperature_init_, and that start is temperature scaling."""
+    X, y, _ = make_gap_miscalibrated_logits(500, 5, random_state=4)
+    model = SMARTCalibrator(loss=loss, max_epochs=3, random_state=0, device="cpu")
+    model.fit(X, y)
+    ts = TemperatureScaling(device="cpu").fit(X, y)
+    assert model.temperature_init_ == pytest.approx(ts.temperature_, rel=1e-5)
+    p = softmax(X / model.temperature_init_, axis=1)
+    onehot = np.eye(5)[y]
+    correct = (p.argmax(1) == y).astype(float)
+    expected = {
+        "soft_ece": soft_expected_calibration_error(y, p),
+        "nll": log_loss(y, p, labels=range(5)),
+        "brier": ((p - onehot) ** 2).sum(1).mean(),
+        "mse": ((p.max(1) - correct) ** 2).mean(),
+    }[loss]
+    assert model.loss_curve_[0] == pytest.approx(expected, rel=1e-5)
+
+
+def test_the_best_state_is_restored_not_the_last():
+    """calibench's shallow state_dict().copy() made 'restore best' a no-op."""
+    X, y, _ = make_gap_miscalibrated_logits(800, 5, random_state=5)
+    # a large step size makes the loss oscillate, so the last epoch is not the best
+    model = SMARTCalibrator(
+        learning_rate=0.5, max_epochs=60, patience=60, random_state=0, device="cpu"
+    ).fit(X, y)
+    curve = np.array(model.loss_curve_)
+    assert model.best_epoch_ == int(np.argmin(curve))
+    assert curve[-1] > curve.min() + 1e-4
+    final = soft_expected_calibration_error(y, model.predict_proba(X))
+    assert final == pytest.approx(curve.min(), rel=1e-5)
+
+
+def test_beats_temperature_scaling_on_gap_dependent_miscalibration():
+    X, y, _ = make_gap_miscalibrated_logits(13000, 10, random_state=6)
+    cal, test = slice(0, 3000), slice(3000, None)
+    smart = SMARTCalibrator(random_state=0, device="cpu").fit(X[cal], y[cal])
+    ts = TemperatureScaling(device="cpu").fit(X[cal], y[cal])
+    ece_smart = expected_calibration_error(y[test], smart.predict_proba(X[test]))
+    ece_ts = expected_calibration_error(y[test], ts.predict_proba(X[test]))
+    assert ece_smart < 0.5 * ece_ts
+    # the learned temperature decreases with the gap, like the generator's
+    gaps = np.sort(X[test], axis=1)
+    order = np.argsort(gaps[:, -1] - gaps[:, -2])
+    T = smart.predict_temperature(X[test])[order]
+    assert T[:1000].mean() > 1.3 * T[-1000:].mean()
+
+
+@pytest.mark.parametrize("n_samples, n_classes", [(50, 10), (60, 2), (200, 1000)])
+def test_small_and_wide_calibration_sets(n_samples, n_classes):
+    X, y, _ = make_gap_miscalibrated_logits(n_samples, n_classes, random_state=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # classes missing from tiny sets
+        model = SMARTCalibrator(random_state=0, device="cpu").fit(X, y)
+    proba = model.predict_proba(X)
+    assert proba.shape == (n_samples, n_classes)
+    assert np.all(np.isfinite(proba))
+    assert model.n_epochs_ >= 1
+
+
+def test_proba_input_equals_logit_input():
+    X, y, _ = make_gap_miscalibrated_logits(400, 5, random_state=8)
+    a = SMARTCalibrator(random_state=0, max_epochs=80, device="cpu").fit(X, y)
+    P = softmax(X, axis=1)
+    b = SMARTCalibrator(input="proba", random_state=0, max_epochs=80, device="cpu")
+    b.fit(P, y)
+    np.testing.assert_allclose(b.predict_proba(P), a.predict_proba(X), atol=1e-6)
+    np.testing.assert_allclose(
+        b.predict_log_proba(P),
+        log_softmax(X / a.predict_temperature(X)[:, None], axis=1),
+        atol=1e-5,
+    )
+
+
+def test_reproducible_and_picklable(device):
+    X, y, _ = make_gap_miscalibrated_logits(300, 4, random_state=9)
+    params = dict(random_state=3, max_epochs=60, device=device)
+    a = SMARTCalibrator(**params).fit(X, y)
+    b = SMARTCalibrator(**params).fit(X, y)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert all(isinstance(W, np.ndarray) for W in a.coefs_ + a.intercepts_)
+    c = pickle.loads(pickle.dumps(a))
+    c.set_params(device="cpu")
+    np.testing.assert_allclose(c.predict_proba(X), a.predict_proba(X), rtol=1e-12)
+
+
+def test_integer_weights_equal_repeated_rows():
+    X, y, _ = make_gap_miscalibrated_logits(300, 4, random_state=10)
+    counts = np.random.default_rng(0).integers(0, 4, 300)
+    params = dict(random_state=0, max_epochs=150, device="cpu")
+    weighted = SMARTCalibrator(**params).fit(X, y, sample_weight=counts)
+    repeated = SMARTCalibrator(**params).fit(
+        np.repeat(X, counts, axis=0), np.repeat(y, counts)
+    )
+    assert weighted.gap_mean_ == pytest.approx(repeated.gap_mean_, rel=1e-12)
+    assert weighted.gap_std_ == pytest.approx(repeated.gap_std_, rel=1e-12)
+    np.testing.assert_allclose(
+        weighted.predict_proba(X), repeated.predict_proba(X), rtol=1e-4, atol=1e-6
+    )
+
+
+def test_bad_parameters_are_clear_errors():
+    X, y = make_miscalibrated_logits(50, 3, random_state=0)
+    with pytest.raises(ValueError, match="hidden_sizes must hold positive"):
+        SMARTCalibrator(hidden_sizes=(16, 0), device="cpu").fit(X, y)
+    with pytest.raises(ValueError, match="loss"):
+        SMARTCalibrator(loss="hinge", device="cpu").fit(X, y)
+    with pytest.raises(ValueError, match="t_min"):
+        SMARTCalibrator(t_min=0.0, device="cpu").fit(X, y)
