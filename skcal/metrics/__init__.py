@@ -6,21 +6,41 @@ from ._ece import (
     expected_calibration_error,
     max_calibration_error,
 )
+from ._local import (
+    ESSProfile,
+    LocalSpace,
+    effective_sample_size,
+    ess_profile,
+    local_calibration_error,
+    max_local_calibration_error,
+)
 from ._proper import brier_score, negative_log_likelihood
-from ._scorer import CalibrationScorer, get_scorer, get_scorer_names
+from ._scorer import (
+    CalibrationScorer,
+    LocalCalibrationScorer,
+    get_scorer,
+    get_scorer_names,
+)
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
 
 __all__ = [
     "BinStatistics",
+    "ESSProfile",
+    "LocalCalibrationScorer",
+    "LocalSpace",
     "CalibrationScorer",
     "bin_edges",
     "binned_statistics",
     "brier_score",
     "classwise_calibration_error",
+    "effective_sample_size",
+    "ess_profile",
     "expected_calibration_error",
     "get_scorer",
     "get_scorer_names",
+    "local_calibration_error",
     "max_calibration_error",
+    "max_local_calibration_error",
     "negative_log_likelihood",
     "soft_binned_calibration_error",
     "soft_expected_calibration_error",

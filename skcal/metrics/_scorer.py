@@ -12,9 +12,15 @@ from ._ece import (
     expected_calibration_error,
     max_calibration_error,
 )
+from ._local import local_calibration_error, max_local_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
 
-__all__ = ["CalibrationScorer", "get_scorer", "get_scorer_names"]
+__all__ = [
+    "CalibrationScorer",
+    "LocalCalibrationScorer",
+    "get_scorer",
+    "get_scorer_names",
+]
 
 
 class CalibrationScorer:
@@ -64,6 +70,64 @@ class CalibrationScorer:
         return f"CalibrationScorer({self.metric.__name__}, sign={self.sign}{args})"
 
 
+class LocalCalibrationScorer(CalibrationScorer):
+    """Scorer for a local metric, with ``X`` as the feature space.
+
+    For estimators whose ``X`` is the feature space of the local metric
+    (local calibrators fitted on embeddings): the metric receives
+    ``features=X`` and ``space=space``. With the default ``space="pca"``
+    each test fold is projected on its own PCA; pass a :class:`LocalSpace`
+    fitted on reference features to score every fold and every candidate in
+    one fixed space.
+
+    Parameters
+    ----------
+    metric : callable
+        ``metric(y_true, y_proba, features, *, space, sample_weight, labels,
+        **kwargs)``, e.g. :func:`local_calibration_error`.
+    space : "pca", LocalSpace or None, default="pca"
+        The space passed to the metric.
+    sign : {1, -1}, default=-1
+        Multiplier of the metric; -1 for errors.
+    **kwargs
+        Fixed keyword arguments of the metric (e.g. ``bandwidth=5.0``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skcal.metrics import LocalCalibrationScorer, local_calibration_error
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 4))
+    >>> y = (X[:, 0] + rng.normal(size=300) > 0).astype(int)
+    >>> scorer = LocalCalibrationScorer(local_calibration_error, space=None)
+    >>> scorer(LogisticRegression().fit(X, y), X, y) <= 0
+    True
+    """
+
+    def __init__(self, metric, *, space="pca", sign: int = -1, **kwargs) -> None:
+        super().__init__(metric, sign=sign, **kwargs)
+        self.space = space
+
+    def __call__(self, estimator, X, y_true, sample_weight=None) -> float:
+        proba = estimator.predict_proba(X)
+        labels = getattr(estimator, "classes_", None)
+        return self.sign * self.metric(
+            y_true,
+            proba,
+            X,
+            space=self.space,
+            sample_weight=sample_weight,
+            labels=labels,
+            **self.kwargs,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            super().__repr__().replace("CalibrationScorer(", "LocalCalibrationScorer(")
+        )
+
+
 _SCORERS = {
     "neg_expected_calibration_error": CalibrationScorer(expected_calibration_error),
     "neg_classwise_calibration_error": CalibrationScorer(classwise_calibration_error),
@@ -73,6 +137,10 @@ _SCORERS = {
     ),
     "neg_soft_binned_calibration_error": CalibrationScorer(
         soft_binned_calibration_error
+    ),
+    "neg_local_calibration_error": LocalCalibrationScorer(local_calibration_error),
+    "neg_max_local_calibration_error": LocalCalibrationScorer(
+        max_local_calibration_error
     ),
 }
 

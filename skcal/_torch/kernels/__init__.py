@@ -2,6 +2,7 @@
 
 from ._affine import AffineFit, fit_affine_softmax
 from ._cts import binned_ece, class_temperature_search
+from ._local import local_errors
 from ._pts import fit_pts, pts_predict_logits
 from ._smart import (
     fit_smart,
@@ -21,6 +22,7 @@ __all__ = [
     "fit_affine_softmax",
     "fit_pts",
     "fit_smart",
+    "local_errors",
     "logit_gaps",
     "pts_predict_logits",
     "smart_predict_logits",

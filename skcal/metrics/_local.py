@@ -1,0 +1,591 @@
+"""Local calibration metrics of Barbera et al.: LCE, MLCE, ESS and its profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.decomposition import PCA
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+
+from .._torch import resolve_device, to_numpy, to_tensor
+from .._torch.kernels import local_errors
+from ..utils._sklearn import Interval, StrOptions, validate_params
+from ..utils._validation import check_finite, check_proba_targets
+from ._binning import assign_bins, bin_edges
+
+__all__ = [
+    "ESSProfile",
+    "LocalSpace",
+    "effective_sample_size",
+    "ess_profile",
+    "local_calibration_error",
+    "max_local_calibration_error",
+]
+
+
+class LocalSpace(TransformerMixin, BaseEstimator):
+    """The feature space of the local metrics: standardise, then PCA.
+
+    ``transform(X) = PCA(StandardScaler(X))`` with both fitted on reference
+    features (typically the calibration set's backbone features), as in
+    Barbera et al.; the PCA is not whitened. Fit it once and pass it as
+    ``space=`` to every local metric, so that all calibrators are scored in
+    one fixed, method-independent space.
+
+    Parameters
+    ----------
+    n_components : int, default=50
+        Number of principal components (capped at the number of features and
+        of samples).
+
+    Attributes
+    ----------
+    scaler_ : StandardScaler
+        Fitted standardisation.
+    pca_ : PCA
+        Fitted projection.
+    n_components_ : int
+        Number of components kept.
+    n_features_in_ : int
+        Number of input features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal.metrics import LocalSpace
+    >>> X = np.random.default_rng(0).normal(size=(200, 80))
+    >>> LocalSpace().fit(X).transform(X).shape
+    (200, 50)
+    """
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, n_components=50):
+        self.n_components = n_components
+
+    def fit(self, X, y=None):
+        """Fit the scaler and the PCA on reference features ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Reference features.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : LocalSpace
+        """
+        self._validate_params()
+        X = validate_data(self, X, dtype=np.float64)
+        self.scaler_ = StandardScaler().fit(X)
+        self.n_components_ = int(min(self.n_components, *X.shape))
+        # the covariance eigensolver is exact and deterministic, and fast when
+        # there are many more samples than features
+        solver = "covariance_eigh" if X.shape[0] >= X.shape[1] else "full"
+        self.pca_ = PCA(n_components=self.n_components_, svd_solver=solver)
+        self.pca_.fit(self.scaler_.transform(X))
+        return self
+
+    def transform(self, X):
+        """Project ``X`` into the fitted space.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components_)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return self.pca_.transform(self.scaler_.transform(X))
+
+
+def _features_in_space(features, space, n_samples: int) -> np.ndarray:
+    features = check_array(
+        features, dtype=np.float64, ensure_all_finite=False, input_name="features"
+    )
+    if features.shape[0] != n_samples:
+        raise ValueError(
+            f"features must have one row per sample: y_proba has {n_samples} "
+            f"rows, features has {features.shape[0]}."
+        )
+    check_finite(features, "features")
+    if space is None:
+        return features
+    if isinstance(space, str):
+        return LocalSpace().fit_transform(features)
+    return space.transform(features)
+
+
+def _class_weights(class_weight, proba, y_index, w) -> np.ndarray:
+    n_classes = proba.shape[1]
+    if class_weight is None:
+        cw = np.full(n_classes, 1.0 / n_classes)
+    elif isinstance(class_weight, str):  # "frequency"
+        cw = np.bincount(y_index, weights=w, minlength=n_classes)
+    else:
+        cw = np.asarray(class_weight, dtype=np.float64).reshape(-1)
+        if cw.shape != (n_classes,) or np.any(cw < 0) or not np.all(np.isfinite(cw)):
+            raise ValueError(
+                f"class_weight must hold {n_classes} non-negative finite numbers "
+                f"(one per column of y_proba); got {class_weight!r}."
+            )
+    if cw.sum() <= 0:
+        raise ValueError("class_weight sums to 0; give some class a positive weight.")
+    return cw / cw.sum()
+
+
+def _anchor_errors(
+    y_true,
+    y_proba,
+    features,
+    *,
+    bandwidth,
+    n_bins,
+    min_bin_size,
+    space,
+    sample_weight,
+    labels,
+    device,
+    with_ess,
+):
+    """Per-anchor LCE (and ESS), shape (n_samples, n_classes), NaN outside
+    the kept bins."""
+    proba, y_index, w = check_proba_targets(
+        y_true, y_proba, labels=labels, sample_weight=sample_weight
+    )
+    n, n_classes = proba.shape
+    phi = _features_in_space(features, space, n)
+    dev = resolve_device(device)
+    phi_t = to_tensor(phi, dev, torch.float64)
+    w_t = to_tensor(w, dev, torch.float64)
+    lce = np.full((n, n_classes), np.nan)
+    ess = np.full((n, n_classes), np.nan) if with_ess else None
+    edges = bin_edges(proba[:, 0], n_bins)
+    for k in range(n_classes):
+        bins = assign_bins(proba[:, k], edges, closed="left")
+        resid = to_tensor(proba[:, k] - (y_index == k), dev, torch.float64)
+        counts = np.bincount(bins, weights=w, minlength=n_bins)
+        for b in np.flatnonzero(counts > min_bin_size):
+            idx = np.flatnonzero(bins == b)
+            idx_t = to_tensor(idx, dev, torch.int64)
+            lce_b, ess_b = local_errors(
+                phi_t[idx_t], resid[idx_t], w_t[idx_t], bandwidth, with_ess=with_ess
+            )
+            lce[idx, k] = to_numpy(lce_b)
+            if with_ess:
+                ess[idx, k] = to_numpy(ess_b)
+    return lce, ess, proba, y_index, w
+
+
+def _summarise(lce, w, class_weight, proba, y_index, reduce: str) -> float:
+    cw = _class_weights(class_weight, proba, y_index, w)
+    values, weights = [], []
+    for k in range(lce.shape[1]):
+        keep = ~np.isnan(lce[:, k]) & (w > 0)
+        if not keep.any() or cw[k] == 0:
+            continue
+        a = np.abs(lce[keep, k])
+        values.append(np.average(a, weights=w[keep]) if reduce == "mean" else a.max())
+        weights.append(cw[k])
+    if not values:
+        raise ValueError(
+            "No class has a confidence bin with more than min_bin_size samples, "
+            "so the local calibration error is undefined; lower min_bin_size or "
+            "pass more samples."
+        )
+    weights = np.asarray(weights)
+    return float(np.dot(values, weights / weights.sum()))
+
+
+_PARAMS_DOC = """    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_proba : array-like of shape (n_samples, n_classes)
+        Predicted probabilities.
+    features : array-like of shape (n_samples, n_features)
+        Features of each sample (e.g. backbone embeddings).
+    bandwidth : float, default=10.0
+        Standard deviation of the Gaussian kernel, in the units of the space.
+    n_bins : int, default=15
+        Equal-width bins of each class's probability; neighbours are taken
+        within the same bin.
+    min_bin_size : float, default=20
+        Only bins with more than this many samples (total weight) are used.
+    space : "pca", LocalSpace or None, default="pca"
+        ``"pca"``: standardise ``features`` and project them on their first
+        50 principal components, fitted on ``features``; a fitted
+        :class:`LocalSpace`: its transform (use one fitted on reference
+        features to compare methods in one space); None: ``features`` as
+        given.
+"""
+
+
+def _fill_doc(func):
+    """Put the shared parameter descriptions into ``func``'s docstring."""
+    func.__doc__ = func.__doc__.replace("{local_params}\n", _PARAMS_DOC)
+    return func
+
+
+_LOCAL_PARAMS = {
+    "y_true": ["array-like"],
+    "y_proba": ["array-like"],
+    "features": ["array-like"],
+    "bandwidth": [Interval(Real, 0, None, closed="neither")],
+    "n_bins": [Interval(Integral, 1, None, closed="left")],
+    "min_bin_size": [Interval(Real, 0, None, closed="left")],
+    "space": [StrOptions({"pca"}), LocalSpace, None],
+    "class_weight": ["array-like", StrOptions({"frequency"}), None],
+    "sample_weight": ["array-like", None],
+    "labels": ["array-like", None],
+    "device": [str],
+}
+
+
+@validate_params(_LOCAL_PARAMS, prefer_skip_nested_validation=True)
+@_fill_doc
+def local_calibration_error(
+    y_true,
+    y_proba,
+    features,
+    *,
+    bandwidth=10.0,
+    n_bins=15,
+    min_bin_size=20,
+    space="pca",
+    class_weight=None,
+    sample_weight=None,
+    labels=None,
+    device="cpu",
+):
+    """Local calibration error (LCE) of Barbera et al.
+
+    For each class ``k``, samples are binned by ``p_k`` (``n_bins``
+    equal-width bins); in each bin with more than ``min_bin_size`` samples,
+    every sample ``i`` is an anchor with error
+
+    ``LCE_k(i) = sum_j K_ij (p_jk - y_jk) / sum_j K_ij``,
+    ``K_ij = exp(-|phi_i - phi_j|^2 / (2 bandwidth^2))``
+
+    over the samples ``j`` of the same bin (``i`` included). ``LCE_k`` is the
+    mean of ``|LCE_k(i)|`` over the anchors of the kept bins, and the result
+    is ``sum_k w_k LCE_k`` with class weights ``w_k`` summing to 1 (classes
+    without a kept bin are left out and the weights renormalised). The
+    kernel runs in torch in row chunks with float64 sums, on ``device``;
+    memory is ``O(chunk x bin size)``.
+
+    Parameters
+    ----------
+{local_params}
+    class_weight : array-like of shape (n_classes,), "frequency" or None, \
+default=None
+        Weights ``w_k`` of the classes: uniform (None), the empirical class
+        frequencies, or given (normalised to sum to 1).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights, as frequencies: in the kernel sums, the bin sizes
+        and the mean over anchors.
+    labels : array-like of shape (n_classes,), default=None
+        Label of each column of ``y_proba``.
+    device : str, default="cpu"
+        Torch device of the kernel computation.
+
+    Returns
+    -------
+    float
+        The local calibration error; lower is better.
+
+    See Also
+    --------
+    max_local_calibration_error : The class-weighted mean of the per-class
+        maxima.
+    LocalSpace : A fixed feature space for comparing methods.
+
+    References
+    ----------
+    C. Barbera et al. "Local calibration of multiclass classifiers".
+    AISTATS 2026, arXiv:2510.26566.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal.metrics import local_calibration_error
+    >>> rng = np.random.default_rng(0)
+    >>> features = rng.normal(size=(300, 5))
+    >>> proba = np.full((300, 2), 0.5)
+    >>> y = rng.integers(0, 2, 300)
+    >>> lce = local_calibration_error(y, proba, features, space=None)
+    >>> bool(0 <= lce < 0.1)
+    True
+    """
+    lce, _, proba, y_index, w = _anchor_errors(
+        y_true,
+        y_proba,
+        features,
+        bandwidth=bandwidth,
+        n_bins=n_bins,
+        min_bin_size=min_bin_size,
+        space=space,
+        sample_weight=sample_weight,
+        labels=labels,
+        device=device,
+        with_ess=False,
+    )
+    return _summarise(lce, w, class_weight, proba, y_index, "mean")
+
+
+@validate_params(_LOCAL_PARAMS, prefer_skip_nested_validation=True)
+@_fill_doc
+def max_local_calibration_error(
+    y_true,
+    y_proba,
+    features,
+    *,
+    bandwidth=10.0,
+    n_bins=15,
+    min_bin_size=20,
+    space="pca",
+    class_weight=None,
+    sample_weight=None,
+    labels=None,
+    device="cpu",
+):
+    """Maximum local calibration error (MLCE) of Barbera et al.
+
+    ``MLCE = sum_k w_k max_i |LCE_k(i)|``: the class-weighted mean of the
+    per-class maxima over the anchors of the kept bins (not a global
+    maximum), with the anchors and kernel of
+    :func:`local_calibration_error`. Isolated confident errors dominate it,
+    so values of 0.5 and more are common.
+
+    Parameters
+    ----------
+{local_params}
+    class_weight : array-like of shape (n_classes,), "frequency" or None, \
+default=None
+        Weights of the classes (uniform by default; normalised to sum to 1).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights (frequencies) in the kernel sums and bin sizes.
+    labels : array-like of shape (n_classes,), default=None
+        Label of each column of ``y_proba``.
+    device : str, default="cpu"
+        Torch device of the kernel computation.
+
+    Returns
+    -------
+    float
+        The maximum local calibration error; lower is better.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal.metrics import max_local_calibration_error
+    >>> rng = np.random.default_rng(0)
+    >>> features = rng.normal(size=(300, 5))
+    >>> y = rng.integers(0, 2, 300)
+    >>> proba = np.full((300, 2), 0.5)
+    >>> bool(max_local_calibration_error(y, proba, features, space=None) < 0.5)
+    True
+    """
+    lce, _, proba, y_index, w = _anchor_errors(
+        y_true,
+        y_proba,
+        features,
+        bandwidth=bandwidth,
+        n_bins=n_bins,
+        min_bin_size=min_bin_size,
+        space=space,
+        sample_weight=sample_weight,
+        labels=labels,
+        device=device,
+        with_ess=False,
+    )
+    return _summarise(lce, w, class_weight, proba, y_index, "max")
+
+
+@validate_params(
+    {k: v for k, v in _LOCAL_PARAMS.items() if k != "class_weight"},
+    prefer_skip_nested_validation=True,
+)
+@_fill_doc
+def effective_sample_size(
+    y_true,
+    y_proba,
+    features,
+    *,
+    bandwidth=10.0,
+    n_bins=15,
+    min_bin_size=20,
+    space="pca",
+    sample_weight=None,
+    labels=None,
+    device="cpu",
+):
+    """Effective sample size of each anchor's neighbourhood, per class.
+
+        Kish's ``ESS_k(i) = (sum_{j != i} K_ij)^2 / sum_{j != i} K_ij^2`` over
+        the other samples of ``i``'s class-``k`` confidence bin, with the kernel
+        of :func:`local_calibration_error` (weights multiply ``K_ij``); 0 when
+        the neighbourhood weight is at most 1e-12.
+
+        Parameters
+        ----------
+    {local_params}
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights (frequencies) of the neighbours.
+        labels : array-like of shape (n_classes,), default=None
+            Label of each column of ``y_proba``.
+        device : str, default="cpu"
+            Torch device of the kernel computation.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            ESS of sample ``i`` as an anchor of class ``k``; NaN where its bin
+            has too few samples.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skcal.metrics import effective_sample_size
+        >>> features = np.zeros((30, 2))  # all neighbours at distance 0
+        >>> proba = np.full((30, 2), 0.5)
+        >>> effective_sample_size(np.arange(30) % 2, proba, features, space=None)[0]
+        array([29., 29.])
+    """
+    _, ess, *_ = _anchor_errors(
+        y_true,
+        y_proba,
+        features,
+        bandwidth=bandwidth,
+        n_bins=n_bins,
+        min_bin_size=min_bin_size,
+        space=space,
+        sample_weight=sample_weight,
+        labels=labels,
+        device=device,
+        with_ess=True,
+    )
+    return ess
+
+
+@dataclass
+class ESSProfile:
+    """Mean |LCE| against effective sample size (Barbera et al., Fig. 3).
+
+    Attributes
+    ----------
+    ess : ndarray of shape (n_quantiles,)
+        Mean ESS of each ESS bin (count-weighted over classes).
+    lce : ndarray of shape (n_quantiles,)
+        Mean absolute anchor error of each ESS bin.
+    count : ndarray of shape (n_quantiles,)
+        Number of (anchor, class) pairs in each ESS bin, over classes.
+    """
+
+    ess: np.ndarray
+    lce: np.ndarray
+    count: np.ndarray
+
+
+@validate_params(
+    {
+        **{k: v for k, v in _LOCAL_PARAMS.items() if k != "class_weight"},
+        "n_quantiles": [Interval(Integral, 1, None, closed="left")],
+    },
+    prefer_skip_nested_validation=True,
+)
+def ess_profile(
+    y_true,
+    y_proba,
+    features,
+    *,
+    n_quantiles=15,
+    bandwidth=10.0,
+    n_bins=15,
+    min_bin_size=20,
+    space="pca",
+    sample_weight=None,
+    labels=None,
+    device="cpu",
+):
+    """Mean |LCE| per quantile bin of the effective sample size.
+
+    Per class, the anchors with ESS > 0 are split into ``n_quantiles``
+    quantile bins of their ESS (edges from ``min - 1e-12`` to
+    ``max + 1e-12``); the mean |LCE| and mean ESS of each bin are then
+    averaged over classes, weighted by the bin counts. A calibrator that is
+    only right where data are dense shows errors rising at low ESS.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_proba : array-like of shape (n_samples, n_classes)
+        Predicted probabilities.
+    features : array-like of shape (n_samples, n_features)
+        Features of each sample.
+    n_quantiles : int, default=15
+        Number of ESS bins per class.
+    bandwidth, n_bins, min_bin_size, space, sample_weight, labels, device
+        As in :func:`local_calibration_error`.
+
+    Returns
+    -------
+    ESSProfile
+        ``ess``, ``lce`` and ``count`` per ESS bin.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal.metrics import ess_profile
+    >>> rng = np.random.default_rng(0)
+    >>> features = rng.normal(size=(400, 3))
+    >>> proba = np.full((400, 2), 0.5)
+    >>> y = rng.integers(0, 2, 400)
+    >>> profile = ess_profile(y, proba, features, space=None, bandwidth=1.0)
+    >>> profile.lce.shape, int(profile.count.sum())
+    ((15,), 800)
+    """
+    lce, ess, *_ = _anchor_errors(
+        y_true,
+        y_proba,
+        features,
+        bandwidth=bandwidth,
+        n_bins=n_bins,
+        min_bin_size=min_bin_size,
+        space=space,
+        sample_weight=sample_weight,
+        labels=labels,
+        device=device,
+        with_ess=True,
+    )
+    count = np.zeros(n_quantiles)
+    ess_sum = np.zeros(n_quantiles)
+    lce_sum = np.zeros(n_quantiles)
+    for k in range(lce.shape[1]):
+        keep = ~np.isnan(ess[:, k]) & (ess[:, k] > 0)
+        if not keep.any():
+            continue
+        e, a = ess[keep, k], np.abs(lce[keep, k])
+        edges = np.quantile(e, np.linspace(0.0, 1.0, n_quantiles + 1))
+        edges[0], edges[-1] = e.min() - 1e-12, e.max() + 1e-12
+        edges = np.maximum.accumulate(edges)
+        idx = np.clip(np.searchsorted(edges, e, side="right") - 1, 0, n_quantiles - 1)
+        count += np.bincount(idx, minlength=n_quantiles)
+        ess_sum += np.bincount(idx, weights=e, minlength=n_quantiles)
+        lce_sum += np.bincount(idx, weights=a, minlength=n_quantiles)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return ESSProfile(
+            ess=ess_sum / count, lce=lce_sum / count, count=count.astype(np.int64)
+        )
