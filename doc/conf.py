@@ -43,8 +43,8 @@ sphinx_gallery_conf = {
 
 
 def _skip_metadata_routing(app, what, name, obj, skip, options):
-    """Hide sklearn's generated metadata-routing methods from the API pages."""
-    if name == "get_metadata_routing" or (
+    """Hide sklearn's generated metadata-routing and set_output methods."""
+    if name in ("get_metadata_routing", "set_output") or (
         name.startswith("set_") and name.endswith("_request")
     ):
         return True

@@ -1,4 +1,4 @@
-"""ESS profile plot: mean |local error| against effective sample size."""
+"""ESS profile plot: mean ``|local error|`` against effective sample size."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _pyplot(caller: str):
 
 
 class ESSProfileDisplay:
-    """Mean |LCE| per quantile bin of the effective sample size (ESS).
+    """Mean ``|LCE|`` per quantile bin of the effective sample size (ESS).
 
     Barbera et al.'s Figure 3: where anchors have few neighbours (low ESS),
     local errors are noisier and a calibrator that is only right where data
@@ -32,7 +32,7 @@ class ESSProfileDisplay:
     ess : ndarray of shape (n_quantiles,)
         Mean ESS of each bin.
     lce : ndarray of shape (n_quantiles,)
-        Mean |LCE| of each bin.
+        Mean ``|LCE|`` of each bin.
     count : ndarray of shape (n_quantiles,)
         Number of (anchor, class) pairs in each bin.
     name : str, default=None

@@ -105,7 +105,7 @@ class LocalSpace(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (n_samples, n_components_)
+        ndarray of shape (n_samples, n_components)
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
@@ -234,7 +234,7 @@ _PARAMS_DOC = """    y_true : array-like of shape (n_samples,)
 
 def _fill_doc(func):
     """Put the shared parameter descriptions into ``func``'s docstring."""
-    func.__doc__ = func.__doc__.replace("{local_params}\n", _PARAMS_DOC)
+    func.__doc__ = func.__doc__.replace("    {local_params}\n", _PARAMS_DOC)
     return func
 
 
@@ -287,7 +287,7 @@ def local_calibration_error(
 
     Parameters
     ----------
-{local_params}
+    {local_params}
     class_weight : array-like of shape (n_classes,), "frequency" or None, \
 default=None
         Weights ``w_k`` of the classes: uniform (None), the empirical class
@@ -370,7 +370,7 @@ def max_local_calibration_error(
 
     Parameters
     ----------
-{local_params}
+    {local_params}
     class_weight : array-like of shape (n_classes,), "frequency" or None, \
 default=None
         Weights of the classes (uniform by default; normalised to sum to 1).
@@ -433,35 +433,35 @@ def effective_sample_size(
 ):
     """Effective sample size of each anchor's neighbourhood, per class.
 
-        Kish's ``ESS_k(i) = (sum_{j != i} K_ij)^2 / sum_{j != i} K_ij^2`` over
-        the other samples of ``i``'s class-``k`` confidence bin, with the kernel
-        of :func:`local_calibration_error` (weights multiply ``K_ij``); 0 when
-        the neighbourhood weight is at most 1e-12.
+    Kish's ``ESS_k(i) = (sum_{j != i} K_ij)^2 / sum_{j != i} K_ij^2`` over
+    the other samples of ``i``'s class-``k`` confidence bin, with the kernel
+    of :func:`local_calibration_error` (weights multiply ``K_ij``); 0 when
+    the neighbourhood weight is at most 1e-12.
 
-        Parameters
-        ----------
+    Parameters
+    ----------
     {local_params}
-        sample_weight : array-like of shape (n_samples,), default=None
-            Sample weights (frequencies) of the neighbours.
-        labels : array-like of shape (n_classes,), default=None
-            Label of each column of ``y_proba``.
-        device : str, default="cpu"
-            Torch device of the kernel computation.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights (frequencies) of the neighbours.
+    labels : array-like of shape (n_classes,), default=None
+        Label of each column of ``y_proba``.
+    device : str, default="cpu"
+        Torch device of the kernel computation.
 
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            ESS of sample ``i`` as an anchor of class ``k``; NaN where its bin
-            has too few samples.
+    Returns
+    -------
+    ndarray of shape (n_samples, n_classes)
+        ESS of sample ``i`` as an anchor of class ``k``; NaN where its bin
+        has too few samples.
 
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from skcal.metrics import effective_sample_size
-        >>> features = np.zeros((30, 2))  # all neighbours at distance 0
-        >>> proba = np.full((30, 2), 0.5)
-        >>> effective_sample_size(np.arange(30) % 2, proba, features, space=None)[0]
-        array([29., 29.])
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal.metrics import effective_sample_size
+    >>> features = np.zeros((30, 2))  # all neighbours at distance 0
+    >>> proba = np.full((30, 2), 0.5)
+    >>> effective_sample_size(np.arange(30) % 2, proba, features, space=None)[0]
+    array([29., 29.])
     """
     _, ess, *_ = _anchor_errors(
         y_true,
@@ -481,7 +481,7 @@ def effective_sample_size(
 
 @dataclass
 class ESSProfile:
-    """Mean |LCE| against effective sample size (Barbera et al., Fig. 3).
+    """Mean ``|LCE|`` against effective sample size (Barbera et al., Fig. 3).
 
     Attributes
     ----------
@@ -519,11 +519,11 @@ def ess_profile(
     labels=None,
     device="cpu",
 ):
-    """Mean |LCE| per quantile bin of the effective sample size.
+    """Mean ``|LCE|`` per quantile bin of the effective sample size.
 
     Per class, the anchors with ESS > 0 are split into ``n_quantiles``
     quantile bins of their ESS (edges from ``min - 1e-12`` to
-    ``max + 1e-12``); the mean |LCE| and mean ESS of each bin are then
+    ``max + 1e-12``); the mean ``|LCE|`` and mean ESS of each bin are then
     averaged over classes, weighted by the bin counts. A calibrator that is
     only right where data are dense shows errors rising at low ESS.
 
