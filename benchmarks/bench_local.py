@@ -3,7 +3,8 @@
 Cases: 50,000 points x 10 classes and 20,000 points x 100 classes, 50-d
 features (space=None, so the time is the kernel's, not the PCA's). Each case
 runs in a fresh subprocess; it reports the wall time of
-``local_calibration_error`` and ``max_local_calibration_error`` and the peak
+``local_calibration_error``, ``max_local_calibration_error`` and of
+``local_calibration_errors`` (both from one kernel run), and the peak
 resident memory of the process above what it held before the metrics (the
 inputs themselves are a few MB).
 
@@ -34,7 +35,11 @@ def current_rss_mb() -> float:
 def run_case(index: int, device: str) -> dict:
     import torch
 
-    from skcal.metrics import local_calibration_error, max_local_calibration_error
+    from skcal.metrics import (
+        local_calibration_error,
+        local_calibration_errors,
+        max_local_calibration_error,
+    )
     from skcal.utils._testing import sample_labels
 
     n, n_classes, dim = CASES[index]
@@ -53,6 +58,10 @@ def run_case(index: int, device: str) -> dict:
     start = time.perf_counter()
     mlce = max_local_calibration_error(y, proba, features, space=None, device=device)
     t_mlce = time.perf_counter() - start
+    start = time.perf_counter()
+    both = local_calibration_errors(y, proba, features, space=None, device=device)
+    t_both = time.perf_counter() - start
+    assert (both.lce, both.mlce) == (lce, mlce)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     largest_bin = max(
         np.bincount(np.minimum((proba[:, k] * 15).astype(int), 14)).max()
@@ -68,6 +77,7 @@ def run_case(index: int, device: str) -> dict:
         "mlce": mlce,
         "lce_s": t_lce,
         "mlce_s": t_mlce,
+        "both_s": t_both,
         "rss_before_mb": before,
         "peak_rss_mb": peak,
         "largest_bin": int(largest_bin),
@@ -101,7 +111,8 @@ def main(argv=None):
         print(
             f"{r['n']} x {r['classes']} classes, {r['dim']}-d, {r['device']}, "
             f"{r['threads']} threads: LCE {r['lce']:.4f} in {r['lce_s']:.1f} s, "
-            f"MLCE {r['mlce']:.4f} in {r['mlce_s']:.1f} s; peak RSS "
+            f"MLCE {r['mlce']:.4f} in {r['mlce_s']:.1f} s, both in one call "
+            f"(local_calibration_errors) {r['both_s']:.1f} s; peak RSS "
             f"{r['peak_rss_mb']:.0f} MB ({extra:.0f} MB "
             f"above the {r['rss_before_mb']:.0f} MB before the metrics); largest "
             f"class-bin {r['largest_bin']} points"

@@ -8,10 +8,12 @@ from ._ece import (
 )
 from ._local import (
     ESSProfile,
+    LocalCalibrationErrors,
     LocalSpace,
     effective_sample_size,
     ess_profile,
     local_calibration_error,
+    local_calibration_errors,
     max_local_calibration_error,
 )
 from ._proper import brier_score, negative_log_likelihood
@@ -26,6 +28,7 @@ from ._soft import soft_binned_calibration_error, soft_expected_calibration_erro
 __all__ = [
     "BinStatistics",
     "ESSProfile",
+    "LocalCalibrationErrors",
     "LocalCalibrationScorer",
     "LocalSpace",
     "CalibrationScorer",
@@ -39,6 +42,7 @@ __all__ = [
     "get_scorer",
     "get_scorer_names",
     "local_calibration_error",
+    "local_calibration_errors",
     "max_calibration_error",
     "max_local_calibration_error",
     "negative_log_likelihood",

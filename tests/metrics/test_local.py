@@ -10,6 +10,7 @@ from skcal.metrics import (
     effective_sample_size,
     ess_profile,
     local_calibration_error,
+    local_calibration_errors,
     max_local_calibration_error,
 )
 from skcal.utils._testing import sample_labels
@@ -79,6 +80,10 @@ def test_matches_the_dense_reference(weighted, device):
     assert max_local_calibration_error(
         y, proba, phi, sample_weight=sw, **kwargs
     ) == pytest.approx(ref_mlce, abs=1e-10)
+    both = local_calibration_errors(y, proba, phi, sample_weight=sw, **kwargs)
+    assert both.lce == pytest.approx(ref_lce, abs=1e-10)
+    assert both.mlce == pytest.approx(ref_mlce, abs=1e-10)
+    np.testing.assert_allclose(both.anchor_errors, ref_anchor, rtol=1e-10, atol=1e-12)
     ess = effective_sample_size(y, proba, phi, sample_weight=sw, **kwargs)
     np.testing.assert_array_equal(np.isnan(ess), np.isnan(ref_ess))
     np.testing.assert_allclose(ess, ref_ess, rtol=1e-10, atol=1e-10)
