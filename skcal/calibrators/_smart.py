@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -11,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._torch import resolve_device
 from .._torch.kernels import fit_smart, smart_predict_logits, smart_predict_temperature
 from ..base import BaseCalibrator
+from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import Interval, StrOptions
 from ._scaling import _DEVICE
 
@@ -79,7 +81,9 @@ class SMARTCalibrator(BaseCalibrator):
     patience : int, default=50
         Epochs without an improvement larger than ``tol`` before stopping.
     tol : float, default=1e-5
-        Smallest training-loss drop that counts as an improvement.
+        Smallest training-loss drop that counts as an improvement
+        (calibench's ``min_delta`` is 1e-4; SoftECE values near convergence
+        are around 1e-3, so 1e-5 waits for real progress).
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation of the hidden layers.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
@@ -96,9 +100,11 @@ class SMARTCalibrator(BaseCalibrator):
     gap_mean_ : float
         Mean logit gap of the calibration set.
     gap_std_ : float
-        Standard deviation (unbiased) of the calibration logit gaps.
+        Standard deviation (unbiased) of the calibration logit gaps; 1 when
+        they are all equal.
     gap_range_ : tuple of float
-        Smallest and largest calibration logit gap.
+        Smallest and largest logit gap of the calibration samples with
+        positive weight.
     temperature_init_ : float
         Global (temperature-scaling) temperature the training started from.
     best_epoch_ : int
@@ -122,9 +128,10 @@ class SMARTCalibrator(BaseCalibrator):
     -----
     The training objective needs ``softmax(z / T)`` of every row at every
     epoch. It is computed in one streaming pass over row chunks of the
-    gaps to the top logit, in float32 with float64 sums and an analytic
-    derivative, so memory stays at the size of the scores and the cost of
-    an epoch is one ``exp`` per score. Predictions are computed in float64.
+    gaps to the top logit, in float32 (row sums in float32, everything
+    after them in float64) with an analytic derivative, so memory stays at
+    the size of the scores and the cost of an epoch is one ``exp`` per
+    score. Predictions are computed in float64.
 
     Unlike the paper (random initialisation), the network starts at the
     temperature of temperature scaling (output weights at zero, output bias
@@ -254,6 +261,14 @@ class SMARTCalibrator(BaseCalibrator):
         self.n_epochs_ = fitted["n_epochs"]
         self.loss_curve_ = fitted["loss_curve"]
         self.temperature_init_ = fitted["temperature_init"]
+        if not np.all(np.isfinite(self.loss_curve_)):
+            warnings.warn(
+                "SMARTCalibrator: the training loss became non-finite; the "
+                f"parameters of epoch {self.best_epoch_} (the best finite loss) "
+                "were kept. Lower learning_rate or raise t_min.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
 
     def _state(self):
         return (

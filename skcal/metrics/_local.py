@@ -204,9 +204,10 @@ def _summarise(lce, w, class_weight, proba, y_index, reduce: str) -> float:
         weights.append(cw[k])
     if not values:
         raise ValueError(
-            "No class has a confidence bin with more than min_bin_size samples, "
-            "so the local calibration error is undefined; lower min_bin_size or "
-            "pass more samples."
+            "No class has a confidence bin with more than min_bin_size samples "
+            "(total sample_weight when weights are given), so the local "
+            "calibration error is undefined; lower min_bin_size or pass more "
+            "samples."
         )
     weights = np.asarray(weights)
     return float(np.dot(values, weights / weights.sum()))
@@ -527,8 +528,9 @@ def effective_sample_size(
 
     Kish's ``ESS_k(i) = (sum_{j != i} K_ij)^2 / sum_{j != i} K_ij^2`` over
     the other samples of ``i``'s class-``k`` confidence bin, with the kernel
-    of :func:`local_calibration_error` (weights multiply ``K_ij``); 0 when
-    the neighbourhood weight is at most 1e-12.
+    of :func:`local_calibration_error`; with weights, neighbour ``j`` counts
+    ``w_j`` times (``(sum w_j K_ij)^2 / sum w_j K_ij^2``). 0 when the
+    neighbourhood weight is at most 1e-12.
 
     Parameters
     ----------
@@ -613,8 +615,8 @@ def ess_profile(
 ):
     """Mean ``|LCE|`` per quantile bin of the effective sample size.
 
-    Per class, the anchors with ESS > 0 are split into ``n_quantiles``
-    quantile bins of their ESS (edges from ``min - 1e-12`` to
+    Per class, the anchors with ESS > 0 (and positive weight) are split
+    into ``n_quantiles`` quantile bins of their ESS (edges from ``min - 1e-12`` to
     ``max + 1e-12``); the mean ``|LCE|`` and mean ESS of each bin are then
     averaged over classes, weighted by the bin counts. A calibrator that is
     only right where data are dense shows errors rising at low ESS.
@@ -649,7 +651,7 @@ def ess_profile(
     >>> profile.lce.shape, int(profile.count.sum())
     ((15,), 800)
     """
-    lce, ess, *_ = _anchor_errors(
+    lce, ess, _, _, w = _anchor_errors(
         y_true,
         y_proba,
         features,
@@ -666,7 +668,7 @@ def ess_profile(
     ess_sum = np.zeros(n_quantiles)
     lce_sum = np.zeros(n_quantiles)
     for k in range(lce.shape[1]):
-        keep = ~np.isnan(ess[:, k]) & (ess[:, k] > 0)
+        keep = ~np.isnan(ess[:, k]) & (ess[:, k] > 0) & (w > 0)
         if not keep.any():
             continue
         e, a = ess[keep, k], np.abs(lce[keep, k])

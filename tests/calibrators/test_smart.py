@@ -208,7 +208,9 @@ def test_reproducible_and_picklable(device):
 
 def test_integer_weights_equal_repeated_rows():
     X, y, _ = make_gap_miscalibrated_logits(300, 4, random_state=10)
-    counts = np.random.default_rng(0).integers(0, 4, 300)
+    # mean count 1, so the SoftECE guard (1e-6 times the mean weight) is the
+    # same for the weighted and the repeated fit
+    counts = np.random.default_rng(0).permutation(np.repeat([0, 1, 2], 100))
     params = dict(random_state=0, max_epochs=150, device="cpu")
     weighted = SMARTCalibrator(**params).fit(X, y, sample_weight=counts)
     repeated = SMARTCalibrator(**params).fit(
@@ -229,3 +231,23 @@ def test_bad_parameters_are_clear_errors():
         SMARTCalibrator(loss="hinge", device="cpu").fit(X, y)
     with pytest.raises(ValueError, match="t_min"):
         SMARTCalibrator(t_min=0.0, device="cpu").fit(X, y)
+
+
+def test_edge_cases_found_in_review():
+    X, y, _ = make_gap_miscalibrated_logits(300, 4, random_state=11)
+    # a zero-weight outlier must not widen the clipping range
+    X_out = np.vstack([X, [[500.0, 0.0, 0.0, 0.0]]])
+    y_out = np.append(y, 0)
+    w = np.append(np.ones(300), 0.0)
+    model = SMARTCalibrator(max_epochs=30, random_state=0, device="cpu")
+    model.fit(X_out, y_out, sample_weight=w)
+    top2 = np.sort(X, axis=1)[:, -2:]
+    assert model.gap_range_[1] == pytest.approx((top2[:, 1] - top2[:, 0]).max())
+    # the recorded start is where training starts, even when t_min is large
+    start = SMARTCalibrator(t_min=1.5, max_epochs=0, device="cpu").fit(X, y)
+    np.testing.assert_allclose(start.predict_temperature(X), start.temperature_init_)
+    # all gaps equal: no scale to standardise by, the map stays finite
+    Z = np.tile([[2.0, 0.0, -1.0]], (40, 1))
+    flat = SMARTCalibrator(max_epochs=20, device="cpu").fit(Z, np.arange(40) % 3)
+    assert flat.gap_std_ == 1.0
+    assert np.all(np.isfinite(flat.predict_proba(Z + [[1.0, 0.0, 0.0]])))

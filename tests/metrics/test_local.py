@@ -304,3 +304,17 @@ def test_scorer_in_grid_search_with_a_fixed_space():
             assert search.cv_results_["mean_test_score"][c_index] == pytest.approx(
                 np.mean(expected), rel=1e-10
             )
+
+
+def test_far_from_origin_features_and_zero_weights():
+    y, proba, phi, _ = random_problem(n=200, seed=8)
+    kwargs = dict(bandwidth=1.0, min_bin_size=5, space=None)
+    base = local_calibration_errors(y, proba, phi, **kwargs)
+    shifted = local_calibration_errors(y, proba, phi + 1e6, **kwargs)
+    np.testing.assert_allclose(shifted.anchor_errors, base.anchor_errors, atol=1e-9)
+    # zero-weight anchors take no part in the ESS profile
+    w = np.ones(200)
+    w[:30] = 0.0
+    ess = effective_sample_size(y, proba, phi, sample_weight=w, **kwargs)
+    profile = ess_profile(y, proba, phi, sample_weight=w, n_quantiles=3, **kwargs)
+    assert profile.count.sum() == np.sum(ess[30:] > 0)

@@ -20,9 +20,11 @@ from skcal.utils._testing import make_miscalibrated_logits, sample_labels
 
 
 def smart_reference(conf, correct, w, n_bins=15, alpha=200.0, q=1.0, delta=0.0):
-    """SMART Eq. 8-10 with loops (eps 1e-6 in the normalisers)."""
+    """SMART Eq. 8-10 with loops (eps 1e-6 in the normalisers, times the mean
+    weight so that rescaling the weights changes nothing)."""
     centres = [(b + 0.5) / n_bins for b in range(n_bins)]
     n = sum(w)
+    eps = 1e-6 * n / len(w)
     total = 0.0
     for b in range(n_bins):
         wb_sum = acc = cnf = 0.0
@@ -32,7 +34,7 @@ def smart_reference(conf, correct, w, n_bins=15, alpha=200.0, q=1.0, delta=0.0):
             wb_sum += s * num / den
             acc += s * num / den * a
             cnf += s * num / den * c
-        r = acc / (wb_sum + 1e-6) - cnf / (wb_sum + 1e-6)
+        r = acc / (wb_sum + eps) - cnf / (wb_sum + eps)
         err = math.sqrt(r * r + delta * delta) - delta if delta else abs(r)
         total += wb_sum / n * err**q
     return total ** (1 / q)
@@ -42,6 +44,7 @@ def karandikar_reference(conf, correct, w, n_bins=15, temperature=0.01, p=2.0):
     """Karandikar et al. Eq. 11 (Uncertainty Baselines' normalisers), loops."""
     anchors = [(b + 0.5) / n_bins for b in range(n_bins)]
     n = sum(w)
+    eps = 1e-5 * n / len(w)
     total = 0.0
     for b in range(n_bins):
         u_sum = acc = cnf = 0.0
@@ -52,7 +55,7 @@ def karandikar_reference(conf, correct, w, n_bins=15, temperature=0.01, p=2.0):
             u_sum += s * u
             acc += s * u * a
             cnf += s * u * c
-        total += u_sum / n * abs(acc / max(u_sum, 1e-5) - cnf / max(u_sum, 1e-5)) ** p
+        total += u_sum / n * abs(acc / max(u_sum, eps) - cnf / max(u_sum, eps)) ** p
     return total ** (1 / p)
 
 
@@ -130,7 +133,10 @@ def test_weights_are_frequencies_and_order_does_not_matter():
     repeated = soft_expected_calibration_error(
         np.repeat(y, counts), np.repeat(proba, counts, axis=0)
     )
-    assert weighted == pytest.approx(repeated, rel=1e-10)
+    # equal up to the 1e-6 guard, which scales with the mean weight
+    assert weighted == pytest.approx(repeated, rel=1e-6)
+    scaled = soft_expected_calibration_error(y, proba, sample_weight=counts * 1e-9)
+    assert scaled == pytest.approx(weighted, rel=1e-12)
     perm = np.random.default_rng(1).permutation(60)
     assert soft_binned_calibration_error(y[perm], proba[perm]) == pytest.approx(
         soft_binned_calibration_error(y, proba), rel=1e-12

@@ -63,6 +63,9 @@ def local_errors(
     """
     m = phi.shape[0]
     c = 1.0 / (2.0 * bandwidth * bandwidth)
+    # distances do not change, but the expansion below loses precision when
+    # the points sit far from the origin
+    phi = phi - phi.mean(dim=0)
     sq = (phi * phi).sum(dim=1, keepdim=True)
     ones = torch.ones_like(sq)
     left = torch.cat([phi * (2.0 * c), -c * sq, ones], dim=1)

@@ -167,8 +167,7 @@ def _init_layers(hidden: tuple, t0: float, t_min: float, gen, device):
         W = torch.rand(fan_in, fan_out, generator=gen, dtype=torch.float64) * 2 - 1
         b = torch.rand(fan_out, generator=gen, dtype=torch.float64) * 2 - 1
         layers.append([(W * bound).to(device), (b * bound).to(device)])
-    # W_out = 0 and softplus(b_out) + t_min = t0
-    t0 = max(t0, 2.0 * t_min)
+    # W_out = 0 and softplus(b_out) + t_min = t0 (t0 > t_min)
     layers[-1][0].zero_()
     x = t0 - t_min  # inverse softplus, stable for large x
     layers[-1][1].fill_(x + math.log(-math.expm1(-x)))
@@ -210,6 +209,9 @@ def fit_smart(
     gap_mean = (w @ gaps) / w_sum
     dof = w_sum - 1.0 if float(w_sum) > 1.0 else w_sum
     gap_std = torch.sqrt((w @ (gaps - gap_mean) ** 2) / dof)
+    if float(gap_std) == 0.0:  # all gaps equal: no scale to standardise by
+        gap_std = torch.ones_like(gap_std)
+    positive = gaps[w > 0]
     g_hat = (gaps - gap_mean) / (gap_std + GAP_EPS)
 
     top = torch.argmax(z, dim=1)
@@ -218,7 +220,8 @@ def fit_smart(
     d_true = d.gather(1, y[:, None]).squeeze(1).to(torch.float64)
     del z
 
-    t0 = _nll_temperature(d, d_true, w)
+    # the start, kept clear of the floor so softplus has a usable gradient
+    t0 = max(_nll_temperature(d, d_true, w), 2.0 * t_min)
     layers = _init_layers(tuple(hidden), t0, t_min, gen, device)
     params = [t.requires_grad_(True) for layer in layers for t in layer]
 
@@ -260,7 +263,7 @@ def fit_smart(
         "intercepts": [to_numpy(b) for _, b in layers],
         "gap_mean": float(gap_mean),
         "gap_std": float(gap_std),
-        "gap_range": (float(gaps.min()), float(gaps.max())),
+        "gap_range": (float(positive.min()), float(positive.max())),
         "best_epoch": best_epoch,
         "n_epochs": n_epochs,
         "loss_curve": curve,

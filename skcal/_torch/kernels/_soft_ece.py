@@ -46,7 +46,8 @@ def soft_binned_ece(
     power : float
         ``p`` of the bin-gap norm.
     eps : float
-        Guard of the per-bin normalisers.
+        Guard of the per-bin normalisers, for unit weights (it is scaled by
+        the mean weight).
     eps_mode : {"add", "floor"}
         ``sum + eps`` (SMART) or ``max(sum, eps)`` (Karandikar et al.).
     smoothing : float
@@ -62,6 +63,9 @@ def soft_binned_ece(
     ) / n_bins
     u = torch.softmax(-sharpness * (conf[:, None] - centres) ** 2, dim=1)
     weight = weight.to(conf.dtype)
+    # the guard is eps for unit weights and scales with the weights, so
+    # multiplying every weight by a constant changes nothing
+    eps = eps * float(weight.sum()) / weight.shape[0]
     mass = weight @ u  # (B,)
     conf_sum = (weight * conf) @ u
     acc_sum = (weight * correct.to(conf.dtype)) @ u
