@@ -13,6 +13,7 @@ Part 2 (speed). fit and predict_proba of both on 50,000 x 1,000 logits in the
 same run, with the ratio SMART / TS.
 
 Run:  python benchmarks/bench_smart.py [--seeds 5] [--device cpu] [--skip-speed]
+      [--skip-evidence]
 """
 
 import argparse
@@ -119,10 +120,12 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-evidence", action="store_true")
     args = parser.parse_args(argv)
     print(f"torch {torch.__version__} threads={torch.get_num_threads()}")
-    for n_cal, n_classes in ((50, 10), (500, 10), (5000, 10), (5000, 100)):
-        evidence(n_cal, n_classes, args.seeds, args.device)
+    if not args.skip_evidence:
+        for n_cal, n_classes in ((50, 10), (500, 10), (5000, 10), (5000, 100)):
+            evidence(n_cal, n_classes, args.seeds, args.device)
     if not args.skip_speed:
         speed(args.device, args.repeat)
 

@@ -1,7 +1,8 @@
 """One short command for a CUDA machine: GPU tests, then the GPU benchmark.
 
 Runs every test that the ``device`` fixture parametrises on CUDA (``-k cuda``)
-and the temperature-scaling benchmark with ``--device cuda``, and exits with
+and, with ``--device cuda``, the temperature-scaling benchmark, SMART's speed
+benchmark and the local-metrics benchmark, and exits with
 a non-zero status if CUDA is missing or a test fails. Meant to finish in well
 under 5 minutes on one GPU.
 
@@ -37,18 +38,18 @@ def main() -> int:
         ],
         cwd=ROOT,
     )
-    bench = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(HERE, "bench_temperature.py"),
-            "--device",
-            "cuda",
-            "--repeat",
-            "2",
-        ],
-        cwd=ROOT,
-    )
-    return tests.returncode or bench.returncode
+    codes = [tests.returncode]
+    for script, extra in (
+        ("bench_temperature.py", ["--repeat", "2"]),
+        ("bench_smart.py", ["--skip-evidence"]),
+        ("bench_local.py", []),
+    ):
+        run = subprocess.run(
+            [sys.executable, os.path.join(HERE, script), "--device", "cuda", *extra],
+            cwd=ROOT,
+        )
+        codes.append(run.returncode)
+    return max(codes)
 
 
 if __name__ == "__main__":
