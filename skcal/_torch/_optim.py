@@ -199,6 +199,18 @@ def minimize_lbfgs(
     )
 
 
+def _snapshot(params) -> list[torch.Tensor]:
+    """A deep copy of the parameters (``clone``, never an alias)."""
+    return [p.detach().clone() for p in params]
+
+
+def _restore(params, state) -> None:
+    """Put a :func:`_snapshot` back into the live parameters."""
+    with torch.no_grad():
+        for p, saved in zip(params, state):
+            p.copy_(saved)
+
+
 def train_adam(
     loss_fn: Callable[[torch.Tensor], torch.Tensor],
     val_loss_fn: Callable[[], float],
@@ -230,7 +242,7 @@ def train_adam(
     optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     with torch.no_grad():
         best_val = float(val_loss_fn())
-    best_state = [p.detach().clone() for p in params]
+    best_state = _snapshot(params)
     best_epoch, waited, epoch = 0, 0, 0
     for epoch in range(1, max_epochs + 1):
         order = torch.randperm(n_samples, generator=generator, device=generator.device)
@@ -246,14 +258,12 @@ def train_adam(
             print(f"epoch {epoch}: validation loss {val:.6g}")
         if val < best_val:
             best_val, best_epoch, waited = val, epoch, 0
-            best_state = [p.detach().clone() for p in params]
+            best_state = _snapshot(params)
         else:
             waited += 1
             if waited >= patience:
                 break
-    with torch.no_grad():
-        for p, best in zip(params, best_state):
-            p.copy_(best)
+    _restore(params, best_state)
     return best_epoch, epoch, best_val
 
 
@@ -290,7 +300,7 @@ def minimize_adam(
     params = list(params)
     optimizer = torch.optim.Adam(params, lr=lr)
     best_loss = ref_loss = math.inf
-    best_state = [p.detach().clone() for p in params]
+    best_state = _snapshot(params)
     best_epoch, waited, n_steps = 0, 0, 0
     curve: list[float] = []
     for epoch in range(max_epochs + 1):
@@ -310,7 +320,7 @@ def minimize_adam(
             waited += 1
         if value < best_loss:
             best_loss, best_epoch = value, epoch
-            best_state = [p.detach().clone() for p in params]
+            best_state = _snapshot(params)
         if waited >= patience:
             break
         if epoch == max_epochs:
@@ -318,7 +328,5 @@ def minimize_adam(
         loss.backward()
         optimizer.step()
         n_steps += 1
-    with torch.no_grad():
-        for p, best in zip(params, best_state):
-            p.copy_(best)
+    _restore(params, best_state)
     return best_epoch, n_steps, curve

@@ -281,7 +281,7 @@ class SMARTCalibrator(BaseCalibrator):
         )
 
     def _calibrated_logits(self, logits):
-        return smart_predict_logits(*self._state(), logits, resolve_device(self.device))
+        return smart_predict_logits(self._state(), logits, resolve_device(self.device))
 
     def predict_temperature(self, X) -> np.ndarray:
         """Temperature of each sample, shape (n_samples,).
@@ -299,7 +299,7 @@ class SMARTCalibrator(BaseCalibrator):
         check_is_fitted(self)
         logits = self._validate_scores(X, reset=False)
         return smart_predict_temperature(
-            *self._state(), logits, resolve_device(self.device)
+            self._state(), logits, resolve_device(self.device)
         )
 
     def predict(self, X) -> np.ndarray:

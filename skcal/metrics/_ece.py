@@ -16,14 +16,19 @@ __all__ = [
     "max_calibration_error",
 ]
 
-_COMMON = {
+#: Parameters shared by every binned probability metric of skcal.metrics.
+BINNED_METRIC_PARAMS = {
     "y_true": ["array-like"],
     "y_proba": ["array-like"],
     "n_bins": [Interval(Integral, 1, None, closed="left")],
-    "strategy": [StrOptions({"uniform", "quantile"})],
-    "closed": [StrOptions({"left", "right"})],
     "sample_weight": ["array-like", None],
     "labels": ["array-like", None],
+}
+
+_COMMON = {
+    **BINNED_METRIC_PARAMS,
+    "strategy": [StrOptions({"uniform", "quantile"})],
+    "closed": [StrOptions({"left", "right"})],
 }
 
 

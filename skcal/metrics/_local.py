@@ -17,6 +17,7 @@ from .._torch.kernels import local_errors
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_finite, check_proba_targets
 from ._binning import assign_bins, bin_edges
+from ._ece import BINNED_METRIC_PARAMS
 
 __all__ = [
     "ESSProfile",
@@ -235,23 +236,41 @@ _PARAMS_DOC = """    y_true : array-like of shape (n_samples,)
 """
 
 
+_CLASS_WEIGHT_DOC = """\
+    class_weight : array-like of shape (n_classes,), "frequency" or None, \
+default=None
+        Weights ``w_k`` of the classes: uniform (None), the empirical class
+        frequencies, or given (normalised to sum to 1).
+"""
+
+_TAIL_DOC = """    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights, as frequencies: in the kernel sums, the bin sizes
+        (total weight) and the averages over anchors.
+    labels : array-like of shape (n_classes,), default=None
+        Label of each column of ``y_proba``.
+    device : str, default="cpu"
+        Torch device of the kernel computation.
+"""
+
+
 def _fill_doc(func):
     """Put the shared parameter descriptions into ``func``'s docstring."""
-    func.__doc__ = func.__doc__.replace("    {local_params}\n", _PARAMS_DOC)
+    for key, text in (
+        ("local_params", _PARAMS_DOC),
+        ("class_weight", _CLASS_WEIGHT_DOC),
+        ("local_tail", _TAIL_DOC),
+    ):
+        func.__doc__ = func.__doc__.replace("    {" + key + "}\n", text)
     return func
 
 
 _LOCAL_PARAMS = {
-    "y_true": ["array-like"],
-    "y_proba": ["array-like"],
+    **BINNED_METRIC_PARAMS,
     "features": ["array-like"],
     "bandwidth": [Interval(Real, 0, None, closed="neither")],
-    "n_bins": [Interval(Integral, 1, None, closed="left")],
     "min_bin_size": [Interval(Real, 0, None, closed="left")],
     "space": [StrOptions({"pca"}), LocalSpace, None],
     "class_weight": ["array-like", StrOptions({"frequency"}), None],
-    "sample_weight": ["array-like", None],
-    "labels": ["array-like", None],
     "device": [str],
 }
 
@@ -291,17 +310,8 @@ def local_calibration_error(
     Parameters
     ----------
     {local_params}
-    class_weight : array-like of shape (n_classes,), "frequency" or None, \
-default=None
-        Weights ``w_k`` of the classes: uniform (None), the empirical class
-        frequencies, or given (normalised to sum to 1).
-    sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights, as frequencies: in the kernel sums, the bin sizes
-        and the mean over anchors.
-    labels : array-like of shape (n_classes,), default=None
-        Label of each column of ``y_proba``.
-    device : str, default="cpu"
-        Torch device of the kernel computation.
+    {class_weight}
+    {local_tail}
 
     Returns
     -------
@@ -374,15 +384,8 @@ def max_local_calibration_error(
     Parameters
     ----------
     {local_params}
-    class_weight : array-like of shape (n_classes,), "frequency" or None, \
-default=None
-        Weights of the classes (uniform by default; normalised to sum to 1).
-    sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights (frequencies) in the kernel sums and bin sizes.
-    labels : array-like of shape (n_classes,), default=None
-        Label of each column of ``y_proba``.
-    device : str, default="cpu"
-        Torch device of the kernel computation.
+    {class_weight}
+    {local_tail}
 
     Returns
     -------
@@ -460,15 +463,8 @@ def local_calibration_errors(
     Parameters
     ----------
     {local_params}
-    class_weight : array-like of shape (n_classes,), "frequency" or None, \
-default=None
-        Weights of the classes (uniform by default; normalised to sum to 1).
-    sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights (frequencies).
-    labels : array-like of shape (n_classes,), default=None
-        Label of each column of ``y_proba``.
-    device : str, default="cpu"
-        Torch device of the kernel computation.
+    {class_weight}
+    {local_tail}
 
     Returns
     -------
@@ -535,12 +531,7 @@ def effective_sample_size(
     Parameters
     ----------
     {local_params}
-    sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights (frequencies) of the neighbours.
-    labels : array-like of shape (n_classes,), default=None
-        Label of each column of ``y_proba``.
-    device : str, default="cpu"
-        Torch device of the kernel computation.
+    {local_tail}
 
     Returns
     -------
@@ -675,7 +666,7 @@ def ess_profile(
         edges = np.quantile(e, np.linspace(0.0, 1.0, n_quantiles + 1))
         edges[0], edges[-1] = e.min() - 1e-12, e.max() + 1e-12
         edges = np.maximum.accumulate(edges)
-        idx = np.clip(np.searchsorted(edges, e, side="right") - 1, 0, n_quantiles - 1)
+        idx = assign_bins(e, edges, closed="left")
         count += np.bincount(idx, minlength=n_quantiles)
         ess_sum += np.bincount(idx, weights=e, minlength=n_quantiles)
         lce_sum += np.bincount(idx, weights=a, minlength=n_quantiles)

@@ -53,6 +53,9 @@ class CalibrationScorer:
     True
     """
 
+    #: Whether the metric also takes the scored ``X`` as its features.
+    _x_is_features = False
+
     def __init__(self, metric, *, sign: int = -1, **kwargs) -> None:
         self.metric = metric
         self.sign = sign
@@ -61,13 +64,19 @@ class CalibrationScorer:
     def __call__(self, estimator, X, y_true, sample_weight=None) -> float:
         proba = estimator.predict_proba(X)
         labels = getattr(estimator, "classes_", None)
+        features = (X,) if self._x_is_features else ()
         return self.sign * self.metric(
-            y_true, proba, sample_weight=sample_weight, labels=labels, **self.kwargs
+            y_true,
+            proba,
+            *features,
+            sample_weight=sample_weight,
+            labels=labels,
+            **self.kwargs,
         )
 
     def __repr__(self) -> str:
         args = "".join(f", {k}={v!r}" for k, v in self.kwargs.items())
-        return f"CalibrationScorer({self.metric.__name__}, sign={self.sign}{args})"
+        return f"{type(self).__name__}({self.metric.__name__}, sign={self.sign}{args})"
 
 
 class LocalCalibrationScorer(CalibrationScorer):
@@ -105,27 +114,10 @@ class LocalCalibrationScorer(CalibrationScorer):
     True
     """
 
+    _x_is_features = True
+
     def __init__(self, metric, *, space="pca", sign: int = -1, **kwargs) -> None:
-        super().__init__(metric, sign=sign, **kwargs)
-        self.space = space
-
-    def __call__(self, estimator, X, y_true, sample_weight=None) -> float:
-        proba = estimator.predict_proba(X)
-        labels = getattr(estimator, "classes_", None)
-        return self.sign * self.metric(
-            y_true,
-            proba,
-            X,
-            space=self.space,
-            sample_weight=sample_weight,
-            labels=labels,
-            **self.kwargs,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            super().__repr__().replace("CalibrationScorer(", "LocalCalibrationScorer(")
-        )
+        super().__init__(metric, sign=sign, space=space, **kwargs)
 
 
 _SCORERS = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import torch
 
@@ -10,17 +10,11 @@ from .._torch import to_tensor
 from .._torch.kernels import soft_binned_ece
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
-from ._ece import top_label
+from ._ece import BINNED_METRIC_PARAMS, top_label
 
 __all__ = ["soft_binned_calibration_error", "soft_expected_calibration_error"]
 
-_COMMON = {
-    "y_true": ["array-like"],
-    "y_proba": ["array-like"],
-    "n_bins": [Interval(Integral, 1, None, closed="left")],
-    "sample_weight": ["array-like", None],
-    "labels": ["array-like", None],
-}
+_COMMON = BINNED_METRIC_PARAMS
 
 
 def _soft_error(y_true, y_proba, sample_weight, labels, **kernel_args) -> float:

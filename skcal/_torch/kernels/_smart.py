@@ -63,37 +63,33 @@ def _as_layers(coefs, intercepts, device):
     ]
 
 
-def _standardised_gaps(z, gap_mean, gap_std, gap_range):
+def _predict_temperature(state, z: torch.Tensor) -> torch.Tensor:
+    """``T`` of each row of ``z``; ``state`` as in :func:`smart_predict_logits`."""
+    coefs, intercepts, gap_mean, gap_std, gap_range, t_min = state
     gaps = logit_gaps(z)
     if gap_range is not None:
         gaps = gaps.clamp(gap_range[0], gap_range[1])
-    return (gaps - gap_mean) / (gap_std + GAP_EPS)
+    g_hat = (gaps - gap_mean) / (gap_std + GAP_EPS)
+    with torch.no_grad():
+        layers = _as_layers(coefs, intercepts, z.device)
+        return smart_temperature(layers, g_hat, t_min)
 
 
-def smart_predict_temperature(
-    coefs, intercepts, gap_mean, gap_std, gap_range, t_min, logits, device
-) -> np.ndarray:
-    """Temperature of each row of ``logits`` as float64 numpy.
+def smart_predict_temperature(state, logits, device) -> np.ndarray:
+    """Temperature of each row of ``logits`` as float64 numpy."""
+    return to_numpy(
+        _predict_temperature(state, to_tensor(logits, device, torch.float64))
+    )
 
-    Gaps are clipped to ``gap_range`` (``(low, high)`` or None) first.
+
+def smart_predict_logits(state, logits, device) -> np.ndarray:
+    """Calibrated logits ``z / T(g_hat)`` as float64 numpy.
+
+    ``state = (coefs, intercepts, gap_mean, gap_std, gap_range, t_min)``;
+    gaps are clipped to ``gap_range`` (``(low, high)``, or None) first.
     """
     z = to_tensor(logits, device, torch.float64)
-    g_hat = _standardised_gaps(z, gap_mean, gap_std, gap_range)
-    with torch.no_grad():
-        return to_numpy(
-            smart_temperature(_as_layers(coefs, intercepts, device), g_hat, t_min)
-        )
-
-
-def smart_predict_logits(
-    coefs, intercepts, gap_mean, gap_std, gap_range, t_min, logits, device
-) -> np.ndarray:
-    """Calibrated logits ``z / T(g_hat)`` as float64 numpy."""
-    z = to_tensor(logits, device, torch.float64)
-    g_hat = _standardised_gaps(z, gap_mean, gap_std, gap_range)
-    with torch.no_grad():
-        T = smart_temperature(_as_layers(coefs, intercepts, device), g_hat, t_min)
-        return to_numpy(z / T[:, None])
+    return to_numpy(z / _predict_temperature(state, z)[:, None])
 
 
 def _row_moments(beta: torch.Tensor, d: torch.Tensor, order: int):
@@ -205,7 +201,8 @@ def fit_smart(
     w = to_tensor(sample_weight, device, torch.float64)
     w_sum = w.sum()
 
-    gaps = logit_gaps(z)
+    top2 = torch.topk(z, 2, dim=1).values
+    gaps = top2[:, 0] - top2[:, 1]
     gap_mean = (w @ gaps) / w_sum
     dof = w_sum - 1.0 if float(w_sum) > 1.0 else w_sum
     gap_std = torch.sqrt((w @ (gaps - gap_mean) ** 2) / dof)
@@ -216,7 +213,7 @@ def fit_smart(
 
     top = torch.argmax(z, dim=1)
     correct = (top == y).to(torch.float64)
-    d = (z.amax(dim=1, keepdim=True) - z).to(torch.float32)
+    d = (top2[:, :1] - z).to(torch.float32)
     d_true = d.gather(1, y[:, None]).squeeze(1).to(torch.float64)
     del z
 

@@ -65,16 +65,17 @@ def soft_binned_ece(
     weight = weight.to(conf.dtype)
     # the guard is eps for unit weights and scales with the weights, so
     # multiplying every weight by a constant changes nothing
-    eps = eps * float(weight.sum()) / weight.shape[0]
+    w_sum = weight.sum()
+    eps = eps * w_sum / weight.shape[0]  # a tensor: no device sync per epoch
     mass = weight @ u  # (B,)
     conf_sum = (weight * conf) @ u
     acc_sum = (weight * correct.to(conf.dtype)) @ u
-    denom = mass + eps if eps_mode == "add" else mass.clamp_min(eps)
+    denom = mass + eps if eps_mode == "add" else torch.maximum(mass, eps)
     gap = acc_sum / denom - conf_sum / denom
     if smoothing > 0:
         err = torch.sqrt(gap * gap + smoothing * smoothing) - smoothing
     else:
         err = gap.abs()
-    bin_weight = mass / weight.sum()
+    bin_weight = mass / w_sum
     total = bin_weight @ err.pow(power)
     return total if power == 1 else total.pow(1.0 / power)
