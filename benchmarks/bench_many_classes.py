@@ -24,7 +24,7 @@ def one(name: str, n_classes: int, n: int) -> None:
     from skcal.utils.discovery import all_estimators
 
     warnings.simplefilter("ignore")
-    cls = dict(all_estimators())[name]
+    cls = dict(all_estimators("score"))[name]
     X, y = make_miscalibrated_logits(2 * n, n_classes, temperature=2.0, random_state=0)
     est = make_estimator(cls, device="cpu")
     if "random_state" in est.get_params():
@@ -64,7 +64,7 @@ def main(argv=None):
         f"{'peak MiB':>9s} {'test NLL':>9s}"
     )
     for c in args.classes:
-        for name, _ in all_estimators():
+        for name, _ in all_estimators("score"):
             if args.methods and name not in args.methods:
                 continue
             out = subprocess.run(

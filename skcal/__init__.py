@@ -2,13 +2,16 @@
 
 __version__ = "0.1.0.dev0"
 
-from .base import BaseCalibrator  # noqa: E402
+from .base import BaseCalibrator, BaseLocalCalibrator  # noqa: E402
 from .calibrators import (  # noqa: E402
     ClassTemperatureScaling,
     DirichletCalibrator,
     DirichletCalibratorCV,
+    KCalCalibrator,
+    LocalNetCalibrator,
     MatrixScaling,
     ParameterizedTemperatureScaling,
+    ProCalCalibrator,
     SMARTCalibrator,
     StructuredMatrixScaling,
     TemperatureScaling,
@@ -17,11 +20,15 @@ from .calibrators import (  # noqa: E402
 
 __all__ = [
     "BaseCalibrator",
+    "BaseLocalCalibrator",
     "ClassTemperatureScaling",
     "DirichletCalibrator",
     "DirichletCalibratorCV",
+    "KCalCalibrator",
+    "LocalNetCalibrator",
     "MatrixScaling",
     "ParameterizedTemperatureScaling",
+    "ProCalCalibrator",
     "SMARTCalibrator",
     "StructuredMatrixScaling",
     "TemperatureScaling",

@@ -6,18 +6,71 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from ._torch.kernels import softmax_inplace
 from .exceptions import MissingClassWarning
 from .utils._sklearn import StrOptions
 from .utils._validation import (
+    check_finite,
     check_sample_weight,
     resolve_classes,
     scores_to_logits,
 )
 
-__all__ = ["BaseCalibrator"]
+__all__ = ["BaseCalibrator", "BaseLocalCalibrator"]
+
+
+def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
+    """Validate the labels and weights given to ``fit``; map labels to columns.
+
+    Shared by score and local calibrators. Requires labels of at least two
+    classes with positive weight and warns (``MissingClassWarning``) about
+    classes of ``classes_`` that have none.
+
+    Returns
+    -------
+    classes_ : ndarray of shape (n_columns,)
+    y_index : ndarray of shape (n_rows,), column of each label
+    sample_weight : ndarray of shape (n_rows,)
+    """
+    name = type(estimator).__name__
+    if y is None:
+        raise ValueError(f"{name} requires y to be passed, but the target y is None.")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = column_or_1d(y, warn=True)
+    if y.ndim != 1:
+        raise ValueError(
+            f"y must be 1-D labels of shape (n_samples,), got shape {y.shape}."
+        )
+    if len(y) != n_rows:
+        raise ValueError(
+            f"X and y have inconsistent numbers of samples: X has {n_rows} rows, "
+            f"y has {len(y)}."
+        )
+    classes_, y_index = resolve_classes(y, n_columns, classes)
+    sample_weight = check_sample_weight(sample_weight, n_rows)
+    counts = np.bincount(y_index, weights=sample_weight, minlength=len(classes_))
+    n_present = int(np.count_nonzero(counts))
+    if n_present < 2:
+        raise ValueError(
+            f"{name} needs calibration samples (with positive weight) from at "
+            f"least 2 classes, but y holds only one class "
+            f"({np.unique(y).tolist()[:3]}). Calibrating needs both correct and "
+            "incorrect predictions: use a larger calibration set."
+        )
+    if n_present < len(classes_):
+        missing = classes_[counts == 0]
+        warnings.warn(
+            f"{missing.size} class(es) have no calibration sample: "
+            f"{missing.tolist()[:10]}. Their columns are kept, but nothing is "
+            "learned about them; use a calibration set that covers every class "
+            "if possible.",
+            MissingClassWarning,
+            stacklevel=4,
+        )
+    return classes_, y_index, sample_weight
 
 
 class BaseCalibrator(ClassifierMixin, BaseEstimator):
@@ -71,46 +124,9 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
 
     def _validate_fit_data(self, X, y, sample_weight):
         logits = self._validate_scores(X, reset=True)
-        if y is None:
-            raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y "
-                "is None."
-            )
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
-        if y.ndim != 1:
-            raise ValueError(
-                f"y must be 1-D labels of shape (n_samples,), got shape {y.shape}."
-            )
-        if len(y) != logits.shape[0]:
-            raise ValueError(
-                f"X and y have inconsistent numbers of samples: X has "
-                f"{logits.shape[0]} rows, y has {len(y)}."
-            )
-        self.classes_, y_index = resolve_classes(y, logits.shape[1], self.classes)
-        sample_weight = check_sample_weight(sample_weight, logits.shape[0])
-        counts = np.bincount(
-            y_index, weights=sample_weight, minlength=len(self.classes_)
+        self.classes_, y_index, sample_weight = check_fit_targets(
+            self, y, logits.shape[0], logits.shape[1], self.classes, sample_weight
         )
-        n_present = int(np.count_nonzero(counts))
-        if n_present < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs calibration samples (with positive "
-                f"weight) from at least 2 classes, but y holds only one class "
-                f"({np.unique(y).tolist()[:3]}). Calibrating needs both correct "
-                "and incorrect predictions: use a larger calibration set."
-            )
-        if n_present < len(self.classes_):
-            missing = self.classes_[counts == 0]
-            warnings.warn(
-                f"{missing.size} class(es) have no calibration sample: "
-                f"{missing.tolist()[:10]}. Their columns are kept, but nothing is "
-                "learned about them; use a calibration set that covers every class "
-                "if possible.",
-                MissingClassWarning,
-                stacklevel=3,
-            )
         return logits, y_index, sample_weight
 
     # ---------------------------------------------------------------- public
@@ -186,4 +202,198 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         # the arbitrary features of sklearn's generic checks its accuracy is
         # whatever argmax of those features gives.
         tags.classifier_tags.poor_score = True
+        return tags
+
+
+class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
+    """Base class for local calibrators, fitted on embeddings.
+
+    A local calibrator learns region-dependent corrections over the frozen
+    representation of a classifier: ``X`` of shape ``(n_samples,
+    n_features)`` holds the embeddings (penultimate-layer features) of the
+    backbone, never its scores. Subclasses implement
+    ``_fit(X, y_index, sample_weight)`` and ``_predict_proba(X)``.
+
+    **The frozen head.** Methods that start from the classifier's own
+    predictions (``_uses_head = True``) take its linear head as the
+    constructor parameters ``coef`` of shape ``(n_classes, n_features)`` and
+    ``intercept`` of shape ``(n_classes,)``, scikit-learn's naming, so that
+    the logits are ``X @ coef.T + intercept`` and :meth:`predict_proba`
+    needs nothing but ``X``. Row ``j`` of ``coef`` is class ``classes_[j]``
+    (same rules as the columns of a score calibrator). Without ``coef`` a
+    multinomial :class:`~sklearn.linear_model.LogisticRegression` head is
+    fitted on ``(X, y)`` first; that is a self-contained classifier, not
+    the post-hoc calibration of an existing model, so pass the backbone's
+    head when there is one.
+
+    **Score.** :meth:`score` returns the negative mean log loss (higher is
+    better), probabilities clipped to machine epsilon as in
+    :func:`sklearn.metrics.log_loss`.
+    """
+
+    _parameter_constraints: dict = {"classes": ["array-like", None]}
+    #: whether the method uses the frozen linear head (``coef``, ``intercept``)
+    _uses_head = False
+
+    # ------------------------------------------------------------------ hooks
+    def _fit(self, X: np.ndarray, y_index: np.ndarray, sample_weight: np.ndarray):
+        raise NotImplementedError
+
+    def _predict_proba(self, X: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ validation
+    def _validate_embeddings(self, X, *, reset: bool) -> np.ndarray:
+        X = validate_data(
+            self,
+            X,
+            reset=reset,
+            dtype=[np.float64, np.float32],
+            ensure_all_finite=False,
+        )
+        check_finite(X, "X")
+        return X
+
+    def _head_columns(self, n_features: int):
+        """Validated ``(coef, intercept)`` as float64, or None without coef."""
+        if getattr(self, "coef", None) is None:
+            if getattr(self, "intercept", None) is not None:
+                raise ValueError(
+                    "intercept was given without coef; pass the head's coef of "
+                    "shape (n_classes, n_features) too."
+                )
+            return None
+        coef = np.array(self.coef, dtype=np.float64)
+        if coef.ndim != 2 or coef.shape[0] < 2 or coef.shape[1] != n_features:
+            raise ValueError(
+                f"coef must be the head's weight matrix of shape (n_classes, "
+                f"n_features) = (>=2, {n_features}) for X with {n_features} "
+                f"features; got shape {coef.shape}. For a binary head with one "
+                "row w, pass np.vstack([-w, w]) / 2."
+            )
+        check_finite(coef, "coef")
+        if self.intercept is None:
+            intercept = np.zeros(coef.shape[0])
+        else:
+            intercept = np.array(self.intercept, dtype=np.float64).reshape(-1)
+            if intercept.shape != (coef.shape[0],):
+                raise ValueError(
+                    f"intercept must have shape (n_classes,) = ({coef.shape[0]},) "
+                    f"to match coef; got shape {np.shape(self.intercept)}."
+                )
+            check_finite(intercept[None, :], "intercept")
+        return coef, intercept
+
+    def _fit_head(self, X, y_index, sample_weight):
+        from sklearn.linear_model import LogisticRegression
+
+        n_classes = len(self.classes_)
+        present = np.flatnonzero(np.bincount(y_index, minlength=n_classes))
+        lr = LogisticRegression(max_iter=1000).fit(
+            X, y_index, sample_weight=sample_weight
+        )
+        coef = np.zeros((n_classes, X.shape[1]))
+        intercept = np.full(n_classes, -50.0)  # classes without samples
+        if len(lr.classes_) == 2:
+            coef[present] = np.vstack([-lr.coef_[0], lr.coef_[0]]) / 2
+            intercept[present] = np.array([-1.0, 1.0]) * lr.intercept_[0] / 2
+        else:
+            coef[present] = lr.coef_
+            intercept[present] = lr.intercept_
+        return coef, intercept
+
+    def head_logits(self, X) -> np.ndarray:
+        """Logits of the frozen head, ``X @ coef_.T + intercept_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        if not self._uses_head:
+            raise AttributeError(f"{type(self).__name__} does not use a head.")
+        X = self._validate_embeddings(X, reset=False)
+        return self._logits(X)
+
+    def _logits(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(X, dtype=np.float64) @ self.coef_.T + self.intercept_
+
+    # ---------------------------------------------------------------- public
+    def fit(self, X, y, sample_weight=None):
+        """Fit the calibrator on embeddings ``X`` and labels ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings of the calibration samples.
+        y : array-like of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative sample weights.
+
+        Returns
+        -------
+        self : object
+            The fitted calibrator.
+        """
+        self._validate_params()
+        X = self._validate_embeddings(X, reset=True)
+        head = self._head_columns(X.shape[1]) if self._uses_head else None
+        if head is not None:
+            n_columns = head[0].shape[0]
+        elif self.classes is not None:
+            n_columns = len(np.atleast_1d(self.classes))
+        else:
+            n_columns = len(np.unique(np.asarray(y))) if y is not None else 0
+        self.classes_, y_index, sample_weight = check_fit_targets(
+            self, y, X.shape[0], n_columns, self.classes, sample_weight
+        )
+        if self._uses_head:
+            if head is None:
+                head = self._fit_head(X, y_index, sample_weight)
+            self.coef_, self.intercept_ = head
+        self._fit(X, y_index, sample_weight)
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Calibrated probabilities of shape (n_samples, n_classes).
+
+        Column ``j`` is the probability of ``classes_[j]``; rows sum to 1.
+        """
+        check_is_fitted(self)
+        X = self._validate_embeddings(X, reset=False)
+        return np.asarray(self._predict_proba(X), dtype=np.float64)
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba` (``-inf`` where it is 0)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X) -> np.ndarray:
+        """Most probable class of each sample, as labels from ``classes_``."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Negative mean log loss of the calibrated probabilities on ``(X, y)``.
+
+        Unlike ``ClassifierMixin.score`` this is not accuracy: higher is
+        better, 0 is perfect.
+        """
+        check_is_fitted(self)
+        proba = self.predict_proba(X)
+        _, y_index = resolve_classes(y, len(self.classes_), self.classes_)
+        sample_weight = check_sample_weight(sample_weight, proba.shape[0])
+        eps = np.finfo(np.float64).eps
+        p_true = np.clip(proba[np.arange(len(y_index)), y_index], eps, 1.0)
+        return float(np.average(np.log(p_true), weights=sample_weight))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
         return tags

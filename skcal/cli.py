@@ -17,11 +17,20 @@ import numpy as np
 from . import __version__
 
 
-def mlp_logits(mlp, X) -> np.ndarray:
-    """Pre-softmax outputs of a fitted ``MLPClassifier`` (multiclass).
+def mlp_embeddings(mlp, X):
+    """Last hidden layer of a fitted multiclass ``MLPClassifier``, and its head.
 
-    Computed from the public ``coefs_``, ``intercepts_`` and ``activation``;
-    their softmax equals ``mlp.predict_proba(X)``.
+    Computed from the public ``coefs_``, ``intercepts_`` and ``activation``.
+
+    Returns
+    -------
+    embeddings : ndarray of shape (n_samples, n_hidden)
+        Activations of the last hidden layer.
+    coef : ndarray of shape (n_classes, n_hidden)
+        Output weights, so that the logits are ``embeddings @ coef.T +
+        intercept``.
+    intercept : ndarray of shape (n_classes,)
+        Output bias.
     """
     activations = {
         "identity": lambda a: a,
@@ -31,15 +40,21 @@ def mlp_logits(mlp, X) -> np.ndarray:
     }
     hidden = activations[mlp.activation]
     a = np.asarray(X, dtype=np.float64)
-    last = len(mlp.coefs_) - 1
-    for i, (W, b) in enumerate(zip(mlp.coefs_, mlp.intercepts_)):
-        a = a @ W + b
-        if i < last:
-            a = hidden(a)
-    return a
+    for W, b in zip(mlp.coefs_[:-1], mlp.intercepts_[:-1]):
+        a = hidden(a @ W + b)
+    return a, mlp.coefs_[-1].T.copy(), mlp.intercepts_[-1].copy()
 
 
-def _metrics_row(y, proba):
+def mlp_logits(mlp, X) -> np.ndarray:
+    """Pre-softmax outputs of a fitted ``MLPClassifier`` (multiclass).
+
+    Their softmax equals ``mlp.predict_proba(X)``.
+    """
+    embeddings, coef, intercept = mlp_embeddings(mlp, X)
+    return embeddings @ coef.T + intercept
+
+
+def _metrics_row(y, proba, predictions=None):
     from .metrics import (
         brier_score,
         classwise_calibration_error,
@@ -50,7 +65,11 @@ def _metrics_row(y, proba):
     )
 
     return {
-        "accuracy": float(np.mean(np.argmax(proba, axis=1) == y)),
+        "accuracy": float(
+            np.mean(
+                (np.argmax(proba, axis=1) if predictions is None else predictions) == y
+            )
+        ),
         "NLL": negative_log_likelihood(y, proba),
         "Brier": brier_score(y, proba),
         "ECE": expected_calibration_error(y, proba),
@@ -86,6 +105,7 @@ def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
     from sklearn.preprocessing import StandardScaler
 
     from ._torch import resolve_device
+    from .base import BaseLocalCalibrator
     from .utils.discovery import all_estimators
 
     resolve_device(device)  # fail fast on an unavailable device
@@ -102,8 +122,10 @@ def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
         mlp = MLPClassifier(
             hidden_layer_sizes=(64,), alpha=1e-5, max_iter=400, random_state=seed
         ).fit(scaler.transform(X_train), y_train)
-    z_cal = mlp_logits(mlp, scaler.transform(X_cal))
-    z_test = mlp_logits(mlp, scaler.transform(X_test))
+    h_cal, coef, intercept = mlp_embeddings(mlp, scaler.transform(X_cal))
+    h_test = mlp_embeddings(mlp, scaler.transform(X_test))[0]
+    z_cal = h_cal @ coef.T + intercept
+    z_test = h_test @ coef.T + intercept
     print(
         f"skcal {__version__} demo: MLP on scikit-learn's digits (10 classes); "
         f"{len(y_train)} train / {len(y_cal)} calibration / {len(y_test)} test "
@@ -124,15 +146,28 @@ def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
         estimator = cls(device=device)
         if "random_state" in estimator.get_params():
             estimator.set_params(random_state=seed)
+        # score calibrators see the logits; local calibrators the embeddings
+        # of the last hidden layer, with the output layer as the frozen head
+        local = isinstance(estimator, BaseLocalCalibrator)
+        if local and "coef" in estimator.get_params():
+            estimator.set_params(coef=coef, intercept=intercept)
+        X_fit, X_eval = (h_cal, h_test) if local else (z_cal, z_test)
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            estimator.fit(z_cal, y_cal)
+            estimator.fit(X_fit, y_cal)
         elapsed = time.perf_counter() - start
         for w in {str(w.message).split(". ")[0] for w in caught}:
             notes.append(f"  {name}: {w.rstrip('.')}.")
-        proba = estimator.predict_proba(z_test)
-        rows.append({"method": name, **_metrics_row(y_test, proba), "fit_s": elapsed})
+        proba = estimator.predict_proba(X_eval)
+        predictions = estimator.predict(X_eval)
+        rows.append(
+            {
+                "method": name,
+                **_metrics_row(y_test, proba, predictions),
+                "fit_s": elapsed,
+            }
+        )
     columns = [
         "method",
         "accuracy",

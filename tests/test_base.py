@@ -15,7 +15,7 @@ from skcal.exceptions import InputWarning, MissingClassWarning
 from skcal.utils._testing import make_estimator, make_miscalibrated_logits
 from skcal.utils.discovery import all_estimators
 
-ESTIMATORS = [cls for _, cls in all_estimators()]
+ESTIMATORS = [cls for _, cls in all_estimators("score")]
 
 
 @pytest.fixture

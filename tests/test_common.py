@@ -3,6 +3,7 @@
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from skcal.base import BaseCalibrator
 from skcal.utils._testing import make_estimator
 from skcal.utils.discovery import all_estimators
 
@@ -16,7 +17,6 @@ COLUMNS_ARE_CLASSES = (
 EXPECTED_FAILED = {
     "check_classifiers_train": COLUMNS_ARE_CLASSES,
     "check_classifiers_classes": COLUMNS_ARE_CLASSES,
-    "check_supervised_y_2d": COLUMNS_ARE_CLASSES,
     "check_fit2d_1feature": COLUMNS_ARE_CLASSES,
     "check_estimators_overwrite_params": COLUMNS_ARE_CLASSES,
     "check_estimators_fit_returns_self": COLUMNS_ARE_CLASSES,
@@ -48,21 +48,57 @@ FLOAT32_TRAINING = (
     "differences to ~1e-5 in the probabilities (the check asks for 1e-7). "
     "tests/calibrators/test_smart.py checks the equivalence at 1e-4."
 )
+KNN_ON_ROWS = (
+    "Proximity is the distance to the nearest calibration rows: a row repeated "
+    "k times is its own neighbour at distance 0, a weighted row is not."
+)
 WEIGHTS_ARE_NOT_REPETITIONS = {
     "DirichletCalibratorCV": CV_SPLITS_ROWS,
     "ParameterizedTemperatureScaling": STOCHASTIC_TRAINING,
     "SMARTCalibrator": FLOAT32_TRAINING,
+    "KCalCalibrator": STOCHASTIC_TRAINING,
+    "LocalNetCalibrator": STOCHASTIC_TRAINING,
+    "ProCalCalibrator": KNN_ON_ROWS,
 }
+
+# ProCal fits the densities of the confidences of the correct and of the wrong
+# predictions; on the checks' data the head makes (almost) no mistake.
+NO_WRONG_PREDICTION = (
+    "On the check's data (separable blobs, or 10 samples) the fitted head makes "
+    "fewer than 2 mistakes, and ProCal needs at least 2 wrong predictions to "
+    "estimate their density (a ValueError by design; tested in "
+    "tests/calibrators/test_local_baselines.py)."
+)
+PROCAL_FAILED = {
+    name: NO_WRONG_PREDICTION
+    for name in (
+        "check_estimators_overwrite_params",
+        "check_estimators_fit_returns_self",
+        "check_readonly_memmap_input",
+        "check_sample_weights_shape",
+        "check_sample_weights_not_overwritten",
+        "check_pipeline_consistency",
+        "check_estimators_pickle",
+        "check_classifiers_classes",
+        "check_fit2d_1feature",
+    )
+}
+PROCAL_FAILED["check_classifiers_train"] = (
+    "ProCal's predict returns the head's argmax (the class whose confidence it "
+    "calibrates), which the rescaled probabilities need not rank first; the check "
+    "asks for predict == argmax(predict_proba)."
+)
 
 
 def _expected_failed_checks(estimator):
-    reason = WEIGHTS_ARE_NOT_REPETITIONS.get(type(estimator).__name__)
+    name = type(estimator).__name__
+    failed = dict(EXPECTED_FAILED) if isinstance(estimator, BaseCalibrator) else {}
+    if name == "ProCalCalibrator":
+        failed.update(PROCAL_FAILED)
+    reason = WEIGHTS_ARE_NOT_REPETITIONS.get(name)
     if reason:
-        return {
-            **EXPECTED_FAILED,
-            "check_sample_weight_equivalence_on_dense_data": reason,
-        }
-    return EXPECTED_FAILED
+        failed["check_sample_weight_equivalence_on_dense_data"] = reason
+    return failed
 
 
 def test_all_estimators_found():
@@ -76,6 +112,10 @@ def test_all_estimators_found():
         "StructuredMatrixScaling",
         "ClassTemperatureScaling",
         "ParameterizedTemperatureScaling",
+        "SMARTCalibrator",
+        "KCalCalibrator",
+        "LocalNetCalibrator",
+        "ProCalCalibrator",
     } <= names
 
 

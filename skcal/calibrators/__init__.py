@@ -1,6 +1,8 @@
 """Calibrators: estimators that map classifier scores to calibrated probabilities."""
 
 from ._dirichlet import DirichletCalibrator, DirichletCalibratorCV
+from ._kernel import KCalCalibrator, LocalNetCalibrator
+from ._procal import ProCalCalibrator
 from ._pts import ParameterizedTemperatureScaling
 from ._scaling import (
     ClassTemperatureScaling,
@@ -15,8 +17,11 @@ __all__ = [
     "ClassTemperatureScaling",
     "DirichletCalibrator",
     "DirichletCalibratorCV",
+    "KCalCalibrator",
+    "LocalNetCalibrator",
     "MatrixScaling",
     "ParameterizedTemperatureScaling",
+    "ProCalCalibrator",
     "SMARTCalibrator",
     "StructuredMatrixScaling",
     "TemperatureScaling",

@@ -93,6 +93,69 @@ def make_gap_miscalibrated_logits(
     return true_logits * k[:, None], y, k
 
 
+def make_region_miscalibrated_embeddings(
+    n_samples: int = 2000,
+    n_classes: int = 3,
+    *,
+    n_regions: int = 4,
+    n_features: int = 16,
+    temperatures=None,
+    separation: float = 6.0,
+    logit_scale: float = 3.0,
+    random_state=None,
+):
+    """Embeddings whose linear head is miscalibrated differently by region.
+
+    The first half of the features places each sample in one of
+    ``n_regions`` Gaussian clusters (centres ``separation`` apart on
+    average); the second half is standard normal and carries the class
+    signal. The head ``(coef, intercept)`` reads only the class half, so
+    its logits ``z`` do not know the region, while labels are drawn from
+    ``softmax(z / T_r)`` with the region's temperature ``T_r``: the head is
+    over-confident in regions with ``T_r > 1`` and under-confident where
+    ``T_r < 1``. No global map of the scores can fix both; a local
+    calibrator can.
+
+    Parameters
+    ----------
+    temperatures : array-like of shape (n_regions,), default=None
+        ``T_r`` of each region; by default alternating 3 and 0.5.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+    coef : ndarray of shape (n_classes, n_features)
+    intercept : ndarray of shape (n_classes,)
+    region : ndarray of shape (n_samples,)
+    """
+    rng = check_random_state(random_state)
+    if temperatures is None:
+        temperatures = np.where(np.arange(n_regions) % 2 == 0, 3.0, 0.5)
+    temperatures = np.asarray(temperatures, dtype=np.float64)
+    d_region = n_features // 2
+    d_class = n_features - d_region
+    centres = rng.standard_normal((n_regions, d_region))
+    centres *= separation / np.sqrt(2 * d_region)
+    region = rng.randint(n_regions, size=n_samples)
+    X = np.empty((n_samples, n_features))
+    X[:, :d_region] = centres[region] + 0.5 * rng.standard_normal((n_samples, d_region))
+    X[:, d_region:] = rng.standard_normal((n_samples, d_class))
+    coef = np.zeros((n_classes, n_features))
+    coef[:, d_region:] = rng.standard_normal((n_classes, d_class))
+    coef *= logit_scale / np.sqrt(d_class)
+    intercept = 0.1 * rng.standard_normal(n_classes)
+    z = X @ coef.T + intercept
+    y = sample_labels(softmax_rows(z / temperatures[region, None]), rng)
+    return X, y, coef, intercept, region
+
+
+def softmax_rows(z: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64 (a plain reference, no torch)."""
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
 class FixedLogits(ClassifierMixin, BaseEstimator):
     """A prefit 'classifier' whose decision function returns ``X`` itself.
 
@@ -123,6 +186,8 @@ class FixedLogits(ClassifierMixin, BaseEstimator):
 FAST_PARAMS = {
     "ParameterizedTemperatureScaling": {"random_state": 0},
     "SMARTCalibrator": {"random_state": 0},
+    "KCalCalibrator": {"random_state": 0, "max_epochs": 5},
+    "LocalNetCalibrator": {"random_state": 0, "max_epochs": 5},
     "DirichletCalibratorCV": {
         "reg_lambdas": [1e-2, 1e-4],
         "reg_mus": [1e-2],

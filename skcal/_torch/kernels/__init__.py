@@ -2,7 +2,12 @@
 
 from ._affine import AffineFit, fit_affine_softmax
 from ._cts import binned_ece, class_temperature_search
+from ._kcal import cv_log_loss, fit_kcal, golden_section_min
+from ._kcal import kernel_proba as kcal_proba
+from ._kcal import project as kcal_project
 from ._local import local_errors
+from ._local_net import fit_local_net, local_net_predict
+from ._procal import gaussian_kde_2d, knn_sq_distances
 from ._pts import fit_pts, pts_predict_logits
 from ._smart import (
     fit_smart,
@@ -21,8 +26,17 @@ __all__ = [
     "class_temperature_search",
     "fit_affine_softmax",
     "fit_pts",
+    "cv_log_loss",
+    "fit_kcal",
     "fit_smart",
+    "golden_section_min",
+    "kcal_proba",
+    "kcal_project",
+    "gaussian_kde_2d",
+    "knn_sq_distances",
+    "fit_local_net",
     "local_errors",
+    "local_net_predict",
     "logit_gaps",
     "pts_predict_logits",
     "smart_predict_logits",

@@ -1,0 +1,177 @@
+"""Local Nets (Barbera et al., AISTATS 2026): logits corrected by a kernel target.
+
+A shared hidden layer ``u = Dropout(ReLU(h W1 + b1))`` feeds two heads:
+
+* a similarity embedding ``e = u Ws + bs + a_sim * pi + b_sim`` (``pi`` the
+  PCA projection of the standardised embeddings), and
+* logits ``l = u Wc + bc + a_cls * z + b_cls`` (``z`` the frozen head's).
+
+Inside a mini-batch, the leave-one-out kernel estimate
+``p_ker(i) = sum_{j != i} wbar_ij y_j`` with ``wbar_ij`` proportional to
+``w_j exp(-|e_i - e_j|^2 / (2 gamma^2))`` is the target: the loss is the
+mean one-vs-rest Jensen-Shannon distance between ``softmax(l)`` and
+``p_ker``, plus the log loss of ``p_ker`` itself (which trains ``e``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .._convert import to_numpy, to_tensor
+from .._optim import train_adam
+from .._random import make_generator
+
+#: Names of the parameters, in order.
+PARAMS = ("W1", "b1", "Ws", "bs", "a_sim", "b_sim", "Wc", "bc", "a_cls", "b_cls")
+#: Probabilities in the JS distance are clipped to [_JS_EPS, 1 - _JS_EPS].
+_JS_EPS = 1e-4
+
+
+def forward(params: dict, h, z, pi, *, dropout: float = 0.0, generator=None):
+    """Logits and similarity embedding; dropout only when ``generator`` is set."""
+    u = torch.relu(h @ params["W1"] + params["b1"])
+    if generator is not None and dropout > 0:
+        keep = torch.rand(u.shape, generator=generator, device=u.device) >= dropout
+        u = u * keep / (1.0 - dropout)
+    e = u @ params["Ws"] + params["bs"] + params["a_sim"] * pi + params["b_sim"]
+    logits = u @ params["Wc"] + params["bc"] + params["a_cls"] * z + params["b_cls"]
+    return logits, e
+
+
+def kernel_estimate(e, onehot, w, bandwidth: float) -> torch.Tensor:
+    """Leave-one-out kernel label estimate of each row of a batch."""
+    d2 = torch.cdist(e, e).square()
+    # finite floors: a zero-weight row or a one-row batch stays defined
+    logits = -d2 / (2.0 * bandwidth * bandwidth) + torch.log(w.clamp_min(1e-300))
+    eye = torch.eye(e.shape[0], dtype=torch.bool, device=e.device)
+    logits = logits.masked_fill(eye, -1e30)
+    return torch.softmax(logits, dim=1) @ onehot
+
+
+def js_distance(p, q) -> torch.Tensor:
+    """Per-row mean over classes of the binary (one-vs-rest) JS distance."""
+    p = p.clamp(_JS_EPS, 1 - _JS_EPS)
+    q = q.clamp(_JS_EPS, 1 - _JS_EPS)
+    m = (p + q) / 2
+
+    def kl(a):
+        return a * torch.log(a / m) + (1 - a) * torch.log((1 - a) / (1 - m))
+
+    return torch.sqrt((0.5 * kl(p) + 0.5 * kl(q)).clamp_min(_JS_EPS)).mean(dim=1)
+
+
+def fit_local_net(
+    h: np.ndarray,
+    z: np.ndarray,
+    pi: np.ndarray,
+    y_index: np.ndarray,
+    sample_weight: np.ndarray,
+    *,
+    train_idx: np.ndarray,
+    val_idx: np.ndarray,
+    hidden: int,
+    dropout: float,
+    bandwidth: float,
+    lambda_js: float,
+    alpha_ce: float,
+    vector_affine: bool,
+    lr: float,
+    weight_decay: float,
+    batch_size: int,
+    max_epochs: int,
+    patience: int,
+    seed: int,
+    device: torch.device,
+    verbose: int = 0,
+) -> tuple[dict, int, int]:
+    """Train a Local Net; returns ``(params as numpy, best_epoch, n_epochs)``.
+
+    Weight matrices start at ``N(0, 0.01^2)``, biases at 0, the affine
+    scales ``a`` at 1 and shifts ``b`` at ``N(0, 0.01^2)``, so the logits
+    start at ``z`` and the embedding at ``pi``. Early stopping monitors the
+    JS term on the validation rows (the log-loss term when ``lambda_js`` is
+    0), computed batch by batch like the training loss.
+    """
+    gen = make_generator(seed, device)
+    n_classes, d_in, d_sim = z.shape[1], h.shape[1], pi.shape[1]
+
+    def normal(*shape):
+        return 0.01 * torch.randn(
+            *shape, generator=gen, device=device, dtype=torch.float64
+        )
+
+    n_sim, n_cls = (d_sim, n_classes) if vector_affine else (1, 1)
+    params = {
+        "W1": normal(d_in, hidden),
+        "b1": torch.zeros(hidden, dtype=torch.float64, device=device),
+        "Ws": normal(hidden, d_sim),
+        "bs": torch.zeros(d_sim, dtype=torch.float64, device=device),
+        "a_sim": torch.ones(n_sim, dtype=torch.float64, device=device),
+        "b_sim": normal(n_sim),
+        "Wc": normal(hidden, n_classes),
+        "bc": torch.zeros(n_classes, dtype=torch.float64, device=device),
+        "a_cls": torch.ones(n_cls, dtype=torch.float64, device=device),
+        "b_cls": normal(n_cls),
+    }
+    for p in params.values():
+        p.requires_grad_(True)
+    ht = to_tensor(h, device, torch.float64)
+    zt = to_tensor(z, device, torch.float64)
+    pit = to_tensor(pi, device, torch.float64)
+    yt = to_tensor(y_index, device, torch.int64)
+    wt = to_tensor(sample_weight, device, torch.float64)
+    onehot = torch.nn.functional.one_hot(yt, n_classes).double()
+    train = to_tensor(train_idx, device, torch.int64)
+    val = to_tensor(val_idx, device, torch.int64)
+
+    def terms(rows, generator):
+        logits, e = forward(
+            params, ht[rows], zt[rows], pit[rows], dropout=dropout, generator=generator
+        )
+        w = wt[rows]
+        p_ker = kernel_estimate(e, onehot[rows], w, bandwidth)
+        js = js_distance(torch.softmax(logits, dim=1), p_ker)
+        p_true = p_ker.gather(1, yt[rows][:, None]).squeeze(1).clamp_min(1e-6)
+        return (w * js).sum(), -(w * torch.log(p_true)).sum(), w.sum()
+
+    def loss(batch):
+        js, ce, total = terms(train[batch], gen)
+        return (lambda_js * js + alpha_ce * ce) / total.clamp_min(1e-300)
+
+    def val_loss() -> float:
+        js_sum = ce_sum = total = 0.0
+        for start in range(0, len(val), batch_size):
+            js, ce, w = terms(val[start : start + batch_size], None)
+            js_sum, ce_sum, total = js_sum + js, ce_sum + ce, total + w
+        value = js_sum if lambda_js > 0 else ce_sum
+        return float(value / max(float(total), 1e-300))
+
+    best_epoch, n_epochs, _ = train_adam(
+        loss,
+        val_loss,
+        list(params.values()),
+        n_samples=len(train_idx),
+        batch_size=batch_size,
+        max_epochs=max_epochs,
+        lr=lr,
+        weight_decay=weight_decay,
+        patience=patience,
+        generator=gen,
+        device=device,
+        verbose=verbose,
+    )
+    return {k: to_numpy(v) for k, v in params.items()}, best_epoch, n_epochs
+
+
+def local_net_predict(params: dict, h, z, pi, device, *, embedding: bool = False):
+    """``softmax(l)`` (or the embedding ``e``) as float64 numpy."""
+    p = {k: to_tensor(v, device, torch.float64) for k, v in params.items()}
+    with torch.no_grad():
+        logits, e = forward(
+            p,
+            to_tensor(h, device, torch.float64),
+            to_tensor(z, device, torch.float64),
+            to_tensor(pi, device, torch.float64),
+        )
+        return to_numpy(e if embedding else torch.softmax(logits, dim=1))

@@ -1,0 +1,91 @@
+"""ProCal's kernels: k-nearest-neighbour distances and a 2-D Gaussian KDE.
+
+Both work on row chunks of the queries, so memory stays at one
+``chunk x n_memory`` block whatever the number of queries.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+#: Elements of one ``chunk x n_memory`` block (32 MB in float64).
+_BLOCK = 1 << 22
+
+
+def _chunk_rows(n_columns: int) -> int:
+    return max(1, _BLOCK // max(n_columns, 1))
+
+
+def knn_sq_distances(
+    queries: torch.Tensor, memory: torch.Tensor, k: int, *, exclude_self: bool
+) -> torch.Tensor:
+    """Squared Euclidean distances to the ``k`` nearest memory points.
+
+    Parameters
+    ----------
+    queries : Tensor of shape (m, d)
+    memory : Tensor of shape (n, d)
+    k : int
+        Number of neighbours, ``k <= n`` (``k <= n - 1`` with
+        ``exclude_self``).
+    exclude_self : bool
+        ``queries`` is ``memory``: row ``i`` does not count point ``i``
+        (its other copies, if any, still count, at distance 0).
+
+    Returns
+    -------
+    Tensor of shape (m, k)
+        Ascending squared distances.
+    """
+    centre = memory.mean(dim=0)  # better conditioned expansion
+    memory = memory - centre
+    queries = queries - centre
+    sq_mem = (memory * memory).sum(dim=1)
+    out = torch.empty(queries.shape[0], k, dtype=queries.dtype, device=queries.device)
+    step = _chunk_rows(memory.shape[0])
+    for start in range(0, queries.shape[0], step):
+        q = queries[start : start + step]
+        d2 = (q * q).sum(dim=1, keepdim=True) + sq_mem - 2.0 * (q @ memory.T)
+        d2.clamp_(min=0.0)
+        if exclude_self:
+            rows = torch.arange(q.shape[0], device=q.device)
+            d2[rows, rows + start] = math.inf
+        out[start : start + step] = torch.topk(d2, k, dim=1, largest=False).values
+    return out
+
+
+def gaussian_kde_2d(
+    points: torch.Tensor,
+    weights: torch.Tensor,
+    bandwidth: torch.Tensor,
+    queries: torch.Tensor,
+) -> torch.Tensor:
+    """Weighted product-Gaussian kernel density of 2-D ``points`` at ``queries``.
+
+    ``f(x) = sum_j w_j N(x_1; p_j1, h_1^2) N(x_2; p_j2, h_2^2) / sum_j w_j``.
+
+    Parameters
+    ----------
+    points : Tensor of shape (n, 2)
+    weights : Tensor of shape (n,)
+        Non-negative, positive sum.
+    bandwidth : Tensor of shape (2,)
+        Positive kernel standard deviations.
+    queries : Tensor of shape (m, 2)
+
+    Returns
+    -------
+    Tensor of shape (m,)
+    """
+    scaled_points = points / bandwidth
+    scaled_queries = queries / bandwidth
+    norm = weights.sum() * (2.0 * math.pi) * bandwidth.prod()
+    out = torch.empty(queries.shape[0], dtype=queries.dtype, device=queries.device)
+    step = _chunk_rows(points.shape[0])
+    for start in range(0, queries.shape[0], step):
+        q = scaled_queries[start : start + step]
+        d2 = torch.cdist(q, scaled_points).square_()
+        out[start : start + step] = torch.exp(d2.mul_(-0.5)) @ weights
+    return out / norm

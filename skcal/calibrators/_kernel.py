@@ -1,0 +1,553 @@
+"""Kernel-based local calibrators: KCal and Local Nets."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.model_selection import KFold, train_test_split
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from .._torch import resolve_device, to_numpy, to_tensor
+from .._torch.kernels import (
+    cv_log_loss,
+    fit_kcal,
+    fit_local_net,
+    golden_section_min,
+    kcal_proba,
+    kcal_project,
+    local_net_predict,
+)
+from ..base import BaseLocalCalibrator
+from ..utils._sklearn import Interval, StrOptions
+from ._scaling import _DEVICE
+
+__all__ = ["KCalCalibrator", "LocalNetCalibrator"]
+
+
+def _split(y_index, fraction, n_samples, seed, name):
+    """Stratified (when possible) split of ``range(n_samples)``."""
+    if n_samples < 4:
+        raise ValueError(
+            f"{name} splits the calibration set in two parts of at least 2 "
+            f"samples each, so it needs at least 4 samples; got {n_samples}."
+        )
+    n_first = min(max(2, int(round(fraction * n_samples))), n_samples - 2)
+    counts = np.bincount(y_index)
+    present = np.count_nonzero(counts)
+    stratify = (
+        y_index
+        if counts[counts > 0].min() >= 2
+        and min(n_first, n_samples - n_first) >= present
+        else None
+    )
+    first, second = train_test_split(
+        np.arange(n_samples), train_size=n_first, stratify=stratify, random_state=seed
+    )
+    return np.sort(first), np.sort(second)
+
+
+class KCalCalibrator(BaseLocalCalibrator):
+    """KCal: a kernel classifier on a learned projection of the embeddings.
+
+    The embeddings are standardised and projected by a small "Skip-ELU"
+    network, ``v = x W1 + b1``, ``g(x) = v + ELU(v) W2`` (``n_components``
+    dimensions), and the calibrated prediction is the kernel classifier
+    over a memory of calibration samples,
+
+    ``p(c | x) = sum_j k(x, x_j) w_j [y_j = c] / sum_j k(x, x_j) w_j``,
+    ``k(x, x') = exp(-mean_d (g(x) - g(x'))_d^2 / h)``.
+
+    Its predictions (and accuracy) are its own: KCal replaces the head
+    instead of rescaling it, so it needs no ``coef``.
+
+    **Fitting.** KCal trains the projection on data the calibration memory
+    does not contain (the original uses the backbone's training set). Here
+    a stratified ``projection_fraction`` of the calibration set trains it:
+    each mini-batch of ``batch_size`` queries is classified over a random
+    background of ``n_per_class`` other training samples per class (columns
+    reweighted to the class frequencies), the log loss is minimised by Adam
+    jointly with the bandwidth, and early stopping monitors the log loss of
+    the other part classified over the training part. The other part is
+    then the memory, and ``h`` is chosen by golden-section search over
+    ``[h0 / 10, 10 h0]`` (``h0`` the trained bandwidth) to minimise its
+    ``n_folds``-fold cross-validated log loss, as in the paper.
+
+    Parameters
+    ----------
+    classes : array-like of shape (n_classes,), default=None
+        All labels, in the column order of :meth:`predict_proba`; by
+        default the sorted labels of ``y``.
+    n_components : int, default=32
+        Dimension of the projection (the paper: 32, 128 for ImageNet).
+    projection_fraction : float, default=0.5
+        Part of the calibration set that trains the projection; the rest is
+        the kernel's memory.
+    bandwidth : "auto" or float, default="auto"
+        ``h``: chosen by cross-validation, or fixed.
+    n_folds : int, default=20
+        Folds of the bandwidth's cross-validation (capped at the memory
+        size).
+    batch_size : int, default=64
+        Queries per training step.
+    n_per_class : int, default=20
+        Background samples per class in a training step.
+    learning_rate : float, default=1e-3
+        Adam step size.
+    max_epochs : int, default=100
+        Maximum passes over the projection's training part.
+    patience : int, default=10
+        Epochs without improvement of the held-out log loss before stopping.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the split, the initialisation, the episodes and the folds.
+    device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
+        Where the projection is trained and the kernels are computed.
+    verbose : int, default=0
+        Print the held-out log loss of every epoch.
+
+    Attributes
+    ----------
+    mean_, scale_ : ndarray of shape (n_features,)
+        Standardisation of the embeddings (from the training part).
+    projection_ : list of ndarray
+        ``[W1, b1, W2]`` of the projection.
+    bandwidth_init_ : float
+        Bandwidth learned with the projection (``h0``).
+    bandwidth_ : float
+        Bandwidth used.
+    cv_log_loss_ : float
+        Cross-validated log loss of the memory at ``bandwidth_``.
+    memory_ : ndarray of shape (n_memory, n_components)
+        Projected memory.
+    memory_labels_ : ndarray of shape (n_memory,)
+        Column index of each memory label.
+    memory_weights_ : ndarray of shape (n_memory,)
+        Sample weights of the memory (positive).
+    best_epoch_, n_epochs_ : int
+        Epoch whose projection was kept, and epochs run.
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of embedding dimensions.
+
+    Notes
+    -----
+    Departures from the reference code, all for a self-contained fit on one
+    calibration set: the projection trains on part of it (above); Adam with
+    early stopping replaces 500,000 SGD steps with a plateau schedule; the
+    batch normalisation in front of the projection is a fixed
+    standardisation (the same affine map at prediction time). As in the
+    reference, kernel values of at least ``1 - 1e-10`` (a query that
+    coincides with a memory sample, e.g. when predicting on the memory
+    itself) are dropped, so such predictions are leave-one-out. Where every
+    kernel value underflows, the nearest memory samples decide (the
+    reference returns a uniform vector there). A class absent from the
+    memory has probability 0.
+
+    References
+    ----------
+    Z. Lin, S. Trivedi, J. Sun. "Taking a Step Back with KCal: Multi-Class
+    Kernel-Based Calibration for Deep Neural Networks". ICLR 2023.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import KCalCalibrator
+    >>> from skcal.utils._testing import make_region_miscalibrated_embeddings
+    >>> X, y, _, _, _ = make_region_miscalibrated_embeddings(600, 3, random_state=0)
+    >>> kcal = KCalCalibrator(max_epochs=5, random_state=0, device="cpu").fit(X, y)
+    >>> kcal.memory_.shape
+    (300, 32)
+    >>> proba = kcal.predict_proba(X)
+    >>> bool(np.allclose(proba.sum(axis=1), 1.0))
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **BaseLocalCalibrator._parameter_constraints,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "projection_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "bandwidth": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "n_folds": [Interval(Integral, 2, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "n_per_class": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "max_epochs": [Interval(Integral, 0, None, closed="left")],
+        "patience": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "device": _DEVICE,
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        *,
+        classes=None,
+        n_components=32,
+        projection_fraction=0.5,
+        bandwidth="auto",
+        n_folds=20,
+        batch_size=64,
+        n_per_class=20,
+        learning_rate=1e-3,
+        max_epochs=100,
+        patience=10,
+        random_state=None,
+        device="auto",
+        verbose=0,
+    ):
+        self.classes = classes
+        self.n_components = n_components
+        self.projection_fraction = projection_fraction
+        self.bandwidth = bandwidth
+        self.n_folds = n_folds
+        self.batch_size = batch_size
+        self.n_per_class = n_per_class
+        self.learning_rate = learning_rate
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    def _project(self, X, dev) -> torch.Tensor:
+        x = to_tensor((np.asarray(X, np.float64) - self.mean_) / self.scale_, dev)
+        params = [to_tensor(p, dev, torch.float64) for p in self.projection_]
+        with torch.no_grad():
+            return kcal_project(params, x)
+
+    def _fit(self, X, y_index, sample_weight):
+        n_samples = X.shape[0]
+        n_classes = len(self.classes_)
+        rng = check_random_state(self.random_state)
+        split_seed, torch_seed, fold_seed = rng.randint(np.iinfo(np.int32).max, size=3)
+        train, memory = _split(
+            y_index, self.projection_fraction, n_samples, split_seed, "KCalCalibrator"
+        )
+        memory = memory[sample_weight[memory] > 0]
+        if memory.size < 2:
+            raise ValueError(
+                "KCalCalibrator: fewer than 2 memory samples have a positive "
+                "weight; give more samples a positive weight."
+            )
+        X = np.asarray(X, dtype=np.float64)
+        self.mean_ = X[train].mean(axis=0)
+        scale = X[train].std(axis=0)
+        self.scale_ = np.where(scale > 0, scale, 1.0)
+        Z = (X - self.mean_) / self.scale_
+        dev = resolve_device(self.device)
+        self.projection_, self.bandwidth_init_, self.best_epoch_, self.n_epochs_ = (
+            fit_kcal(
+                Z[train],
+                y_index[train],
+                sample_weight[train],
+                Z[memory],
+                y_index[memory],
+                sample_weight[memory],
+                n_classes=n_classes,
+                n_components=self.n_components,
+                batch_size=self.batch_size,
+                n_per_class=self.n_per_class,
+                lr=self.learning_rate,
+                max_epochs=self.max_epochs,
+                patience=self.patience,
+                seed=int(torch_seed),
+                device=dev,
+                verbose=self.verbose,
+            )
+        )
+        G = self._project(X[memory], dev)
+        self.memory_ = to_numpy(G)
+        self.memory_labels_ = y_index[memory]
+        self.memory_weights_ = sample_weight[memory]
+        y_t = to_tensor(self.memory_labels_, dev, torch.int64)
+        w_t = to_tensor(self.memory_weights_, dev, torch.float64)
+        targets = self._targets(dev)
+        n_folds = min(self.n_folds, memory.size)
+        folds = np.empty(memory.size, dtype=np.int64)
+        kfold = KFold(n_folds, shuffle=True, random_state=int(fold_seed))
+        for k, (_, test) in enumerate(kfold.split(folds)):
+            folds[test] = k
+        folds_t = to_tensor(folds, dev, torch.int64)
+
+        def objective(log_h: float) -> float:
+            return cv_log_loss(G, targets, y_t, w_t, folds_t, float(np.exp(log_h)))
+
+        if self.bandwidth == "auto":
+            h0 = np.log(self.bandwidth_init_)
+            log_h = golden_section_min(
+                objective, h0 - np.log(10.0), h0 + np.log(10.0), xtol=1e-4
+            )
+            self.bandwidth_ = float(np.exp(log_h))
+        else:
+            self.bandwidth_ = float(self.bandwidth)
+        self.cv_log_loss_ = objective(np.log(self.bandwidth_))
+
+    def _targets(self, dev) -> torch.Tensor:
+        onehot = np.zeros((self.memory_labels_.size, len(self.classes_)))
+        onehot[np.arange(self.memory_labels_.size), self.memory_labels_] = (
+            self.memory_weights_
+        )
+        return to_tensor(onehot, dev, torch.float64)
+
+    def _predict_proba(self, X):
+        dev = resolve_device(self.device)
+        with torch.no_grad():
+            proba = kcal_proba(
+                self._project(X, dev),
+                to_tensor(self.memory_, dev, torch.float64),
+                self._targets(dev),
+                self.bandwidth_,
+            )
+        return to_numpy(proba)
+
+
+class LocalNetCalibrator(BaseLocalCalibrator):
+    """Local Nets: logits corrected toward a local kernel estimate of the labels.
+
+    The network of Barbera et al. (AISTATS 2026). From the embeddings ``h``
+    (standardised), a hidden layer ``u = Dropout(ReLU(h W1 + b1))`` feeds
+    two heads: a similarity embedding ``e = u Ws + bs + a_sim * pi + b_sim``,
+    ``pi`` the PCA projection of ``h`` (:class:`~skcal.metrics.LocalSpace`,
+    up to 50 components), and the calibrated logits ``l = u Wc + bc + a_cls
+    * z + b_cls``, ``z = X @ coef.T + intercept`` the frozen head's logits.
+    The affine terms ``a, b`` are scalars for up to 10 classes and vectors
+    (per dimension / per class) beyond. At initialisation ``l ~ z`` and
+    ``e ~ pi``.
+
+    Training (mini-batch Adam): inside each batch, the leave-one-out kernel
+    estimate ``p_ker(i) = sum_{j != i} wbar_ij y_j``, ``wbar_ij`` proportional to
+    ``exp(-|e_i - e_j|^2 / (2 bandwidth^2))``, is a local estimate of the
+    label distribution; the loss is ``lambda_js`` times the mean binary
+    (one-vs-rest) Jensen-Shannon distance between ``softmax(l)`` and
+    ``p_ker`` plus ``alpha_ce`` times the log loss of ``p_ker`` (which
+    shapes the embedding). Early stopping monitors the JS term on a
+    held-out ``validation_fraction`` and restores the best epoch.
+    :meth:`predict_proba` is ``softmax(l)``.
+
+    Parameters
+    ----------
+    coef : array-like of shape (n_classes, n_features), default=None
+        Weights of the classifier's linear head: logits are ``X @ coef.T +
+        intercept``. Without it, a logistic-regression head is fitted on
+        ``(X, y)`` first (see :class:`~skcal.base.BaseLocalCalibrator`).
+    intercept : array-like of shape (n_classes,), default=None
+        Bias of the head (zeros when None).
+    classes : array-like of shape (n_classes,), default=None
+        The label of each row of ``coef``.
+    hidden_size : int, default=64
+        Width of the shared hidden layer (the paper: 64 for CIFAR-10, 128
+        for CIFAR-100, 256 for Tissue).
+    dropout : float, default=0.3
+        Dropout rate of the hidden layer during training.
+    n_components : int, default=50
+        Dimension of ``pi`` and ``e`` (capped by the data).
+    bandwidth : float, default=10.0
+        Standard deviation ``gamma`` of the Gaussian kernel of ``p_ker``
+        (fixed, as in the paper). It is an absolute scale in the PCA space:
+        lower it for low-dimensional embeddings.
+    lambda_js : float, default=1.0
+        Weight of the JS distance. With 0 only the embedding is trained and
+        the logits stay at the head's (the VQ paper's "KC" baseline trains
+        this way but predicts with the kernel estimate, which this class does
+        not do).
+    alpha_ce : float, default=1.0
+        Weight of the kernel estimate's log loss.
+    learning_rate : float, default=1e-3
+        Adam step size.
+    weight_decay : float, default=0.0
+        Adam's L2 weight decay.
+    batch_size : int, default=1024
+        Mini-batch size; the kernel estimate of a row uses its batch.
+    max_epochs : int, default=100
+        Maximum passes over the training part.
+    validation_fraction : float, default=0.1
+        Part of the calibration set held out for early stopping.
+    patience : int, default=10
+        Epochs without improvement of the validation loss before stopping.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the split, the initialisation, the batches and the dropout.
+    device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
+        Where the network is trained and evaluated.
+    verbose : int, default=0
+        Print the validation loss of every epoch.
+
+    Attributes
+    ----------
+    coef_, intercept_ : ndarray
+        Head used (``coef`` and ``intercept``, or the fitted one).
+    space_ : LocalSpace
+        Standardisation and PCA of the embeddings (fitted on the training
+        part); its scaler also standardises ``h``.
+    network_ : dict of ndarray
+        Parameters ``W1, b1, Ws, bs, a_sim, b_sim, Wc, bc, a_cls, b_cls``.
+    best_epoch_, n_epochs_ : int
+        Epoch whose parameters were kept (0: the initial, identity-like
+        network), and epochs run.
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of embedding dimensions.
+
+    Notes
+    -----
+    The reference feeds the raw embeddings to the hidden layer; here they
+    are standardised first (the same affine map at prediction time), so
+    the ``N(0, 0.01^2)`` initialisation means the same for any feature
+    scale. Sample weights weight the kernel estimate and the losses as
+    frequencies.
+
+    References
+    ----------
+    L. Barbera, L. Perini, G. De Toni, A. Passerini, A. Pugnana. "Local
+    calibration networks" (Local Nets). AISTATS 2026, arXiv:2510.26566.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import LocalNetCalibrator
+    >>> from skcal.utils._testing import make_region_miscalibrated_embeddings
+    >>> X, y, coef, intercept, _ = make_region_miscalibrated_embeddings(
+    ...     600, 3, random_state=0)
+    >>> net = LocalNetCalibrator(coef=coef, intercept=intercept, bandwidth=2.0,
+    ...                          random_state=0, device="cpu").fit(X, y)
+    >>> net.predict_proba(X).shape
+    (600, 3)
+    >>> net.embed(X).shape
+    (600, 16)
+    """
+
+    _uses_head = True
+    _parameter_constraints: dict = {
+        **BaseLocalCalibrator._parameter_constraints,
+        "coef": ["array-like", None],
+        "intercept": ["array-like", None],
+        "hidden_size": [Interval(Integral, 1, None, closed="left")],
+        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "bandwidth": [Interval(Real, 0, None, closed="neither")],
+        "lambda_js": [Interval(Real, 0, None, closed="left")],
+        "alpha_ce": [Interval(Real, 0, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "batch_size": [Interval(Integral, 2, None, closed="left")],
+        "max_epochs": [Interval(Integral, 0, None, closed="left")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "patience": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "device": _DEVICE,
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        *,
+        coef=None,
+        intercept=None,
+        classes=None,
+        hidden_size=64,
+        dropout=0.3,
+        n_components=50,
+        bandwidth=10.0,
+        lambda_js=1.0,
+        alpha_ce=1.0,
+        learning_rate=1e-3,
+        weight_decay=0.0,
+        batch_size=1024,
+        max_epochs=100,
+        validation_fraction=0.1,
+        patience=10,
+        random_state=None,
+        device="auto",
+        verbose=0,
+    ):
+        self.coef = coef
+        self.intercept = intercept
+        self.classes = classes
+        self.hidden_size = hidden_size
+        self.dropout = dropout
+        self.n_components = n_components
+        self.bandwidth = bandwidth
+        self.lambda_js = lambda_js
+        self.alpha_ce = alpha_ce
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.validation_fraction = validation_fraction
+        self.patience = patience
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    def _inputs(self, X):
+        X = np.asarray(X, dtype=np.float64)
+        h = self.space_.scaler_.transform(X)
+        return h, self._logits(X), self.space_.pca_.transform(h)
+
+    def _fit(self, X, y_index, sample_weight):
+        from ..metrics import LocalSpace
+
+        n_samples = X.shape[0]
+        rng = check_random_state(self.random_state)
+        split_seed, torch_seed = rng.randint(np.iinfo(np.int32).max, size=2)
+        val, train = _split(
+            y_index,
+            self.validation_fraction,
+            n_samples,
+            split_seed,
+            "LocalNetCalibrator",
+        )
+        self.space_ = LocalSpace(n_components=self.n_components).fit(X[train])
+        h, z, pi = self._inputs(X)
+        self.network_, self.best_epoch_, self.n_epochs_ = fit_local_net(
+            h,
+            z,
+            pi,
+            y_index,
+            sample_weight,
+            train_idx=train,
+            val_idx=val,
+            hidden=self.hidden_size,
+            dropout=float(self.dropout),
+            bandwidth=float(self.bandwidth),
+            lambda_js=float(self.lambda_js),
+            alpha_ce=float(self.alpha_ce),
+            vector_affine=len(self.classes_) > 10,
+            lr=float(self.learning_rate),
+            weight_decay=float(self.weight_decay),
+            batch_size=self.batch_size,
+            max_epochs=self.max_epochs,
+            patience=self.patience,
+            seed=int(torch_seed),
+            device=resolve_device(self.device),
+            verbose=self.verbose,
+        )
+
+    def _predict_proba(self, X):
+        return local_net_predict(
+            self.network_, *self._inputs(X), resolve_device(self.device)
+        )
+
+    def embed(self, X) -> np.ndarray:
+        """Similarity embedding ``e`` of each sample (the Local Net's space).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components_)
+        """
+        check_is_fitted(self)
+        X = self._validate_embeddings(X, reset=False)
+        return local_net_predict(
+            self.network_,
+            *self._inputs(X),
+            resolve_device(self.device),
+            embedding=True,
+        )
