@@ -6,7 +6,12 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import (
+    check_consistent_length,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
 
 from ._torch.kernels import softmax_inplace
 from .exceptions import MissingClassWarning
@@ -21,7 +26,9 @@ from .utils._validation import (
 __all__ = ["BaseCalibrator", "BaseLocalCalibrator"]
 
 
-def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
+def check_fit_targets(
+    estimator, y, n_rows, n_columns, classes, sample_weight, *, stacklevel=4
+):
     """Validate the labels and weights given to ``fit``; map labels to columns.
 
     Shared by score and local calibrators. Requires labels of at least two
@@ -68,7 +75,7 @@ def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
             "learned about them; use a calibration set that covers every class "
             "if possible.",
             MissingClassWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
     return classes_, y_index, sample_weight
 
@@ -351,7 +358,7 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         else:
             n_columns = len(np.unique(np.asarray(y))) if y is not None else 0
         self.classes_, y_index, sample_weight = check_fit_targets(
-            self, y, X.shape[0], n_columns, self.classes, sample_weight
+            self, y, X.shape[0], n_columns, self.classes, sample_weight, stacklevel=3
         )
         if self._uses_head:
             if head is None:
@@ -386,6 +393,7 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         better, 0 is perfect.
         """
         check_is_fitted(self)
+        check_consistent_length(X, y, sample_weight)
         proba = self.predict_proba(X)
         _, y_index = resolve_classes(y, len(self.classes_), self.classes_)
         sample_weight = check_sample_weight(sample_weight, proba.shape[0])

@@ -134,6 +134,13 @@ class KCalCalibrator(BaseLocalCalibrator):
 
     Notes
     -----
+    The bandwidth search runs over ``log h`` (tolerance 1e-4, i.e. relative
+    in ``h``). Sample weights are frequencies: they weight the training loss,
+    the standardisation, the kernel sums and the cross-validated loss, and
+    zero-weight rows are left out. The memory part serves both for early
+    stopping (classified over the training part) and for the bandwidth
+    search (classified over itself, by folds).
+
     Departures from the reference code, all for a self-contained fit on one
     calibration set: the projection trains on part of it (above); Adam with
     early stopping replaces 500,000 SGD steps with a plateau schedule; the
@@ -226,16 +233,21 @@ class KCalCalibrator(BaseLocalCalibrator):
         train, memory = _split(
             y_index, self.projection_fraction, n_samples, split_seed, "KCalCalibrator"
         )
+        # weights are frequencies: a zero-weight row is no sample at all
+        train = train[sample_weight[train] > 0]
         memory = memory[sample_weight[memory] > 0]
-        if memory.size < 2:
+        if memory.size < 2 or train.size < 2:
             raise ValueError(
-                "KCalCalibrator: fewer than 2 memory samples have a positive "
-                "weight; give more samples a positive weight."
+                "KCalCalibrator: fewer than 2 samples with a positive weight in "
+                f"the projection's training part ({train.size}) or in the memory "
+                f"({memory.size}); give more samples a positive weight."
             )
         X = np.asarray(X, dtype=np.float64)
-        self.mean_ = X[train].mean(axis=0)
-        scale = X[train].std(axis=0)
-        self.scale_ = np.where(scale > 0, scale, 1.0)
+        self.mean_ = np.average(X[train], axis=0, weights=sample_weight[train])
+        var = np.average(
+            (X[train] - self.mean_) ** 2, axis=0, weights=sample_weight[train]
+        )
+        self.scale_ = np.where(var > 0, np.sqrt(var), 1.0)
         Z = (X - self.mean_) / self.scale_
         dev = resolve_device(self.device)
         self.projection_, self.bandwidth_init_, self.best_epoch_, self.n_epochs_ = (
@@ -349,10 +361,10 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         (fixed, as in the paper). It is an absolute scale in the PCA space:
         lower it for low-dimensional embeddings.
     lambda_js : float, default=1.0
-        Weight of the JS distance. With 0 only the embedding is trained and
-        the logits stay at the head's (the VQ paper's "KC" baseline trains
-        this way but predicts with the kernel estimate, which this class does
-        not do).
+        Weight of the JS distance. With 0 the logits are not trained toward
+        the kernel estimate (only through the shared hidden layer); the VQ
+        paper's "KC" baseline trains this way but predicts with the kernel
+        estimate, which this class does not do.
     alpha_ce : float, default=1.0
         Weight of the kernel estimate's log loss.
     learning_rate : float, default=1e-3
@@ -396,8 +408,12 @@ class LocalNetCalibrator(BaseLocalCalibrator):
     The reference feeds the raw embeddings to the hidden layer; here they
     are standardised first (the same affine map at prediction time), so
     the ``N(0, 0.01^2)`` initialisation means the same for any feature
-    scale. Sample weights weight the kernel estimate and the losses as
-    frequencies.
+    scale. The kernel weights are a softmax over the batch, self excluded:
+    where every kernel value underflows the nearest neighbours decide (the
+    reference's ``+1e-6`` denominator gives about 0 there), and a row with
+    no other positive-weight row in its batch adds nothing to the loss.
+    Sample weights weight the kernel estimate and the losses as
+    frequencies; zero-weight rows are left out, also of the scaler and PCA.
 
     References
     ----------
@@ -500,6 +516,14 @@ class LocalNetCalibrator(BaseLocalCalibrator):
             split_seed,
             "LocalNetCalibrator",
         )
+        positive = sample_weight > 0
+        train, val = train[positive[train]], val[positive[val]]
+        if train.size < 2 or val.size < 1:
+            raise ValueError(
+                "LocalNetCalibrator: too few samples with a positive weight "
+                f"({train.size} to train, {val.size} to validate); give more "
+                "samples a positive weight."
+            )
         self.space_ = LocalSpace(n_components=self.n_components).fit(X[train])
         h, z, pi = self._inputs(X)
         self.network_, self.best_epoch_, self.n_epochs_ = fit_local_net(
@@ -541,7 +565,8 @@ class LocalNetCalibrator(BaseLocalCalibrator):
 
         Returns
         -------
-        ndarray of shape (n_samples, n_components_)
+        ndarray of shape (n_samples, d)
+            ``d`` is the number of PCA components, ``space_.n_components_``.
         """
         check_is_fitted(self)
         X = self._validate_embeddings(X, reset=False)

@@ -26,15 +26,18 @@ def _l2_normalize(X: np.ndarray) -> np.ndarray:
 
 
 def _normal_reference(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Scott's rule of statsmodels' ``normal_reference``, with frequency weights.
+    """Scott's rule of statsmodels' ``normal_reference``, with sample weights.
 
-    ``1.06 * std * n^(-1 / (4 + d))`` per dimension (``std`` with ``ddof=0``),
-    where ``n`` is the total weight.
+    ``1.06 * std * n^(-1 / (4 + d))`` per dimension (weighted ``std`` with
+    ``ddof=0``), where ``n`` is Kish's effective sample size
+    ``(sum w)^2 / sum w^2`` (the count for unit weights; unchanged when all
+    weights are scaled).
     """
     total = weights.sum()
     mean = weights @ points / total
     std = np.sqrt(weights @ (points - mean) ** 2 / total)
-    h = 1.06 * std * total ** (-1.0 / (4 + points.shape[1]))
+    n_eff = total**2 / (weights @ weights)
+    h = 1.06 * std * n_eff ** (-1.0 / (4 + points.shape[1]))
     return np.maximum(h, _MIN_BANDWIDTH)
 
 
@@ -83,7 +86,8 @@ class ProCalCalibrator(BaseLocalCalibrator):
     intercept_ : ndarray of shape (n_classes,)
         Bias of the head used.
     embeddings_ : ndarray of shape (n_samples, n_features)
-        L2-normalised calibration embeddings (the neighbour memory).
+        L2-normalised calibration embeddings of positive weight (the
+        neighbour memory).
     points_correct_, points_wrong_ : ndarray of shape (n, 2)
         ``(confidence, proximity)`` of the correctly / wrongly classified
         calibration samples with positive weight.
@@ -105,10 +109,11 @@ class ProCalCalibrator(BaseLocalCalibrator):
     Neighbours are searched exactly (brute force, in row chunks) instead of
     with faiss; the densities are evaluated exactly, which costs
     ``O(n_calibration)`` per query. Sample weights weight the densities,
-    their bandwidths (as frequencies) and ``rho``, but not the neighbour
-    search. The prediction of a calibration sample itself uses the
-    leave-one-out proximity only inside :meth:`fit`; :meth:`predict_proba`
-    treats every input as a new sample.
+    their bandwidths and ``rho``; rows of weight 0 are left out (also of the
+    neighbour memory), but other weights do not enter the neighbour search
+    (a row of weight 2 is not its own neighbour, a duplicated row is). The
+    leave-one-out proximity of the calibration samples is used only inside
+    :meth:`fit`; :meth:`predict_proba` treats every input as a new sample.
 
     References
     ----------
@@ -158,6 +163,13 @@ class ProCalCalibrator(BaseLocalCalibrator):
         return to_numpy(torch.exp(-d2).mean(dim=1))
 
     def _fit(self, X, y_index, sample_weight):
+        # weights are frequencies: a zero-weight row is no sample at all
+        positive = sample_weight > 0
+        X, y_index, sample_weight = (
+            X[positive],
+            y_index[positive],
+            sample_weight[positive],
+        )
         self.n_neighbors_ = int(min(self.n_neighbors, X.shape[0] - 1))
         self.embeddings_ = _l2_normalize(np.asarray(X, dtype=np.float64))
         proba = softmax_inplace(self._logits(X))
@@ -165,17 +177,15 @@ class ProCalCalibrator(BaseLocalCalibrator):
         correct = proba.argmax(axis=1) == y_index
         prox = self._proximity(self.embeddings_, exclude_self=True)
         points = np.column_stack([conf, prox])
-        positive = sample_weight > 0
         groups = {}
-        for name, mask in (("correct", correct), ("wrong", ~correct)):
-            keep = mask & positive
+        for name, keep in (("correct", correct), ("wrong", ~correct)):
             if np.count_nonzero(keep) < 2:
                 raise ValueError(
                     f"ProCalCalibrator needs at least 2 {name}ly classified "
                     f"calibration samples with positive weight to fit the density "
                     f"of their confidences; the head classifies "
-                    f"{np.count_nonzero(correct & positive)} of "
-                    f"{np.count_nonzero(positive)} correctly. Use a larger "
+                    f"{np.count_nonzero(correct)} of {correct.size} correctly. "
+                    "Use a larger "
                     "calibration set."
                 )
             groups[name] = (points[keep], sample_weight[keep])

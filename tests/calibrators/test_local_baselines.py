@@ -16,7 +16,7 @@ from sklearn.neighbors import NearestNeighbors
 from skcal import KCalCalibrator, LocalNetCalibrator, ProCalCalibrator
 from skcal._torch.kernels import cv_log_loss, golden_section_min
 from skcal._torch.kernels._kcal import _stratified_background
-from skcal._torch.kernels._local_net import js_distance, kernel_estimate
+from skcal._torch.kernels._local_net import batch_terms, js_distance, kernel_estimate
 from skcal.exceptions import MissingClassWarning
 from skcal.metrics import LocalSpace, local_calibration_error
 from skcal.utils._testing import (
@@ -414,10 +414,123 @@ def test_kernel_estimate_is_leave_one_out():
     e = rng.normal(size=(30, 5))
     y = rng.integers(0, 3, size=30)
     w = rng.uniform(0.5, 2.0, size=30)
+    w[4] = 0.0  # a zero-weight row is nobody's neighbour
     onehot = np.eye(3)[y]
-    ours = kernel_estimate(
+    ours, has_nb = kernel_estimate(
         torch.as_tensor(e), torch.as_tensor(onehot), torch.as_tensor(w), 2.0
-    ).numpy()
+    )
     K = np.exp(-((e[:, None] - e[None]) ** 2).sum(-1) / 8.0) * w[None, :]
     np.fill_diagonal(K, 0.0)
-    np.testing.assert_allclose(ours, K @ onehot / K.sum(1, keepdims=True), rtol=1e-10)
+    expected = K @ onehot / K.sum(1, keepdims=True)
+    np.testing.assert_allclose(ours.numpy(), expected, rtol=1e-10)
+    assert has_nb.all()
+    # a one-row batch, or rows whose only other rows weigh 0, have no
+    # neighbour: no estimate (in particular not their own label)
+    p1, nb1 = kernel_estimate(
+        torch.as_tensor(e[:1]), torch.as_tensor(onehot[:1]), torch.ones(1), 2.0
+    )
+    assert not nb1.any() and (p1 == 0).all()
+    p2, nb2 = kernel_estimate(
+        torch.as_tensor(e[:3]),
+        torch.as_tensor(onehot[:3]),
+        torch.as_tensor([1.0, 0.0, 0.0]),
+        2.0,
+    )
+    np.testing.assert_array_equal(nb2.numpy(), [False, True, True])
+    np.testing.assert_allclose(p2[1:].numpy(), onehot[[0, 0]])
+
+
+def test_local_net_batch_loss_matches_numpy():
+    rng = np.random.default_rng(2)
+    n, d, m, hidden, C = 40, 6, 4, 5, 3
+    params = {
+        "W1": rng.normal(size=(d, hidden)),
+        "b1": rng.normal(size=hidden),
+        "Ws": rng.normal(size=(hidden, m)),
+        "bs": rng.normal(size=m),
+        "a_sim": rng.normal(size=1),
+        "b_sim": rng.normal(size=1),
+        "Wc": rng.normal(size=(hidden, C)),
+        "bc": rng.normal(size=C),
+        "a_cls": rng.normal(size=C),
+        "b_cls": rng.normal(size=C),
+    }
+    h, z, pi = rng.normal(size=(n, d)), rng.normal(size=(n, C)), rng.normal(size=(n, m))
+    y = rng.integers(0, C, size=n)
+    w = rng.uniform(0.2, 1.5, size=n)
+    t = torch.as_tensor
+    js, ce, total = batch_terms(
+        {k: t(v) for k, v in params.items()},
+        t(h),
+        t(z),
+        t(pi),
+        t(y),
+        t(np.eye(C)[y]),
+        t(w),
+        1.5,
+    )
+    u = np.maximum(h @ params["W1"] + params["b1"], 0)
+    e = u @ params["Ws"] + params["bs"] + params["a_sim"] * pi + params["b_sim"]
+    logits = u @ params["Wc"] + params["bc"] + params["a_cls"] * z + params["b_cls"]
+    p_net = softmax_rows(logits)
+    K = np.exp(-((e[:, None] - e[None]) ** 2).sum(-1) / (2 * 1.5**2)) * w[None, :]
+    np.fill_diagonal(K, 0.0)
+    p_ker = K @ np.eye(C)[y] / K.sum(1, keepdims=True)
+    a, b = np.clip(p_net, 1e-4, 1 - 1e-4), np.clip(p_ker, 1e-4, 1 - 1e-4)
+    js_ref = np.array(
+        [
+            np.mean(
+                [
+                    max(
+                        jensenshannon([a[i, k], 1 - a[i, k]], [b[i, k], 1 - b[i, k]])
+                        ** 2,
+                        1e-4,
+                    )
+                    ** 0.5
+                    for k in range(C)
+                ]
+            )
+            for i in range(n)
+        ]
+    )
+    ce_ref = -np.log(np.maximum(p_ker[np.arange(n), y], 1e-6))
+    assert float(js) == pytest.approx(w @ js_ref, rel=1e-9)
+    assert float(ce) == pytest.approx(w @ ce_ref, rel=1e-9)
+    assert float(total) == pytest.approx(w.sum())
+
+
+# ---------------------------------------------------------------- weights
+@pytest.mark.parametrize("cls", LOCAL)
+def test_zero_weights_train_and_stay_finite(cls, data):
+    X, y, coef, intercept = data
+    w = np.where(np.arange(len(y)) % 2 == 0, 1.0, 0.0)
+    est = _make(cls, coef=coef, intercept=intercept).fit(X, y, sample_weight=w)
+    proba = est.predict_proba(X)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    if hasattr(est, "best_epoch_"):
+        assert est.best_epoch_ > 0  # the loss stayed finite: training happened
+
+
+@pytest.mark.parametrize("cls", LOCAL)
+def test_scaling_all_weights_changes_nothing(cls, data):
+    X, y, coef, intercept = data
+    w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(y))
+    p1 = _make(cls, coef=coef, intercept=intercept).fit(X, y, w).predict_proba(X)
+    p2 = _make(cls, coef=coef, intercept=intercept).fit(X, y, 100 * w).predict_proba(X)
+    # Adam carries the rounding of the rescaled sums (~1e-16) over its steps
+    # to ~1e-5 in the probabilities; ProCal has no training loop
+    np.testing.assert_allclose(p2, p1, atol=1e-12 if cls is ProCalCalibrator else 1e-4)
+
+
+def test_procal_zero_weight_is_removal(data):
+    X, y, coef, intercept = data
+    w = np.where(np.arange(len(y)) % 3 == 0, 0.0, 1.0)
+    keep = w > 0
+    weighted = ProCalCalibrator(coef=coef, intercept=intercept, device="cpu")
+    removed = clone(weighted)
+    weighted.fit(X, y, sample_weight=w)
+    removed.fit(X[keep], y[keep])
+    np.testing.assert_allclose(
+        weighted.predict_proba(X), removed.predict_proba(X), rtol=1e-12
+    )

@@ -112,7 +112,7 @@ def kernel_proba(
 
 def _log_loss(proba, y, w) -> torch.Tensor:
     p_true = proba.gather(1, y[:, None]).squeeze(1).clamp_min(1e-12)
-    return -(w * torch.log(p_true)).sum() / w.sum()
+    return -(w * torch.log(p_true)).sum() / w.sum().clamp_min(1e-300)
 
 
 def _stratified_background(

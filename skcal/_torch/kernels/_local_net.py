@@ -15,6 +15,8 @@ mean one-vs-rest Jensen-Shannon distance between ``softmax(l)`` and
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -39,14 +41,21 @@ def forward(params: dict, h, z, pi, *, dropout: float = 0.0, generator=None):
     return logits, e
 
 
-def kernel_estimate(e, onehot, w, bandwidth: float) -> torch.Tensor:
-    """Leave-one-out kernel label estimate of each row of a batch."""
+def kernel_estimate(e, onehot, w, bandwidth: float):
+    """Leave-one-out kernel label estimate of each row of a batch.
+
+    Returns ``(p_ker, has_neighbour)``: rows without another positive-weight
+    row in the batch get ``p_ker = 0`` and ``has_neighbour = False``.
+    """
     d2 = torch.cdist(e, e).square()
-    # finite floors: a zero-weight row or a one-row batch stays defined
-    logits = -d2 / (2.0 * bandwidth * bandwidth) + torch.log(w.clamp_min(1e-300))
     eye = torch.eye(e.shape[0], dtype=torch.bool, device=e.device)
-    logits = logits.masked_fill(eye, -1e30)
-    return torch.softmax(logits, dim=1) @ onehot
+    valid = ~eye & (w > 0)[None, :]
+    has_neighbour = valid.any(dim=1)
+    logits = -d2 / (2.0 * bandwidth * bandwidth) + torch.log(w.clamp_min(1e-300))
+    logits = logits.masked_fill(~valid, -math.inf)
+    logits = logits.masked_fill(~has_neighbour[:, None], 0.0)  # no NaN rows
+    weights = torch.softmax(logits, dim=1) * has_neighbour[:, None]
+    return weights @ onehot, has_neighbour
 
 
 def js_distance(p, q) -> torch.Tensor:
@@ -59,6 +68,22 @@ def js_distance(p, q) -> torch.Tensor:
         return a * torch.log(a / m) + (1 - a) * torch.log((1 - a) / (1 - m))
 
     return torch.sqrt((0.5 * kl(p) + 0.5 * kl(q)).clamp_min(_JS_EPS)).mean(dim=1)
+
+
+def batch_terms(
+    params, h, z, pi, y, onehot, w, bandwidth, *, dropout=0.0, generator=None
+):
+    """Weighted sums of the JS term and of the kernel log loss over one batch.
+
+    Returns ``(sum_i w_i JS_i, sum_i w_i CE_i, sum_i w_i)`` over the rows that
+    have a neighbour; ``CE_i = -log max(p_ker_i[y_i], 1e-6)``.
+    """
+    logits, e = forward(params, h, z, pi, dropout=dropout, generator=generator)
+    p_ker, has_neighbour = kernel_estimate(e, onehot, w, bandwidth)
+    w = w * has_neighbour
+    js = js_distance(torch.softmax(logits, dim=1), p_ker)
+    p_true = p_ker.gather(1, y[:, None]).squeeze(1).clamp_min(1e-6)
+    return (w * js).sum(), -(w * torch.log(p_true)).sum(), w.sum()
 
 
 def fit_local_net(
@@ -126,14 +151,18 @@ def fit_local_net(
     val = to_tensor(val_idx, device, torch.int64)
 
     def terms(rows, generator):
-        logits, e = forward(
-            params, ht[rows], zt[rows], pit[rows], dropout=dropout, generator=generator
+        return batch_terms(
+            params,
+            ht[rows],
+            zt[rows],
+            pit[rows],
+            yt[rows],
+            onehot[rows],
+            wt[rows],
+            bandwidth,
+            dropout=dropout,
+            generator=generator,
         )
-        w = wt[rows]
-        p_ker = kernel_estimate(e, onehot[rows], w, bandwidth)
-        js = js_distance(torch.softmax(logits, dim=1), p_ker)
-        p_true = p_ker.gather(1, yt[rows][:, None]).squeeze(1).clamp_min(1e-6)
-        return (w * js).sum(), -(w * torch.log(p_true)).sum(), w.sum()
 
     def loss(batch):
         js, ce, total = terms(train[batch], gen)
