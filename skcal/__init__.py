@@ -16,6 +16,7 @@ from .calibrators import (  # noqa: E402
     StructuredMatrixScaling,
     TemperatureScaling,
     VectorScaling,
+    VQLocalCalibrator,
 )
 
 __all__ = [
@@ -33,5 +34,6 @@ __all__ = [
     "StructuredMatrixScaling",
     "TemperatureScaling",
     "VectorScaling",
+    "VQLocalCalibrator",
     "__version__",
 ]

@@ -3,6 +3,7 @@
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 __all__ = [
+    "CodebookWarning",
     "ConvergenceWarning",
     "InputWarning",
     "MissingClassWarning",
@@ -23,4 +24,12 @@ class MissingClassWarning(UserWarning):
 
     The column is kept (the calibrator still returns a probability for it),
     but nothing was learned about that class from the data.
+    """
+
+
+class CodebookWarning(UserWarning):
+    """A vector-quantization codebook has codewords that no sample uses.
+
+    Dead codewords carry parameters that nothing trains; lower the codebook
+    size or keep the robust EMA initialisation.
     """

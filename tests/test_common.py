@@ -58,6 +58,7 @@ WEIGHTS_ARE_NOT_REPETITIONS = {
     "SMARTCalibrator": FLOAT32_TRAINING,
     "KCalCalibrator": STOCHASTIC_TRAINING,
     "LocalNetCalibrator": STOCHASTIC_TRAINING,
+    "VQLocalCalibrator": STOCHASTIC_TRAINING,
     "ProCalCalibrator": KNN_ON_ROWS,
 }
 
@@ -116,6 +117,7 @@ def test_all_estimators_found():
         "KCalCalibrator",
         "LocalNetCalibrator",
         "ProCalCalibrator",
+        "VQLocalCalibrator",
     } <= names
 
 

@@ -233,6 +233,9 @@ def train_adam(
     ``val_loss_fn()`` is evaluated (without gradients). Training stops after
     ``patience`` epochs without improvement, and the parameters of the best
     epoch (a deep copy, not an alias of the live tensors) are put back.
+    ``params`` may include buffers without gradient that ``loss_fn`` updates
+    itself (e.g. an EMA codebook): Adam skips them, but they are saved and
+    restored with the rest.
 
     Returns
     -------
@@ -250,8 +253,9 @@ def train_adam(
         for start in range(0, n_samples, batch_size):
             optimizer.zero_grad()
             loss = loss_fn(order[start : start + batch_size])
-            loss.backward()
-            optimizer.step()
+            if loss.requires_grad:  # a step may only update buffers (EMA)
+                loss.backward()
+                optimizer.step()
         with torch.no_grad():
             val = float(val_loss_fn())
         if verbose:

@@ -12,6 +12,7 @@ from ._scaling import (
 )
 from ._smart import SMARTCalibrator
 from ._sms import StructuredMatrixScaling
+from ._vq_local import VQLocalCalibrator
 
 __all__ = [
     "ClassTemperatureScaling",
@@ -26,4 +27,5 @@ __all__ = [
     "StructuredMatrixScaling",
     "TemperatureScaling",
     "VectorScaling",
+    "VQLocalCalibrator",
 ]

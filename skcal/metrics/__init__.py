@@ -1,6 +1,7 @@
 """Calibration metrics (plain functions) and scorers for model selection."""
 
 from ._binning import BinStatistics, bin_edges, binned_statistics
+from ._cumulative import ecce_binned_mean
 from ._ece import (
     classwise_calibration_error,
     expected_calibration_error,
@@ -36,6 +37,7 @@ __all__ = [
     "binned_statistics",
     "brier_score",
     "classwise_calibration_error",
+    "ecce_binned_mean",
     "effective_sample_size",
     "ess_profile",
     "expected_calibration_error",

@@ -27,12 +27,13 @@ from skcal.utils._testing import (
 from skcal.utils.discovery import all_estimators
 
 LOCAL = [cls for _, cls in all_estimators("local")]
-USES_HEAD = [cls for cls in LOCAL if cls._uses_head]
+# VQLocalCalibrator uses the head only with head='frozen' (tested on its own)
+USES_HEAD = [cls for cls in LOCAL if cls._uses_head is True]
 
 
 def _make(cls, X=None, coef=None, intercept=None, **params):
     """A quick instance; with the head when the method uses one."""
-    if cls._uses_head and coef is not None:
+    if cls._uses_head is True and coef is not None:
         params = {"coef": coef, "intercept": intercept, **params}
     return make_estimator(cls, device=params.pop("device", "cpu"), **params)
 
@@ -50,6 +51,7 @@ def test_discovery_lists_the_local_baselines():
         "KCalCalibrator",
         "LocalNetCalibrator",
         "ProCalCalibrator",
+        "VQLocalCalibrator",
     }
 
 
@@ -62,6 +64,7 @@ IMPROVES_PARAMS = {
     "KCalCalibrator": {"max_epochs": 20},
     "LocalNetCalibrator": {"bandwidth": 0.5},
     "ProCalCalibrator": {},
+    "VQLocalCalibrator": {"n_slots": 4, "n_codewords": 16},
 }
 
 
@@ -77,7 +80,7 @@ def test_improves_local_calibration_over_the_head(cls):
         if "random_state" in cls().get_params()
         else cls(device="cpu")
     )
-    if cls._uses_head:
+    if cls._uses_head is True:
         est.set_params(coef=coef, intercept=intercept)
     est.fit(X[cal], y[cal])
 

@@ -18,6 +18,9 @@ from ._smart import (
 from ._soft_ece import soft_binned_ece
 from ._softmax import softmax_inplace
 from ._temperature import TemperatureObjective
+from ._vq import calibrated_logits as vq_calibrated_logits
+from ._vq import fit_calibra, fit_divide
+from ._vq import head_log_proba as vq_head_log_proba
 
 __all__ = [
     "AffineFit",
@@ -27,6 +30,8 @@ __all__ = [
     "fit_affine_softmax",
     "fit_pts",
     "cv_log_loss",
+    "fit_calibra",
+    "fit_divide",
     "fit_kcal",
     "fit_smart",
     "golden_section_min",
@@ -43,4 +48,6 @@ __all__ = [
     "smart_predict_temperature",
     "soft_binned_ece",
     "softmax_inplace",
+    "vq_calibrated_logits",
+    "vq_head_log_proba",
 ]

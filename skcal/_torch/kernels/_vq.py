@@ -1,0 +1,388 @@
+"""Divide et Calibra: vector-quantized local calibration (Barbera et al. 2026).
+
+Stage 1 ("divide"): each embedding is cut into ``w`` contiguous slots of
+``d`` dimensions; every slot is replaced by its nearest codeword of one
+shared codebook (``K`` codewords, EMA updates), and a linear head is trained
+on the quantized vector. Stage 2 ("calibra"): with ``n_k(s)`` the number of
+slots of a sample that use codeword ``k`` (times a per-slot scale when
+``sigma^2`` is learned), receiver and sender codebooks ``A, B`` (``K x C``)
+give
+
+``M = sum_k n_k a_k b_k^T``, ``alpha = softplus(M) + 1e-8``,
+``logit_j = sum_k (alpha_kj - 1 + [k = j]) log p_k + log pi_j - log B(alpha_.j)``
+
+with ``log B(a) = sum_k lgamma(a_k) - lgamma(sum_k a_k)``; the calibrated
+probabilities are ``softmax(logit)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .._convert import to_numpy, to_tensor
+from .._optim import train_adam
+from .._random import make_generator
+
+#: Floor of the Dirichlet parameters (softplus -> 0 makes lgamma steep).
+ALPHA_FLOOR = 1e-8
+#: EMA epsilon of the codebook update.
+EMA_EPS = 1e-8
+#: Elements of the ``n x C x C_chunk`` blocks of the calibration map.
+_BLOCK = 1 << 22
+
+
+def slots(X: torch.Tensor, n_slots: int) -> torch.Tensor:
+    """View ``(n, w * d)`` embeddings as ``(n, w, d)`` contiguous slots."""
+    return X.reshape(X.shape[0], n_slots, -1)
+
+
+def assign(S: torch.Tensor, codebook: torch.Tensor) -> torch.Tensor:
+    """Index of the nearest codeword (squared L2) of every slot, ``(n, w)``."""
+    n, w, d = S.shape
+    flat = S.reshape(-1, d)
+    sq = (codebook * codebook).sum(dim=1)
+    out = torch.empty(flat.shape[0], dtype=torch.int64, device=S.device)
+    step = max(1, _BLOCK // max(codebook.shape[0], 1))
+    for start in range(0, flat.shape[0], step):
+        z = flat[start : start + step]
+        # |z|^2 is the same for every codeword: argmin of |c|^2 - 2 z.c
+        out[start : start + step] = torch.argmin(sq - 2.0 * (z @ codebook.T), dim=1)
+    return out.reshape(n, w)
+
+
+def codeword_counts(index: torch.Tensor, n_codewords: int, slot_scale=None):
+    """``(n, K)`` counts of each codeword among a sample's slots.
+
+    With ``slot_scale`` (``w`` values), slot ``i`` counts ``slot_scale[i]``.
+    """
+    n, w = index.shape
+    values = (
+        torch.ones(n, w, dtype=torch.float64, device=index.device)
+        if slot_scale is None
+        else slot_scale.expand(n, w)
+    )
+    counts = torch.zeros(n, n_codewords, dtype=values.dtype, device=index.device)
+    return counts.scatter_add(1, index, values)
+
+
+def compositional_logits(
+    log_p: torch.Tensor,
+    counts: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    prior_logits: torch.Tensor,
+    *,
+    identity_shift: bool = True,
+) -> torch.Tensor:
+    """Calibrated logits of the compositional Dirichlet map, chunked over ``j``.
+
+    Memory is one ``n x C x C_chunk`` block (``C_chunk`` sized so that a block
+    holds about 4M numbers).
+    """
+    n, C = log_p.shape
+    log_prior = torch.log_softmax(prior_logits, dim=0)
+    # R[n, c, k] = counts[n, k] * A[k, c]: the receiver side of M, once
+    receivers = counts[:, None, :] * A.T[None, :, :]
+    step = max(1, _BLOCK // max(n * C, 1))
+    out = []
+    for j0 in range(0, C, step):
+        M = receivers @ B[:, j0 : j0 + step]  # (n, C, cj)
+        alpha = torch.nn.functional.softplus(M) + ALPHA_FLOOR
+        linear = (log_p[:, :, None] * (alpha - 1.0)).sum(dim=1)
+        if identity_shift:
+            linear = linear + log_p[:, j0 : j0 + step]
+        log_beta = torch.lgamma(alpha).sum(dim=1) - torch.lgamma(alpha.sum(dim=1))
+        out.append(linear + log_prior[j0 : j0 + step] - log_beta)
+    return torch.cat(out, dim=1) if len(out) > 1 else out[0]
+
+
+def _weighted_ce(logits, y, w) -> torch.Tensor:
+    nll = -torch.log_softmax(logits, dim=1).gather(1, y[:, None]).squeeze(1)
+    return (w * nll).sum() / w.sum().clamp_min(1e-300)
+
+
+def _linear_init(fan_in, fan_out, gen, device):
+    bound = 1.0 / math.sqrt(fan_in)
+    W = (
+        torch.rand(fan_out, fan_in, generator=gen, dtype=torch.float64) * 2 - 1
+    ) * bound
+    b = (torch.rand(fan_out, generator=gen, dtype=torch.float64) * 2 - 1) * bound
+    return W.to(device), b.to(device)
+
+
+def fit_divide(
+    X: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    *,
+    train_idx: np.ndarray,
+    val_idx: np.ndarray,
+    n_classes: int,
+    n_slots: int,
+    n_codewords: int,
+    codebook_mode: str,
+    ema_init: str,
+    decay: float,
+    head_coef,
+    head_intercept,
+    n_init_batches: int,
+    lr: float,
+    weight_decay: float,
+    batch_size: int,
+    max_epochs: int,
+    patience: int,
+    seed: int,
+    device: torch.device,
+    verbose: int = 0,
+) -> dict:
+    """Stage 1: the codebook and the quantization-aware head.
+
+    With ``head_coef`` given the head is frozen and only the codebook is
+    updated. Returns numpy arrays ``codebook``, ``coef``, ``intercept`` and
+    ``best_epoch``, ``n_epochs``.
+    """
+    gen = make_generator(seed, "cpu")
+    Xt = to_tensor(X, device, torch.float64)
+    S = slots(Xt, n_slots)
+    d = S.shape[2]
+    yt = to_tensor(y, device, torch.int64)
+    wt = to_tensor(w, device, torch.float64)
+    train = to_tensor(train_idx, device, torch.int64)
+    val = to_tensor(val_idx, device, torch.int64)
+    # codebook: random slot vectors of (up to) n_init_batches shuffled batches
+    if codebook_mode == "normal":
+        codebook = torch.randn(n_codewords, d, generator=gen, dtype=torch.float64)
+        codebook = codebook.to(device)
+    else:
+        order = torch.randperm(len(train_idx), generator=gen)
+        rows = train[order[: n_init_batches * batch_size].to(device)]
+        pool = S[rows].reshape(-1, d)
+        if pool.shape[0] < n_codewords:
+            raise ValueError(
+                f"n_codewords={n_codewords} exceeds the {pool.shape[0]} slot "
+                "vectors available to initialise the codebook; lower n_codewords "
+                "or n_slots is too small for this calibration set."
+            )
+        pick = torch.randperm(pool.shape[0], generator=gen)[:n_codewords]
+        codebook = pool[pick.to(device)].clone()
+    ema = codebook_mode == "ema"
+    if ema_init == "zeros":
+        ema_count = torch.zeros(n_codewords, dtype=torch.float64, device=device)
+        ema_sum = torch.zeros_like(codebook)
+    else:
+        ema_count = torch.ones(n_codewords, dtype=torch.float64, device=device)
+        ema_sum = codebook.clone()
+    frozen = head_coef is not None
+    if frozen:
+        W = to_tensor(head_coef, device, torch.float64)
+        b = to_tensor(head_intercept, device, torch.float64)
+    else:
+        W, b = _linear_init(S.shape[1] * d, n_classes, gen, device)
+        W.requires_grad_(True)
+        b.requires_grad_(True)
+
+    def head_logits(rows):
+        index = assign(S[rows], codebook)
+        return codebook[index].reshape(len(rows), -1) @ W.T + b, index
+
+    def loss(batch):
+        rows = train[batch]
+        logits, index = head_logits(rows)
+        if ema:
+            with torch.no_grad():
+                flat = index.reshape(-1)
+                # weights relative to the batch mean: unit weights count one
+                # per slot, and scaling every weight changes nothing
+                w_rows = wt[rows] / wt[rows].mean().clamp_min(1e-300)
+                slot_w = w_rows.repeat_interleave(n_slots)
+                counts = torch.zeros_like(ema_count).index_add_(0, flat, slot_w)
+                sums = torch.zeros_like(ema_sum).index_add_(
+                    0, flat, S[rows].reshape(-1, d) * slot_w[:, None]
+                )
+                ema_count.mul_(decay).add_(counts, alpha=1 - decay)
+                ema_sum.mul_(decay).add_(sums, alpha=1 - decay)
+                codebook.copy_(ema_sum / (ema_count + EMA_EPS)[:, None])
+        return _weighted_ce(logits, yt[rows], wt[rows])
+
+    def val_loss():
+        logits, _ = head_logits(val)
+        return float(_weighted_ce(logits, yt[val], wt[val]))
+
+    params = ([] if frozen else [W, b]) + [codebook, ema_count, ema_sum]
+    best_epoch, n_epochs, _ = train_adam(
+        loss,
+        val_loss,
+        params,
+        n_samples=len(train_idx),
+        batch_size=batch_size,
+        max_epochs=max_epochs if (ema or not frozen) else 0,
+        lr=lr,
+        weight_decay=weight_decay,
+        patience=patience,
+        generator=gen,
+        device=device,
+        verbose=verbose,
+    )
+    return {
+        "codebook": to_numpy(codebook),
+        "coef": to_numpy(W),
+        "intercept": to_numpy(b),
+        "best_epoch": best_epoch,
+        "n_epochs": n_epochs,
+    }
+
+
+def head_log_proba(X, codebook, coef, intercept, n_slots: int, device):
+    """Codeword indices ``(n, w)`` and head log-probabilities ``(n, C)``."""
+    Xt = to_tensor(X, device, torch.float64)
+    cb = to_tensor(codebook, device, torch.float64)
+    with torch.no_grad():
+        index = assign(slots(Xt, n_slots), cb)
+        q = cb[index].reshape(Xt.shape[0], -1)
+        logits = q @ to_tensor(coef, device, torch.float64).T + to_tensor(
+            intercept, device, torch.float64
+        )
+        return index, torch.log_softmax(logits, dim=1)
+
+
+def init_compositional(n_codewords, n_classes, n_slots, gen, device):
+    """``A = B = sqrt(softplus^-1(1) / w) + N(0, 1e-5^2)``, so that ``alpha = 1``."""
+    base = math.sqrt(math.log(math.e - 1.0) / n_slots)
+
+    def noisy():
+        noise = torch.randn(n_codewords, n_classes, generator=gen, dtype=torch.float64)
+        return (base + 1e-5 * noise).to(device)
+
+    return noisy(), noisy()
+
+
+def fit_calibra(
+    index: torch.Tensor,
+    log_p: torch.Tensor,
+    y: np.ndarray,
+    w: np.ndarray,
+    *,
+    train_idx: np.ndarray,
+    val_idx: np.ndarray,
+    n_codewords: int,
+    mode: str,
+    learn_variance: bool,
+    reg: float,
+    identity_shift: bool,
+    lr: float,
+    weight_decay: float,
+    batch_size: int,
+    max_epochs: int,
+    patience: int,
+    seed: int,
+    device: torch.device,
+    verbose: int = 0,
+) -> dict:
+    """Stage 2: the calibration map on frozen indices and head outputs.
+
+    ``mode="compositional"`` fits ``A, B``, the prior logits and (with
+    ``learn_variance``) the per-slot scales with the regulariser of the
+    paper's C.9; ``mode="dirichlet"`` fits ``logits = log_p W + b`` from
+    ``N(0, 0.01^2)``. Returns numpy parameters and the epochs.
+    """
+    gen = make_generator(seed, "cpu")
+    n_classes, n_slots = log_p.shape[1], index.shape[1]
+    yt = to_tensor(y, device, torch.int64)
+    wt = to_tensor(w, device, torch.float64)
+    train = to_tensor(train_idx, device, torch.int64)
+    val = to_tensor(val_idx, device, torch.int64)
+    params = {}
+    if mode == "dirichlet":
+        params["coef"] = (
+            0.01 * torch.randn(n_classes, n_classes, generator=gen, dtype=torch.float64)
+        ).to(device)
+        params["intercept"] = (
+            0.01 * torch.randn(n_classes, generator=gen, dtype=torch.float64)
+        ).to(device)
+    else:
+        params["receivers"], params["senders"] = init_compositional(
+            n_codewords, n_classes, n_slots, gen, device
+        )
+        A0, B0 = params["receivers"].clone(), params["senders"].clone()
+        params["prior_logits"] = (
+            0.01 * torch.randn(n_classes, generator=gen, dtype=torch.float64)
+        ).to(device)
+        if learn_variance:
+            params["slot_scales"] = (
+                1.0 + 0.01 * torch.randn(n_slots, generator=gen, dtype=torch.float64)
+            ).to(device)
+        fixed_counts = codeword_counts(index, n_codewords)
+        # C.9: per-codeword strength |Y| / (n_c + eta), n_c over the fit rows
+        usage = fixed_counts[train].sum(dim=0)
+        strength = n_classes / (usage + 1.0)
+        n_fit = float(len(train_idx))
+    for p in params.values():
+        p.requires_grad_(True)
+
+    def logits_of(rows):
+        if mode == "dirichlet":
+            return log_p[rows] @ params["coef"] + params["intercept"]
+        if learn_variance:
+            counts = codeword_counts(index[rows], n_codewords, params["slot_scales"])
+        else:
+            counts = fixed_counts[rows]
+        return compositional_logits(
+            log_p[rows],
+            counts,
+            params["receivers"],
+            params["senders"],
+            params["prior_logits"],
+            identity_shift=identity_shift,
+        )
+
+    def penalty():
+        if mode == "dirichlet" or not learn_variance:
+            return 0.0
+        dA = ((params["receivers"] - A0) ** 2).sum(dim=1)
+        dB = ((params["senders"] - B0) ** 2).sum(dim=1)
+        ds = ((params["slot_scales"] - 1.0) ** 2).sum() / (n_fit + 1.0)
+        return reg * ((strength * dA).sum() + (strength * dB).sum() + ds)
+
+    def loss(batch):
+        rows = train[batch]
+        return _weighted_ce(logits_of(rows), yt[rows], wt[rows]) + penalty()
+
+    def val_loss():
+        return float(_weighted_ce(logits_of(val), yt[val], wt[val]))
+
+    best_epoch, n_epochs, _ = train_adam(
+        loss,
+        val_loss,
+        list(params.values()),
+        n_samples=len(train_idx),
+        batch_size=batch_size,
+        max_epochs=max_epochs,
+        lr=lr,
+        weight_decay=weight_decay,
+        patience=patience,
+        generator=gen,
+        device=device,
+        verbose=verbose,
+    )
+    out = {k: to_numpy(v) for k, v in params.items()}
+    out.update(best_epoch=best_epoch, n_epochs=n_epochs)
+    return out
+
+
+def calibrated_logits(state: dict, index, log_p, n_codewords: int, device, **kw):
+    """Stage-2 logits from numpy ``state`` (see :func:`fit_calibra`)."""
+    p = {
+        k: to_tensor(v, device, torch.float64)
+        for k, v in state.items()
+        if isinstance(v, np.ndarray)
+    }
+    with torch.no_grad():
+        if "coef" in p:
+            return log_p @ p["coef"] + p["intercept"]
+        counts = codeword_counts(index, n_codewords, p.get("slot_scales"))
+        return compositional_logits(
+            log_p, counts, p["receivers"], p["senders"], p["prior_logits"], **kw
+        )

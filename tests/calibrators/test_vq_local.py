@@ -1,0 +1,214 @@
+"""VQLocalCalibrator (Divide et Calibra): the spec's engineering checks."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import gammaln, log_softmax, softmax
+
+from skcal import VQLocalCalibrator
+from skcal._torch.kernels import vq_calibrated_logits
+from skcal.exceptions import CodebookWarning
+from skcal.utils._testing import make_region_miscalibrated_embeddings
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y, coef, intercept, _ = make_region_miscalibrated_embeddings(
+        1200, 3, random_state=0
+    )
+    return X, y, coef, intercept
+
+
+def _vq(**params):
+    defaults = dict(n_slots=8, n_codewords=16, max_epochs=5, random_state=0)
+    return VQLocalCalibrator(**{**defaults, "device": "cpu", **params})
+
+
+def _numpy_quantize(X, codebook, n_slots):
+    S = X.reshape(len(X), n_slots, -1)
+    d2 = ((S[:, :, None, :] - codebook[None, None]) ** 2).sum(-1)
+    return d2.argmin(-1)
+
+
+def _numpy_map(log_p, index, A, B, prior_logits, scales=None):
+    """The compositional Dirichlet map, written out per sample."""
+    n, C = log_p.shape
+    out = np.empty((n, C))
+    scales = np.ones(index.shape[1]) if scales is None else scales
+    for i in range(n):
+        M = sum(s * np.outer(A[k], B[k]) for k, s in zip(index[i], scales))
+        alpha = np.logaddexp(0, M) + 1e-8  # softplus
+        omega = alpha - 1 + np.eye(C)
+        log_beta = gammaln(alpha).sum(0) - gammaln(alpha.sum(0))
+        out[i] = omega.T @ log_p[i] + log_softmax(prior_logits) - log_beta
+    return softmax(out, axis=1)
+
+
+@pytest.mark.parametrize("learn_variance", [False, True])
+def test_predictions_match_an_independent_numpy_reference(data, learn_variance):
+    X, y, _, _ = data
+    vq = _vq(learn_variance=learn_variance, max_epochs=8).fit(X, y)
+    index = _numpy_quantize(X, vq.codebook_, 8)
+    np.testing.assert_array_equal(vq.quantize(X), index)
+    q = vq.codebook_[index].reshape(len(X), -1)
+    log_p = log_softmax(q @ vq.head_coef_.T + vq.head_intercept_, axis=1)
+    scales = vq.slot_scales_ if learn_variance else None
+    expected = _numpy_map(
+        log_p, index, vq.receivers_, vq.senders_, vq.prior_logits_, scales
+    )
+    np.testing.assert_allclose(vq.predict_proba(X), expected, rtol=1e-9, atol=1e-12)
+    if learn_variance:
+        assert not np.allclose(vq.slot_scales_, 1.0)
+    else:
+        np.testing.assert_array_equal(vq.slot_scales_, 1.0)
+
+
+def test_identity_at_initialisation(data):
+    X, y, _, _ = data
+    vq = _vq(max_epochs=0).fit(X, y)
+    assert vq.best_epochs_ == (0, 0)
+    q = vq.codebook_[vq.quantize(X)].reshape(len(X), -1)
+    log_p = log_softmax(q @ vq.head_coef_.T + vq.head_intercept_, axis=1)
+    # A = B = sqrt(softplus^-1(1) / w) make alpha = 1 exactly: the map is
+    # softmax(log p + log pi), to rounding
+    base = np.full((16, 3), np.sqrt(np.log(np.e - 1) / 8))
+    state = {"receivers": base, "senders": base, "prior_logits": vq.prior_logits_}
+    exact = vq_calibrated_logits(
+        state, torch.as_tensor(vq.quantize(X)), torch.as_tensor(log_p), 16, "cpu"
+    )
+    np.testing.assert_allclose(
+        softmax(exact.numpy(), axis=1),
+        softmax(log_p + log_softmax(vq.prior_logits_), axis=1),
+        rtol=1e-12,
+    )
+    # the fitted initial state adds N(0, 1e-5^2) noise to A and B, which moves
+    # alpha by ~1e-5 and the probabilities by a few 1e-6
+    np.testing.assert_allclose(
+        vq.predict_proba(X),
+        softmax(log_p + log_softmax(vq.prior_logits_), axis=1),
+        atol=5e-5,
+    )
+    # the prior starts near uniform: the map starts near the identity
+    np.testing.assert_allclose(vq.predict_proba(X), np.exp(log_p), atol=0.02)
+
+
+def test_parameter_count(data):
+    X, y, _, _ = data
+    vq = _vq().fit(X, y)
+    K, C = 16, 3
+    n_params = vq.receivers_.size + vq.senders_.size + vq.prior_logits_.size
+    assert n_params == 2 * K * C + C
+    assert vq.codebook_.shape == (16, 2)
+    assert vq.codeword_usage_.sum() == len(X) * 8
+
+
+def test_output_depends_only_on_codeword_counts(data):
+    X, y, _, _ = data
+    vq = _vq().fit(X, y)
+    index = torch.as_tensor(vq.quantize(X[:50]))
+    log_p = torch.log_softmax(torch.randn(50, 3, dtype=torch.float64), dim=1)
+    state = {
+        "receivers": vq.receivers_,
+        "senders": vq.senders_,
+        "prior_logits": vq.prior_logits_,
+    }
+    perm = torch.randperm(8, generator=torch.Generator().manual_seed(0))
+    same = vq_calibrated_logits(state, index[:, perm], log_p, 16, "cpu")
+    np.testing.assert_allclose(
+        same, vq_calibrated_logits(state, index, log_p, 16, "cpu"), rtol=1e-12
+    )
+    # per-slot scales break the symmetry
+    state["slot_scales"] = np.linspace(0.5, 1.5, 8)
+    a = vq_calibrated_logits(state, index, log_p, 16, "cpu")
+    b = vq_calibrated_logits(state, index[:, perm], log_p, 16, "cpu")
+    assert not torch.allclose(a, b)
+
+
+def test_equal_cells_get_equal_outputs(data):
+    X, y, _, _ = data
+    vq = _vq().fit(X, y)
+    # the quantized embedding itself lies in the same cell as X
+    X_q = vq.codebook_[vq.quantize(X)].reshape(len(X), -1)
+    np.testing.assert_array_equal(vq.quantize(X_q), vq.quantize(X))
+    np.testing.assert_array_equal(vq.predict_proba(X_q), vq.predict_proba(X))
+
+
+def test_determinism_and_device(data, device):
+    X, y, _, _ = data
+    a = _vq(device=device).fit(X, y).predict_proba(X)
+    b = _vq(device=device).fit(X, y).predict_proba(X)
+    np.testing.assert_array_equal(a, b)
+    c = _vq(device=device, random_state=1).fit(X, y).predict_proba(X)
+    assert not np.allclose(a, c)
+
+
+def test_variants(data):
+    X, y, coef, intercept = data
+    # VQ-NC: the quantized head alone
+    nc = _vq(calibration="none").fit(X, y)
+    q = nc.codebook_[nc.quantize(X)].reshape(len(X), -1)
+    np.testing.assert_allclose(
+        nc.predict_proba(X), softmax(q @ nc.head_coef_.T + nc.head_intercept_, axis=1)
+    )
+    assert nc.n_epochs_[1] == 0
+    # VQ-DC: W^T log p + b on the head
+    dc = _vq(calibration="dirichlet").fit(X, y)
+    q = dc.codebook_[dc.quantize(X)].reshape(len(X), -1)
+    log_p = log_softmax(q @ dc.head_coef_.T + dc.head_intercept_, axis=1)
+    np.testing.assert_allclose(
+        dc.predict_proba(X),
+        softmax(log_p @ dc.dirichlet_coef_ + dc.dirichlet_intercept_, axis=1),
+        rtol=1e-10,
+    )
+    # VQ_frz: the backbone's head on the quantized embedding
+    frz = _vq(head="frozen", coef=coef, intercept=intercept, calibration="none")
+    frz.fit(X, y)
+    np.testing.assert_array_equal(frz.head_coef_, coef)
+    q = frz.codebook_[frz.quantize(X)].reshape(len(X), -1)
+    np.testing.assert_allclose(
+        frz.predict_proba(X), softmax(q @ coef.T + intercept, axis=1), rtol=1e-10
+    )
+    with pytest.raises(ValueError, match="head='frozen' .* pass it as coef"):
+        _vq(head="frozen").fit(X, y)
+    # fixed codebooks do not move
+    for mode in ("data", "normal"):
+        fixed = _vq(codebook=mode).fit(X, y)
+        init = _vq(codebook=mode, max_epochs=0).fit(X, y)
+        np.testing.assert_array_equal(fixed.codebook_, init.codebook_)
+    ema = _vq().fit(X, y)
+    assert not np.array_equal(ema.codebook_, _vq(max_epochs=0).fit(X, y).codebook_)
+
+
+def test_zero_ema_initialisation_kills_codewords():
+    # the paper's N = m = 0: codewords unused by the first batch go to 0
+    X, y, _, _, _ = make_region_miscalibrated_embeddings(1200, 3, random_state=0)
+    X = X + 20.0  # far from the origin, where dead codewords end up
+    with pytest.warns(CodebookWarning, match="used by no slot"):
+        zeros = _vq(ema_init="zeros", n_codewords=64, batch_size=8).fit(X, y)
+    assert (zeros.codeword_usage_ == 0).any()
+    assert (np.abs(zeros.codebook_).sum(axis=1) == 0).any()
+    robust = _vq(n_codewords=64, batch_size=8).fit(X, y)
+    assert (robust.codeword_usage_ == 0).sum() < (zeros.codeword_usage_ == 0).sum()
+
+
+def test_slot_width_must_divide_the_features(data):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match="n_slots=5 must divide .* 16"):
+        _vq(n_slots=5).fit(X, y)
+    with pytest.raises(ValueError, match="n_codewords=4000 exceeds"):
+        _vq(n_codewords=4000, n_slots=1).fit(X, y)
+
+
+def test_many_classes_chunked_map(monkeypatch):
+    # 40 classes, the n x C x C map evaluated in blocks of one column; compare
+    # with the per-sample numpy reference
+    monkeypatch.setattr("skcal._torch.kernels._vq._BLOCK", 1000)
+    X, y, _, _, _ = make_region_miscalibrated_embeddings(
+        2000, 40, n_features=16, random_state=2
+    )
+    vq = _vq(n_slots=4, max_epochs=2).fit(X, y)
+    index = vq.quantize(X[:30])
+    q = vq.codebook_[index].reshape(30, -1)
+    log_p = log_softmax(q @ vq.head_coef_.T + vq.head_intercept_, axis=1)
+    expected = _numpy_map(log_p, index, vq.receivers_, vq.senders_, vq.prior_logits_)
+    np.testing.assert_allclose(vq.predict_proba(X[:30]), expected, rtol=1e-9)
