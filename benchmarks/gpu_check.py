@@ -2,7 +2,7 @@
 
 Runs every test that the ``device`` fixture parametrises on CUDA (``-k cuda``)
 and, with ``--device cuda``, the temperature-scaling benchmark, SMART's speed
-benchmark and the local-metrics benchmark, and exits with
+benchmark, the local-metrics benchmark and the VQ fit benchmark, and exits with
 a non-zero status if CUDA is missing or a test fails. Meant to finish in well
 under 5 minutes on one GPU.
 
@@ -43,6 +43,7 @@ def main() -> int:
         ("bench_temperature.py", ["--repeat", "2"]),
         ("bench_smart.py", ["--skip-evidence"]),
         ("bench_local.py", []),
+        ("bench_vq.py", ["--skip-evidence"]),
     ):
         run = subprocess.run(
             [sys.executable, os.path.join(HERE, script), "--device", "cuda", *extra],

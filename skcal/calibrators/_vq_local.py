@@ -108,8 +108,8 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     validation_fraction : float, default=0.1
         Held-out part of the calibration set, shared by both stages.
     n_init_batches : int, default=50
-        The initial codewords are drawn from the slots of this many shuffled
-        batches.
+        The initial codewords are drawn (without replacement, among distinct
+        vectors) from the slots of this many shuffled batches.
     random_state : int, RandomState instance or None, default=None
         Seeds the split, the codebook, the initialisations and the batches.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"

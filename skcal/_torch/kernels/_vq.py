@@ -159,12 +159,14 @@ def fit_divide(
     else:
         order = torch.randperm(len(train_idx), generator=gen)
         rows = train[order[: n_init_batches * batch_size].to(device)]
-        pool = S[rows].reshape(-1, d)
+        # distinct vectors only: a repeated value (e.g. the zeros of ReLU
+        # features) would give codewords that can never win a slot
+        pool = torch.unique(S[rows].reshape(-1, d), dim=0)
         if pool.shape[0] < n_codewords:
             raise ValueError(
-                f"n_codewords={n_codewords} exceeds the {pool.shape[0]} slot "
-                "vectors available to initialise the codebook; lower n_codewords "
-                "or n_slots is too small for this calibration set."
+                f"n_codewords={n_codewords} exceeds the {pool.shape[0]} distinct "
+                "slot vectors available to initialise the codebook; lower "
+                "n_codewords or n_slots, or use a larger calibration set."
             )
         pick = torch.randperm(pool.shape[0], generator=gen)[:n_codewords]
         codebook = pool[pick.to(device)].clone()
