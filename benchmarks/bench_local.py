@@ -21,15 +21,10 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import current_rss_mb  # noqa: E402
+
 CASES = [(50_000, 10, 50), (20_000, 100, 50)]
-
-
-def current_rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def run_case(index: int, device: str) -> dict:

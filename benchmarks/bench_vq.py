@@ -23,6 +23,7 @@ Run:  python benchmarks/bench_vq.py [--seeds 5] [--skip-speed] [--skip-evidence]
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -31,15 +32,10 @@ import warnings
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import current_rss_mb  # noqa: E402
+
 SPEED_CASES = [(20_000, 10, 512), (20_000, 100, 512)]
-
-
-def current_rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def speed_case(index: int, device: str) -> dict:

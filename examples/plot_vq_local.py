@@ -33,9 +33,9 @@ from skcal.metrics import (
 from skcal.utils._testing import make_region_miscalibrated_embeddings
 
 X, y, coef, intercept, region = make_region_miscalibrated_embeddings(
-    8000, 3, n_features=16, random_state=0
+    6000, 3, n_features=16, random_state=0
 )
-X_cal, y_cal, X_test, y_test = X[:4000], y[:4000], X[4000:], y[4000:]
+X_cal, y_cal, X_test, y_test = X[:3000], y[:3000], X[3000:], y[3000:]
 logits_cal, logits_test = X_cal @ coef.T + intercept, X_test @ coef.T + intercept
 
 # every method is scored in one space: standardise + PCA, fitted on the
@@ -50,7 +50,9 @@ BANDWIDTH = 3.0
 ts = TemperatureScaling(device="cpu").fit(logits_cal, y_cal)
 procal = ProCalCalibrator(coef=coef, intercept=intercept, device="cpu")
 procal.fit(X_cal, y_cal)
-vq = VQLocalCalibrator(n_slots=8, n_codewords=16, random_state=0, device="cpu")
+vq = VQLocalCalibrator(
+    n_slots=8, n_codewords=16, batch_size=256, random_state=0, device="cpu"
+)
 vq.fit(X_cal, y_cal)
 print(f"VQ cells: {vq.quantize(X_test[:2])}")
 print(f"codeword usage on the calibration set: {vq.codeword_usage_}")

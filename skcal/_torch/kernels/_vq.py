@@ -161,14 +161,15 @@ def fit_divide(
         rows = train[order[: n_init_batches * batch_size].to(device)]
         # distinct vectors only: a repeated value (e.g. the zeros of ReLU
         # features) would give codewords that can never win a slot
+        # (with fewer distinct vectors than codewords, the rest are repeats:
+        # dead codewords, which the estimator reports)
         pool = torch.unique(S[rows].reshape(-1, d), dim=0)
-        if pool.shape[0] < n_codewords:
-            raise ValueError(
-                f"n_codewords={n_codewords} exceeds the {pool.shape[0]} distinct "
-                "slot vectors available to initialise the codebook; lower "
-                "n_codewords or n_slots, or use a larger calibration set."
-            )
         pick = torch.randperm(pool.shape[0], generator=gen)[:n_codewords]
+        if pool.shape[0] < n_codewords:
+            extra = torch.randint(
+                pool.shape[0], (n_codewords - pool.shape[0],), generator=gen
+            )
+            pick = torch.cat([pick, extra])
         codebook = pool[pick.to(device)].clone()
     ema = codebook_mode == "ema"
     if ema_init == "zeros":
