@@ -1,7 +1,14 @@
 """Calibration metrics (plain functions) and scorers for model selection."""
 
 from ._binning import BinStatistics, bin_edges, binned_statistics
-from ._cumulative import ecce_binned_mean
+from ._cumulative import (
+    CumulativeCalibration,
+    brownian_max_abs_cdf,
+    brownian_range_cdf,
+    cumulative_calibration_error,
+    cumulative_calibration_test,
+    ecce_binned_mean,
+)
 from ._ece import (
     classwise_calibration_error,
     expected_calibration_error,
@@ -37,6 +44,11 @@ __all__ = [
     "binned_statistics",
     "brier_score",
     "classwise_calibration_error",
+    "CumulativeCalibration",
+    "brownian_max_abs_cdf",
+    "brownian_range_cdf",
+    "cumulative_calibration_error",
+    "cumulative_calibration_test",
     "ecce_binned_mean",
     "effective_sample_size",
     "ess_profile",

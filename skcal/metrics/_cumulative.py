@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..utils._sklearn import StrOptions, validate_params
@@ -10,7 +12,14 @@ from ._binning import binned_statistics
 from ._ece import BINNED_METRIC_PARAMS
 from ._local import _class_weights
 
-__all__ = ["ecce_binned_mean"]
+__all__ = [
+    "CumulativeCalibration",
+    "brownian_max_abs_cdf",
+    "brownian_range_cdf",
+    "cumulative_calibration_error",
+    "cumulative_calibration_test",
+    "ecce_binned_mean",
+]
 
 
 @validate_params(
@@ -79,3 +88,246 @@ def ecce_binned_mean(
         )
         errors[k] = np.mean(np.abs(cumulative))
     return float(np.dot(cw, errors))
+
+
+def brownian_max_abs_cdf(x):
+    """CDF of ``max_{t <= 1} |W(t)|`` for a standard Brownian motion ``W``.
+
+    ``P = (4 / pi) sum_{k >= 0} (-1)^k / (2k + 1) exp(-(2k + 1)^2 pi^2 / (8 x^2))``
+    (Feller), summed until the terms are below machine precision; the
+    asymptotic null distribution of the normalised ECCE-MAD. Its mean is
+    ``sqrt(pi / 2)``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.zeros_like(x)
+    pos = x > 0
+    xp = x[pos]
+    n_terms = int(np.ceil(0.5 + xp.max(initial=0.0) * np.sqrt(2) / np.pi * 6.1)) + 1
+    k = np.arange(n_terms)[:, None] + 0.5
+    terms = (-1.0) ** (k - 0.5) / k * np.exp(-(k**2) * np.pi**2 / (2 * xp**2))
+    out[pos] = np.clip(2 / np.pi * terms.sum(axis=0), 0.0, 1.0)
+    return out
+
+
+def brownian_range_cdf(x):
+    """CDF of ``max W - min W`` over ``[0, 1]`` for a standard Brownian motion.
+
+    ``P = sum_{k >= 0} (8 / x^2 + 2 / (h_k^2 pi^2)) exp(-2 h_k^2 pi^2 / x^2)``,
+    ``h_k = k + 1/2`` (Feller 1951); the asymptotic null distribution of the
+    normalised ECCE-R (Kuiper). Its mean is ``2 sqrt(2 / pi)``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.zeros_like(x)
+    pos = x > 0
+    xp = x[pos]
+    n_terms = int(np.ceil(0.5 + xp.max(initial=0.0) / (np.pi * np.sqrt(2)) * 6.1)) + 1
+    h = np.arange(n_terms)[:, None] + 0.5
+    terms = (8 / xp**2 + 2 / (h**2 * np.pi**2)) * np.exp(-2 * h**2 * np.pi**2 / xp**2)
+    out[pos] = np.clip(terms.sum(axis=0), 0.0, 1.0)
+    return out
+
+
+@dataclass
+class CumulativeCalibration:
+    """Result of :func:`cumulative_calibration_test`.
+
+    Attributes
+    ----------
+    statistic : float or ndarray of shape (n_classes,)
+        ECCE-MAD or ECCE-R (per class for ``mode="classwise"``).
+    sigma : float or ndarray
+        ``sigma_n``, the standard deviation of the final cumulative sum under
+        perfect calibration.
+    normalized : float or ndarray
+        ``statistic / sigma``.
+    pvalue : float or ndarray
+        Asymptotic p-value of perfect calibration (large n, scores dense).
+    """
+
+    statistic: float | np.ndarray
+    sigma: float | np.ndarray
+    normalized: float | np.ndarray
+    pvalue: float | np.ndarray
+
+
+def _cumulative(scores, targets, w, statistic):
+    """(statistic, sigma) of one binary problem; ties evaluated at group ends."""
+    order = np.argsort(scores, kind="stable")
+    s, r, w = scores[order], targets[order], w[order]
+    total = w.sum()
+    running = np.cumsum(w * (r - s)) / total
+    # within a group of equal scores the order is arbitrary: keep the
+    # cumulative sums only at the end of each group
+    ends = np.append(s[1:] != s[:-1], True)
+    c = np.concatenate([[0.0], running[ends]])
+    value = np.abs(c).max() if statistic == "ks" else c.max() - c.min()
+    sigma = np.sqrt(np.sum(w**2 * s * (1 - s))) / total
+    return float(value), float(sigma)
+
+
+def _cumulative_all(y_true, y_proba, statistic, mode, sample_weight, labels):
+    proba, y_index, w = check_proba_targets(
+        y_true, y_proba, labels=labels, sample_weight=sample_weight
+    )
+    if mode == "top_label":
+        pairs = [(proba.max(axis=1), proba.argmax(axis=1) == y_index)]
+    else:
+        pairs = [(proba[:, k], y_index == k) for k in range(proba.shape[1])]
+    stats = np.array([_cumulative(s, t.astype(float), w, statistic) for s, t in pairs])
+    return stats[:, 0], stats[:, 1], proba, y_index, w
+
+
+_CUMULATIVE_PARAMS = {
+    **BINNED_METRIC_PARAMS,
+    "statistic": [StrOptions({"ks", "kuiper"})],
+    "mode": [StrOptions({"top_label", "classwise"})],
+}
+del _CUMULATIVE_PARAMS["n_bins"]
+
+
+@validate_params(
+    {
+        **_CUMULATIVE_PARAMS,
+        "normalize": ["boolean"],
+        "class_weight": ["array-like", StrOptions({"frequency"}), None],
+    },
+    prefer_skip_nested_validation=True,
+)
+def cumulative_calibration_error(
+    y_true,
+    y_proba,
+    *,
+    statistic="ks",
+    mode="top_label",
+    normalize=False,
+    class_weight=None,
+    sample_weight=None,
+    labels=None,
+):
+    """Cumulative calibration error (ECCE) of Arrieta-Ibarra, Tygert et al.
+
+    Sort the scores ``S`` (top-label confidences, or one class's
+    probabilities for ``mode="classwise"``) with their outcomes ``R``
+    (correctness, or ``y == k``) and take the cumulative differences
+    ``C_k = sum_{j <= k} w_j (R_j - S_j) / sum_j w_j`` (``C_0 = 0``). Then
+    ECCE-MAD (``statistic="ks"``, Kolmogorov-Smirnov) is ``max_k |C_k|`` and
+    ECCE-R (``"kuiper"``) is ``max_k C_k - min_k C_k``. No bins and no
+    bandwidth. Equal scores are ordered arbitrarily by any sort, so ``C`` is
+    read only at the end of each group of ties: the result does not depend
+    on the order of the samples.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Predicted probabilities (1-D: positive class of a binary problem).
+    statistic : {"ks", "kuiper"}, default="ks"
+        ECCE-MAD or ECCE-R.
+    mode : {"top_label", "classwise"}, default="top_label"
+        Confidence vs correctness, or the class-weighted mean over classes of
+        each column against ``y == k``.
+    normalize : bool, default=False
+        Divide by ``sigma_n = sqrt(sum_j w_j^2 S_j (1 - S_j)) / sum_j w_j``:
+        under perfect calibration the normalised ECCE-MAD tends to ``max |W|``
+        of a standard Brownian motion on [0, 1] (mean 1.25) and ECCE-R to its
+        range (mean 1.60); see :func:`cumulative_calibration_test` for the
+        p-values.
+    class_weight : array-like of shape (n_classes,) or "frequency", default=None
+        Class weights of ``mode="classwise"`` (uniform by default).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights.
+    labels : array-like of shape (n_classes,), default=None
+        Label of each column of ``y_proba``.
+
+    Returns
+    -------
+    float
+
+    References
+    ----------
+    I. Arrieta-Ibarra, P. Gujral, J. Tannen, M. Tygert, C. Xu. "Metrics of
+    calibration for probabilistic predictions". JMLR 23, 2022.
+
+    Examples
+    --------
+    >>> from skcal.metrics import cumulative_calibration_error
+    >>> y_true = [0, 1, 1, 0]
+    >>> y_proba = [[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.3, 0.7]]
+    >>> round(cumulative_calibration_error(y_true, y_proba), 4)
+    0.1
+    >>> round(cumulative_calibration_error(y_true, y_proba, statistic="kuiper"), 4)
+    0.175
+    """
+    values, sigmas, proba, y_index, w = _cumulative_all(
+        y_true, y_proba, statistic, mode, sample_weight, labels
+    )
+    if normalize:
+        values = values / np.maximum(sigmas, np.finfo(np.float64).tiny)
+    if mode == "top_label":
+        return float(values[0])
+    return float(np.dot(_class_weights(class_weight, proba, y_index, w), values))
+
+
+@validate_params(_CUMULATIVE_PARAMS, prefer_skip_nested_validation=True)
+def cumulative_calibration_test(
+    y_true,
+    y_proba,
+    *,
+    statistic="ks",
+    mode="top_label",
+    sample_weight=None,
+    labels=None,
+):
+    """Asymptotic test of perfect calibration from the cumulative differences.
+
+    Computes ECCE-MAD or ECCE-R (see :func:`cumulative_calibration_error`),
+    its normalisation by ``sigma_n`` and the p-value from the limiting law of
+    a standard Brownian motion on [0, 1]: ``max |W|`` for ``"ks"``
+    (:func:`brownian_max_abs_cdf`), the range ``max W - min W`` for
+    ``"kuiper"`` (:func:`brownian_range_cdf`). The p-values assume many
+    samples with scores spread over their range; with weights, ``sigma_n``
+    treats them as frequencies.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Predicted probabilities.
+    statistic : {"ks", "kuiper"}, default="ks"
+        ECCE-MAD or ECCE-R.
+    mode : {"top_label", "classwise"}, default="top_label"
+        One test on confidence vs correctness, or one per class (arrays).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights.
+    labels : array-like of shape (n_classes,), default=None
+        Label of each column of ``y_proba``.
+
+    Returns
+    -------
+    CumulativeCalibration
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal.metrics import cumulative_calibration_test
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.uniform(size=5000)
+    >>> y = (rng.uniform(size=5000) < p).astype(int)  # calibrated
+    >>> bool(cumulative_calibration_test(y, p).pvalue > 0.01)
+    True
+    >>> bool(cumulative_calibration_test(y, p**2).pvalue < 1e-6)  # miscalibrated
+    True
+    """
+    values, sigmas, _, _, _ = _cumulative_all(
+        y_true, y_proba, statistic, mode, sample_weight, labels
+    )
+    normalized = values / np.maximum(sigmas, np.finfo(np.float64).tiny)
+    cdf = brownian_max_abs_cdf if statistic == "ks" else brownian_range_cdf
+    pvalue = np.clip(1.0 - cdf(normalized), 0.0, 1.0)
+    if mode == "top_label":
+        return CumulativeCalibration(
+            float(values[0]), float(sigmas[0]), float(normalized[0]), float(pvalue[0])
+        )
+    return CumulativeCalibration(values, sigmas, normalized, pvalue)

@@ -7,6 +7,7 @@ import copy
 from sklearn.metrics import get_scorer as _sklearn_get_scorer
 from sklearn.metrics import get_scorer_names as _sklearn_get_scorer_names
 
+from ._cumulative import cumulative_calibration_error, ecce_binned_mean
 from ._ece import (
     classwise_calibration_error,
     expected_calibration_error,
@@ -130,6 +131,8 @@ _SCORERS = {
     "neg_soft_binned_calibration_error": CalibrationScorer(
         soft_binned_calibration_error
     ),
+    "neg_cumulative_calibration_error": CalibrationScorer(cumulative_calibration_error),
+    "neg_ecce_binned_mean": CalibrationScorer(ecce_binned_mean),
     "neg_local_calibration_error": LocalCalibrationScorer(local_calibration_error),
     "neg_max_local_calibration_error": LocalCalibrationScorer(
         max_local_calibration_error

@@ -54,3 +54,124 @@ def test_perfect_calibration_is_small_and_frequency_weights():
     uniform = ecce_binned_mean(y_bad, P)
     freq = ecce_binned_mean(y_bad, P, class_weight="frequency")
     assert uniform > 0.05 and freq != pytest.approx(uniform)
+
+
+# ------------------------------------------------------- Tygert et al. ECCE
+from scipy.integrate import quad  # noqa: E402
+from scipy.special import erfc  # noqa: E402
+
+from skcal.metrics import (  # noqa: E402
+    brownian_max_abs_cdf,
+    brownian_range_cdf,
+    cumulative_calibration_error,
+    cumulative_calibration_test,
+)
+
+
+def _tygert_reference(s, r):
+    """Distinct scores: sort, cumulate, read every prefix (the paper's C_k)."""
+    order = np.argsort(s)
+    c = np.concatenate([[0.0], np.cumsum(r[order] - s[order]) / len(s)])
+    return np.abs(c).max(), c.max() - c.min(), np.sqrt(np.sum(s * (1 - s))) / len(s)
+
+
+def test_cumulative_hand_case():
+    y = [0, 1, 1, 0]
+    P = [[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.3, 0.7]]
+    # confidences 0.6, 0.7, 0.8, 0.9 with correctness 1, 0, 1, 1:
+    # C = 0.1, -0.075, -0.025, 0
+    assert cumulative_calibration_error(y, P) == pytest.approx(0.1)
+    assert cumulative_calibration_error(y, P, statistic="kuiper") == pytest.approx(
+        0.175
+    )
+
+
+@pytest.mark.parametrize("statistic", ["ks", "kuiper"])
+def test_cumulative_matches_reference_on_distinct_scores(statistic):
+    rng = np.random.default_rng(3)
+    s = rng.uniform(0.05, 0.95, size=500)
+    r = (rng.uniform(size=500) < s**1.3).astype(float)
+    ks, kuiper, sigma = _tygert_reference(s, r)
+    expected = ks if statistic == "ks" else kuiper
+    value = cumulative_calibration_error(
+        r.astype(int), s, statistic=statistic, mode="classwise", class_weight=[0, 1]
+    )
+    assert value == pytest.approx(expected, rel=1e-12)
+    normalized = cumulative_calibration_error(
+        r.astype(int),
+        s,
+        statistic=statistic,
+        mode="classwise",
+        class_weight=[0, 1],
+        normalize=True,
+    )
+    assert normalized == pytest.approx(expected / sigma, rel=1e-12)
+
+
+def test_ties_do_not_depend_on_the_order_and_weights_are_repetitions():
+    rng = np.random.default_rng(4)
+    P = rng.dirichlet(np.ones(3), size=300).round(1)  # many ties
+    P /= P.sum(1, keepdims=True)
+    y = rng.integers(0, 3, size=300)
+    perm = rng.permutation(300)
+    for statistic in ("ks", "kuiper"):
+        for mode in ("top_label", "classwise"):
+            a = cumulative_calibration_error(y, P, statistic=statistic, mode=mode)
+            b = cumulative_calibration_error(
+                y[perm], P[perm], statistic=statistic, mode=mode
+            )
+            assert a == pytest.approx(b, rel=1e-12)
+    w = rng.integers(0, 4, size=300)
+    weighted = cumulative_calibration_test(y, P, sample_weight=w)
+    repeated = cumulative_calibration_test(np.repeat(y, w), np.repeat(P, w, axis=0))
+    assert weighted.statistic == pytest.approx(repeated.statistic, rel=1e-12)
+
+
+def test_brownian_max_abs_cdf_against_the_other_series_and_its_mean():
+    # the reflection series: P(max |W| < x) = sum_k (-1)^k erfc-terms
+    x = np.array([0.3, 0.8, 1.25, 2.0, 3.5])
+
+    def reflection(v):
+        k = np.arange(-60, 61)
+        # P(|W| stays in (-v, v)) = sum_k (-1)^k [Phi((2k+1)v) - Phi((2k-1)v)]
+        phi = lambda t: 0.5 * erfc(-t / np.sqrt(2))  # noqa: E731
+        return np.sum((-1.0) ** k * (phi((2 * k + 1) * v) - phi((2 * k - 1) * v)))
+
+    np.testing.assert_allclose(
+        brownian_max_abs_cdf(x), [reflection(v) for v in x], atol=1e-12
+    )
+    mean, _ = quad(lambda v: 1 - brownian_max_abs_cdf(np.array([v]))[0], 0, 12)
+    assert mean == pytest.approx(np.sqrt(np.pi / 2), rel=1e-8)
+
+
+def test_brownian_range_cdf_mean_and_monte_carlo():
+    mean, _ = quad(lambda v: 1 - brownian_range_cdf(np.array([v]))[0], 0, 15)
+    assert mean == pytest.approx(2 * np.sqrt(2 / np.pi), rel=1e-8)
+    rng = np.random.default_rng(5)
+    paths = np.cumsum(rng.normal(size=(4000, 2000)) / np.sqrt(2000), axis=1)
+    ranges = np.maximum(paths.max(1), 0) - np.minimum(paths.min(1), 0)
+    for q in (1.0, 1.6, 2.5):
+        # discretised paths slightly under-shoot the range: a loose tolerance
+        assert np.mean(ranges <= q) == pytest.approx(
+            brownian_range_cdf(np.array([q]))[0], abs=0.03
+        )
+
+
+def test_pvalues_are_uniform_under_perfect_calibration():
+    rng = np.random.default_rng(6)
+    pvalues = {"ks": [], "kuiper": []}
+    for _ in range(200):
+        p = rng.uniform(size=2000)
+        y = (rng.uniform(size=2000) < p).astype(int)
+        for statistic in pvalues:
+            pvalues[statistic].append(
+                cumulative_calibration_test(y, p, statistic=statistic).pvalue
+            )
+    for statistic, values in pvalues.items():
+        values = np.array(values)
+        # Kolmogorov-Smirnov distance of the p-values from U(0, 1)
+        grid = np.sort(values)
+        ks = np.max(np.abs(grid - np.arange(1, 201) / 200))
+        assert ks < 0.12, statistic
+    result = cumulative_calibration_test(y, p**1.5, mode="classwise")
+    assert result.pvalue.shape == (2,) and (result.pvalue < 1e-6).all()

@@ -9,6 +9,8 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validat
 from skcal import MatrixScaling, VectorScaling
 from skcal.metrics import (
     classwise_calibration_error,
+    cumulative_calibration_error,
+    ecce_binned_mean,
     expected_calibration_error,
     get_scorer,
     get_scorer_names,
@@ -20,6 +22,8 @@ SCORERS = {
     "neg_expected_calibration_error": expected_calibration_error,
     "neg_classwise_calibration_error": classwise_calibration_error,
     "neg_max_calibration_error": max_calibration_error,
+    "neg_cumulative_calibration_error": cumulative_calibration_error,
+    "neg_ecce_binned_mean": ecce_binned_mean,
 }
 
 
