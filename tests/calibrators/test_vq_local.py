@@ -45,9 +45,9 @@ def _numpy_map(log_p, index, A, B, prior_logits, scales=None):
 
 
 @pytest.mark.parametrize("learn_variance", [False, True])
-def test_predictions_match_an_independent_numpy_reference(data, learn_variance):
+def test_predictions_match_an_independent_numpy_reference(data, learn_variance, device):
     X, y, _, _ = data
-    vq = _vq(learn_variance=learn_variance, max_epochs=8).fit(X, y)
+    vq = _vq(learn_variance=learn_variance, max_epochs=8, device=device).fit(X, y)
     index = _numpy_quantize(X, vq.codebook_, 8)
     np.testing.assert_array_equal(vq.quantize(X), index)
     q = vq.codebook_[index].reshape(len(X), -1)
@@ -63,9 +63,9 @@ def test_predictions_match_an_independent_numpy_reference(data, learn_variance):
         np.testing.assert_array_equal(vq.slot_scales_, 1.0)
 
 
-def test_identity_at_initialisation(data):
+def test_identity_at_initialisation(data, device):
     X, y, _, _ = data
-    vq = _vq(max_epochs=0).fit(X, y)
+    vq = _vq(max_epochs=0, device=device).fit(X, y)
     assert vq.best_epochs_ == (0, 0)
     q = vq.codebook_[vq.quantize(X)].reshape(len(X), -1)
     log_p = log_softmax(q @ vq.head_coef_.T + vq.head_intercept_, axis=1)
@@ -124,9 +124,9 @@ def test_output_depends_only_on_codeword_counts(data):
     assert not torch.allclose(a, b)
 
 
-def test_equal_cells_get_equal_outputs(data):
+def test_equal_cells_get_equal_outputs(data, device):
     X, y, _, _ = data
-    vq = _vq().fit(X, y)
+    vq = _vq(device=device).fit(X, y)
     # the quantized embedding itself lies in the same cell as X
     X_q = vq.codebook_[vq.quantize(X)].reshape(len(X), -1)
     np.testing.assert_array_equal(vq.quantize(X_q), vq.quantize(X))
@@ -142,17 +142,17 @@ def test_determinism_and_device(data, device):
     assert not np.allclose(a, c)
 
 
-def test_variants(data):
+def test_variants(data, device):
     X, y, coef, intercept = data
     # VQ-NC: the quantized head alone
-    nc = _vq(calibration="none").fit(X, y)
+    nc = _vq(device=device, calibration="none").fit(X, y)
     q = nc.codebook_[nc.quantize(X)].reshape(len(X), -1)
     np.testing.assert_allclose(
         nc.predict_proba(X), softmax(q @ nc.head_coef_.T + nc.head_intercept_, axis=1)
     )
     assert nc.n_epochs_[1] == 0
     # VQ-DC: W^T log p + b on the head
-    dc = _vq(calibration="dirichlet").fit(X, y)
+    dc = _vq(device=device, calibration="dirichlet").fit(X, y)
     q = dc.codebook_[dc.quantize(X)].reshape(len(X), -1)
     log_p = log_softmax(q @ dc.head_coef_.T + dc.head_intercept_, axis=1)
     np.testing.assert_allclose(
@@ -161,7 +161,9 @@ def test_variants(data):
         rtol=1e-10,
     )
     # VQ_frz: the backbone's head on the quantized embedding
-    frz = _vq(head="frozen", coef=coef, intercept=intercept, calibration="none")
+    frz = _vq(
+        device=device, head="frozen", coef=coef, intercept=intercept, calibration="none"
+    )
     frz.fit(X, y)
     np.testing.assert_array_equal(frz.head_coef_, coef)
     q = frz.codebook_[frz.quantize(X)].reshape(len(X), -1)
@@ -169,14 +171,16 @@ def test_variants(data):
         frz.predict_proba(X), softmax(q @ coef.T + intercept, axis=1), rtol=1e-10
     )
     with pytest.raises(ValueError, match="head='frozen' .* pass it as coef"):
-        _vq(head="frozen").fit(X, y)
+        _vq(device=device, head="frozen").fit(X, y)
     # fixed codebooks do not move
     for mode in ("data", "normal"):
-        fixed = _vq(codebook=mode).fit(X, y)
-        init = _vq(codebook=mode, max_epochs=0).fit(X, y)
+        fixed = _vq(device=device, codebook=mode).fit(X, y)
+        init = _vq(device=device, codebook=mode, max_epochs=0).fit(X, y)
         np.testing.assert_array_equal(fixed.codebook_, init.codebook_)
-    ema = _vq().fit(X, y)
-    assert not np.array_equal(ema.codebook_, _vq(max_epochs=0).fit(X, y).codebook_)
+    ema = _vq(device=device).fit(X, y)
+    assert not np.array_equal(
+        ema.codebook_, _vq(device=device, max_epochs=0).fit(X, y).codebook_
+    )
 
 
 def test_zero_ema_initialisation_kills_codewords():
