@@ -31,6 +31,7 @@ from ._scorer import (
     get_scorer,
     get_scorer_names,
 )
+from ._smooth import smooth_expected_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "max_calibration_error",
     "max_local_calibration_error",
     "negative_log_likelihood",
+    "smooth_expected_calibration_error",
     "soft_binned_calibration_error",
     "soft_expected_calibration_error",
 ]

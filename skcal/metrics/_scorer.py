@@ -14,6 +14,7 @@ from ._ece import (
     max_calibration_error,
 )
 from ._local import local_calibration_error, max_local_calibration_error
+from ._smooth import smooth_expected_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
 
 __all__ = [
@@ -133,6 +134,9 @@ _SCORERS = {
     ),
     "neg_cumulative_calibration_error": CalibrationScorer(cumulative_calibration_error),
     "neg_ecce_binned_mean": CalibrationScorer(ecce_binned_mean),
+    "neg_smooth_expected_calibration_error": CalibrationScorer(
+        smooth_expected_calibration_error
+    ),
     "neg_local_calibration_error": LocalCalibrationScorer(local_calibration_error),
     "neg_max_local_calibration_error": LocalCalibrationScorer(
         max_local_calibration_error

@@ -15,6 +15,7 @@ from skcal.metrics import (
     get_scorer,
     get_scorer_names,
     max_calibration_error,
+    smooth_expected_calibration_error,
 )
 from skcal.utils._testing import make_miscalibrated_logits
 
@@ -24,6 +25,7 @@ SCORERS = {
     "neg_max_calibration_error": max_calibration_error,
     "neg_cumulative_calibration_error": cumulative_calibration_error,
     "neg_ecce_binned_mean": ecce_binned_mean,
+    "neg_smooth_expected_calibration_error": smooth_expected_calibration_error,
 }
 
 
