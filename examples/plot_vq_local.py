@@ -1,6 +1,6 @@
 """
 Local calibration on embeddings: VQLocalCalibrator and the local baselines
-=========================================================================
+==========================================================================
 
 A classifier can be calibrated on average and still be over-confident in one
 region of its representation space and under-confident in another. Global

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -127,8 +127,7 @@ def brownian_range_cdf(x):
     return out
 
 
-@dataclass
-class CumulativeCalibration:
+class CumulativeCalibration(NamedTuple):
     """Result of :func:`cumulative_calibration_test`.
 
     Attributes
