@@ -58,3 +58,96 @@ def test_from_estimator_uses_x_as_features_and_the_class_name():
     np.testing.assert_array_equal(disp.lce, ref.lce)
     assert disp.line_.get_label() == "LogisticRegression"
     plt.close("all")
+
+
+# ---------------------------------------------------------- reliability
+def _reliability_problem(seed=0, n=2000, n_classes=3):
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.ones(n_classes), size=n)
+    y = rng.integers(0, n_classes, size=n)
+    return y, P
+
+
+def test_reliability_points_are_the_metric_bins():
+    from skcal.display import ReliabilityDisplay
+    from skcal.metrics import (
+        binned_statistics,
+        classwise_calibration_error,
+        expected_calibration_error,
+    )
+
+    y, P = _reliability_problem()
+    disp = ReliabilityDisplay.from_predictions(y, P, n_bins=10)
+    conf, correct = P.max(1), (P.argmax(1) == y).astype(float)
+    stats = binned_statistics(conf, correct, n_bins=10)
+    keep = stats.weight > 0
+    np.testing.assert_allclose(disp.line_.get_xdata(), stats.mean_score[keep])
+    np.testing.assert_allclose(disp.line_.get_ydata(), stats.mean_target[keep])
+    # the ECE recomputed from the plotted numbers is the metric
+    frac = disp.count[keep] / disp.count.sum()
+    gaps = np.abs(disp.fraction_positive[keep] - disp.mean_predicted[keep])
+    assert frac @ gaps == pytest.approx(expected_calibration_error(y, P, n_bins=10))
+    # one diagram per class: their mean ECE is the classwise ECE
+    per_class = []
+    for k in range(3):
+        d = ReliabilityDisplay.from_predictions(y, P, view=k, n_bins=10)
+        keep = d.count > 0
+        per_class.append(
+            d.count[keep]
+            @ np.abs(d.fraction_positive - d.mean_predicted)[keep]
+            / d.count.sum()
+        )
+    assert np.mean(per_class) == pytest.approx(
+        classwise_calibration_error(y, P, n_bins=10)
+    )
+    plt.close("all")
+
+
+def test_reliability_quantile_bins_band_and_several_methods():
+    from skcal.display import ReliabilityDisplay
+
+    y, P = _reliability_problem(seed=1)
+    fig, ax = plt.subplots()
+    a = ReliabilityDisplay.from_predictions(
+        y,
+        P,
+        strategy="quantile",
+        n_bins=8,
+        n_bootstraps=50,
+        random_state=0,
+        name="a",
+        ax=ax,
+    )
+    counts = a.count
+    assert counts.max() - counts.min() <= 2  # equal-mass bins
+    assert a.band.shape == (2, 8)
+    keep = counts > 0
+    assert np.all(a.band[0, keep] <= a.band[1, keep])
+    inside = (a.band[0] <= a.fraction_positive) & (a.fraction_positive <= a.band[1])
+    assert inside[keep].mean() >= 0.75
+    again = ReliabilityDisplay.from_predictions(
+        y, P, strategy="quantile", n_bins=8, n_bootstraps=50, random_state=0
+    )
+    np.testing.assert_array_equal(again.band, a.band)
+    b = ReliabilityDisplay.from_predictions(y, np.roll(P, 1, axis=1), name="b", ax=ax)
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels.count("perfectly calibrated") == 1
+    assert {"a", "b"} <= set(labels)
+    assert a.figure_ is b.figure_ is fig
+    plt.close("all")
+
+
+def test_reliability_from_estimator_and_bad_view():
+    from skcal import TemperatureScaling
+    from skcal.display import ReliabilityDisplay
+    from skcal.utils._testing import make_miscalibrated_logits
+
+    X, y = make_miscalibrated_logits(800, 3, random_state=0)
+    names = np.array(["ant", "bee", "cat"])
+    ts = TemperatureScaling(device="cpu").fit(X, names[y])
+    disp = ReliabilityDisplay.from_estimator(ts, X, names[y], view="bee")
+    assert disp.line_.get_label() == "TemperatureScaling"
+    assert disp.view == "class bee"
+    with pytest.raises(ValueError, match="view must be"):
+        ReliabilityDisplay.from_estimator(ts, X, names[y], view="dog")
+    plt.close("all")

@@ -1,5 +1,6 @@
 """Plots of calibration (matplotlib, optional: imported only when drawing)."""
 
 from ._ess import ESSProfileDisplay
+from ._reliability import ReliabilityDisplay
 
-__all__ = ["ESSProfileDisplay"]
+__all__ = ["ESSProfileDisplay", "ReliabilityDisplay"]
