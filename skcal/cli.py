@@ -143,7 +143,9 @@ def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
     ]
     notes = []
     for name, cls in all_estimators():
-        estimator = cls(device=device)
+        estimator = cls()
+        if "device" in estimator.get_params():
+            estimator.set_params(device=device)
         if "random_state" in estimator.get_params():
             estimator.set_params(random_state=seed)
         # score calibrators see the logits; local calibrators the embeddings

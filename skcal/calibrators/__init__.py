@@ -1,5 +1,6 @@
 """Calibrators: estimators that map classifier scores to calibrated probabilities."""
 
+from ._binning import HistogramBinningCalibrator, IsotonicCalibrator
 from ._dirichlet import DirichletCalibrator, DirichletCalibratorCV
 from ._kernel import KCalCalibrator, LocalNetCalibrator
 from ._procal import ProCalCalibrator
@@ -18,6 +19,8 @@ __all__ = [
     "ClassTemperatureScaling",
     "DirichletCalibrator",
     "DirichletCalibratorCV",
+    "HistogramBinningCalibrator",
+    "IsotonicCalibrator",
     "KCalCalibrator",
     "LocalNetCalibrator",
     "MatrixScaling",

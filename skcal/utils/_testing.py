@@ -206,5 +206,11 @@ FAST_PARAMS = {
 
 
 def make_estimator(cls, **params):
-    """An instance of ``cls`` with :data:`FAST_PARAMS` and ``params``."""
-    return cls(**{**FAST_PARAMS.get(cls.__name__, {}), **params})
+    """An instance of ``cls`` with :data:`FAST_PARAMS` and ``params``.
+
+    ``device`` is dropped for calibrators that do not use torch.
+    """
+    params = {**FAST_PARAMS.get(cls.__name__, {}), **params}
+    if "device" not in cls().get_params():
+        params.pop("device", None)
+    return cls(**params)

@@ -1,0 +1,185 @@
+"""Non-parametric one-vs-rest calibrators: isotonic regression and histogram binning."""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.isotonic import IsotonicRegression
+
+from .._torch.kernels import softmax_inplace
+from ..base import BaseCalibrator
+from ..metrics._binning import assign_bins, bin_edges
+from ..utils._sklearn import Interval, StrOptions
+
+__all__ = ["HistogramBinningCalibrator", "IsotonicCalibrator"]
+
+#: One-vs-rest values are floored here before the rows are renormalised: a
+#: class never seen positive in a region would otherwise get probability 0
+#: and an infinite log loss (scikit-learn's log_loss clips at ~2e-16).
+_PROBA_FLOOR = 1e-12
+
+
+def _renormalize(Q: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """Rows of ``Q`` (floored) divided by their sums; all-zero rows keep ``P``."""
+    empty = Q.sum(axis=1) <= 0
+    Q = np.maximum(Q, _PROBA_FLOOR)
+    Q /= Q.sum(axis=1, keepdims=True)
+    Q[empty] = P[empty]
+    return Q
+
+
+class _OneVsRest(BaseCalibrator):
+    """One-vs-rest map of each class's probability, then row renormalisation."""
+
+    def _fit(self, logits, y_index, sample_weight):
+        P = softmax_inplace(np.array(logits, dtype=np.float64))
+        self._fit_columns(P, y_index, sample_weight)
+
+    def _calibrated_logits(self, logits):
+        P = softmax_inplace(np.array(logits, dtype=np.float64))
+        Q = np.column_stack([self._map_column(k, P[:, k]) for k in range(P.shape[1])])
+        return np.log(np.maximum(_renormalize(Q, P), 1e-300))
+
+
+class IsotonicCalibrator(_OneVsRest):
+    """One-vs-rest isotonic regression of each class's probability.
+
+    For each class ``k``, a non-decreasing step map of ``p_k`` is fitted to
+    the indicators ``y == k`` (scikit-learn's
+    :class:`~sklearn.isotonic.IsotonicRegression`, values in [0, 1], clipped
+    outside the calibration range); the calibrated rows are renormalised to
+    sum to 1, after flooring them at 1e-12 (a class never positive in a
+    range of scores would otherwise get probability 0 and an infinite log
+    loss). A row whose calibrated values are all 0 keeps its original
+    probabilities instead of a 0/0.
+
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds; logits are turned into probabilities by softmax.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+
+    Attributes
+    ----------
+    thresholds_ : list of ndarray
+        Per class, the ``p_k`` knots of the fitted step function.
+    values_ : list of ndarray
+        Per class, the calibrated values at the knots (linear interpolation
+        between them, constant outside).
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+
+    Notes
+    -----
+    ``decision_function`` returns the log of the calibrated probabilities,
+    so that its softmax is :meth:`predict_proba`.
+    Isotonic maps can tie or reorder classes: :meth:`predict` is the argmax
+    of the calibrated probabilities.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import IsotonicCalibrator
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> logits, y = make_miscalibrated_logits(1000, 3, temperature=2.0, random_state=0)
+    >>> iso = IsotonicCalibrator().fit(logits, y)
+    >>> proba = iso.predict_proba(logits)
+    >>> bool(np.allclose(proba.sum(axis=1), 1.0))
+    True
+    """
+
+    def __init__(self, *, input="logits", classes=None):
+        self.input = input
+        self.classes = classes
+
+    def _fit_columns(self, P, y_index, sample_weight):
+        self.thresholds_, self.values_ = [], []
+        for k in range(P.shape[1]):
+            iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+            iso.fit(P[:, k], (y_index == k).astype(np.float64), sample_weight)
+            self.thresholds_.append(np.asarray(iso.X_thresholds_, dtype=np.float64))
+            self.values_.append(np.asarray(iso.y_thresholds_, dtype=np.float64))
+
+    def _map_column(self, k, p):
+        x, v = self.thresholds_[k], self.values_[k]
+        if x.size == 1:
+            return np.full_like(p, v[0])
+        return np.interp(p, x, v)
+
+
+class HistogramBinningCalibrator(_OneVsRest):
+    """One-vs-rest histogram binning of each class's probability.
+
+    For each class ``k``, ``p_k`` is binned (equal-width or equal-mass bins,
+    the metrics' binning: ``[l, u)``, last bin closed) and every sample of a
+    bin gets the bin's frequency of ``y == k`` (Zadrozny & Elkan 2001); rows
+    are renormalised to sum to 1 after flooring the values at 1e-12. A bin
+    without calibration samples keeps the mean of its edges; a row whose
+    calibrated values are all 0 keeps its original probabilities.
+
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds; logits are turned into probabilities by softmax.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+    n_bins : int, default=15
+        Bins per class.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width bins, or equal-mass bins of each class's calibration
+        probabilities.
+
+    Attributes
+    ----------
+    bin_edges_ : list of ndarray of shape (n_bins + 1,)
+        Per class, the bin edges.
+    bin_values_ : list of ndarray of shape (n_bins,)
+        Per class, the calibrated probability of each bin.
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import HistogramBinningCalibrator
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> logits, y = make_miscalibrated_logits(1000, 3, temperature=2.0, random_state=0)
+    >>> hb = HistogramBinningCalibrator(n_bins=10).fit(logits, y)
+    >>> len(hb.bin_values_[0])
+    10
+    """
+
+    _parameter_constraints: dict = {
+        **BaseCalibrator._parameter_constraints,
+        "n_bins": [Interval(Integral, 1, None, closed="left")],
+        "strategy": [StrOptions({"uniform", "quantile"})],
+    }
+
+    def __init__(self, *, input="logits", classes=None, n_bins=15, strategy="uniform"):
+        self.input = input
+        self.classes = classes
+        self.n_bins = n_bins
+        self.strategy = strategy
+
+    def _fit_columns(self, P, y_index, sample_weight):
+        self.bin_edges_, self.bin_values_ = [], []
+        for k in range(P.shape[1]):
+            edges = bin_edges(P[:, k], self.n_bins, self.strategy, sample_weight)
+            idx = assign_bins(P[:, k], edges, "left")
+            total = np.bincount(idx, weights=sample_weight, minlength=self.n_bins)
+            hits = np.bincount(
+                idx, weights=sample_weight * (y_index == k), minlength=self.n_bins
+            )
+            centre = (edges[:-1] + edges[1:]) / 2
+            values = np.divide(hits, total, out=centre.copy(), where=total > 0)
+            self.bin_edges_.append(edges)
+            self.bin_values_.append(values)
+
+    def _map_column(self, k, p):
+        return self.bin_values_[k][assign_bins(p, self.bin_edges_[k], "left")]
