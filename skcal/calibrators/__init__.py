@@ -3,6 +3,7 @@
 from ._binning import HistogramBinningCalibrator, IsotonicCalibrator
 from ._dirichlet import DirichletCalibrator, DirichletCalibratorCV
 from ._kernel import KCalCalibrator, LocalNetCalibrator
+from ._platt import PlattCalibrator
 from ._procal import ProCalCalibrator
 from ._pts import ParameterizedTemperatureScaling
 from ._scaling import (
@@ -25,6 +26,7 @@ __all__ = [
     "LocalNetCalibrator",
     "MatrixScaling",
     "ParameterizedTemperatureScaling",
+    "PlattCalibrator",
     "ProCalCalibrator",
     "SMARTCalibrator",
     "StructuredMatrixScaling",
