@@ -4,6 +4,7 @@ __version__ = "0.1.0.dev0"
 
 from .base import BaseCalibrator, BaseLocalCalibrator  # noqa: E402
 from .calibrators import (  # noqa: E402
+    BetaCalibrator,
     ClassTemperatureScaling,
     DirichletCalibrator,
     DirichletCalibratorCV,
@@ -23,6 +24,7 @@ from .calibrators import (  # noqa: E402
 )
 
 __all__ = [
+    "BetaCalibrator",
     "BaseCalibrator",
     "BaseLocalCalibrator",
     "ClassTemperatureScaling",

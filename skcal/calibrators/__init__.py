@@ -3,7 +3,7 @@
 from ._binning import HistogramBinningCalibrator, IsotonicCalibrator
 from ._dirichlet import DirichletCalibrator, DirichletCalibratorCV
 from ._kernel import KCalCalibrator, LocalNetCalibrator
-from ._platt import PlattCalibrator
+from ._platt import BetaCalibrator, PlattCalibrator
 from ._procal import ProCalCalibrator
 from ._pts import ParameterizedTemperatureScaling
 from ._scaling import (
@@ -17,6 +17,7 @@ from ._sms import StructuredMatrixScaling
 from ._vq_local import VQLocalCalibrator
 
 __all__ = [
+    "BetaCalibrator",
     "ClassTemperatureScaling",
     "DirichletCalibrator",
     "DirichletCalibratorCV",

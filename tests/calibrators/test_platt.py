@@ -50,3 +50,27 @@ def test_extreme_logits_stay_finite():
     proba = PlattCalibrator().fit(X, y).predict_proba(X * 2)
     assert np.isfinite(proba).all()
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+
+
+# ----------------------------------------------------------------- beta
+@pytest.mark.parametrize("parameters", ["abm", "am", "ab"])
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_beta_matches_betacal(parameters, n_classes):
+    betacal = pytest.importorskip("betacal")
+    from skcal import BetaCalibrator
+
+    X, y = make_miscalibrated_logits(2000, n_classes, temperature=2.0, random_state=4)
+    Xt, _ = make_miscalibrated_logits(400, n_classes, temperature=2.0, random_state=5)
+    P, Pt = softmax(X, axis=1), softmax(Xt, axis=1)
+    ours = BetaCalibrator(parameters=parameters).fit(X, y)
+    Q = np.column_stack(
+        [
+            betacal.BetaCalibration(parameters=parameters)
+            .fit(P[:, k], y == k)
+            .predict(Pt[:, k])
+            for k in range(n_classes)
+        ]
+    )
+    expected = Q / Q.sum(axis=1, keepdims=True)
+    # betacal's lbfgs stops at scikit-learn's tolerance (1e-4)
+    np.testing.assert_allclose(ours.predict_proba(Xt), expected, atol=2e-4)
