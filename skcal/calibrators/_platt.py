@@ -28,44 +28,19 @@ def _class_log_odds(logits: np.ndarray) -> np.ndarray:
     return out
 
 
-def fit_platt(s, positive, w, *, max_iter=100, tol=1e-10):
+def fit_platt(s, positive, w):
     """Platt's sigmoid ``1 / (1 + exp(-(a s + b)))`` by Newton's method.
 
     Targets are Platt's smoothed labels, ``(N+ + 1) / (N+ + 2)`` for
     positives and ``1 / (N- + 2)`` for negatives (``N`` weighted), and the
     weighted log loss is minimised from ``a = 0``, ``b = log((N- + 1) / (N+ +
-    1))`` with backtracking. Returns ``(a, b, converged)``.
+    1))`` by :func:`_fit_logistic`. Returns ``(a, b, converged)``.
     """
     n_pos, n_neg = w[positive].sum(), w[~positive].sum()
     t = np.where(positive, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
-    a, b = 0.0, float(np.log((n_neg + 1) / (n_pos + 1)))
-
-    def loss(a, b):
-        f = a * s + b
-        return -np.sum(w * (t * log_expit(f) + (1 - t) * log_expit(-f)))
-
-    current = loss(a, b)
-    for _ in range(max_iter):
-        p = expit(a * s + b)
-        r = w * (p - t)
-        g = np.array([r @ s, r.sum()])
-        h = w * p * (1 - p)
-        H = np.array([[h @ (s * s), h @ s], [h @ s, h.sum()]])
-        H[np.diag_indices(2)] += 1e-12 * (1 + np.abs(np.diag(H)))
-        step = np.linalg.solve(H, g)
-        scale = 1.0
-        while scale > 1e-10:
-            a_new, b_new = a - scale * step[0], b - scale * step[1]
-            new = loss(a_new, b_new)
-            if new <= current:
-                break
-            scale /= 2
-        else:
-            return a, b, True  # no descent left: at the minimum to rounding
-        a, b, current = a_new, b_new, new
-        if np.max(np.abs(scale * step)) <= tol * (1 + max(abs(a), abs(b))):
-            return a, b, True
-    return a, b, False
+    start = np.array([0.0, np.log((n_neg + 1) / (n_pos + 1))])
+    coef, b, ok = _fit_logistic(s[:, None], t, w, fit_intercept=True, start=start)
+    return coef[0], b, ok
 
 
 class PlattCalibrator(BaseCalibrator):
@@ -141,15 +116,17 @@ class PlattCalibrator(BaseCalibrator):
         return np.log(np.maximum(_renormalize(Q, P), 1e-300))
 
 
-def _fit_logistic(F, positive, w, *, fit_intercept, max_iter=100, tol=1e-10):
+def _fit_logistic(F, targets, w, *, fit_intercept, start=None, max_iter=100, tol=1e-10):
     """Weighted, unregularised logistic regression by damped Newton steps.
 
-    Returns ``(coef, intercept, converged)``; the Hessian gets a 1e-12
-    relative ridge so that a flat direction does not stop the solve.
+    ``targets`` are labels in [0, 1] (booleans, or Platt's smoothed ones);
+    the fit starts at ``start`` (zeros by default, intercept last). Returns
+    ``(coef, intercept, converged)``; the Hessian gets a 1e-12 relative
+    ridge so that a flat direction does not stop the solve.
     """
     X = np.column_stack([F, np.ones(len(F))]) if fit_intercept else F
-    t = positive.astype(np.float64)
-    theta = np.zeros(X.shape[1])
+    t = np.asarray(targets, dtype=np.float64)
+    theta = np.zeros(X.shape[1]) if start is None else np.array(start, dtype=float)
 
     def loss(theta):
         f = X @ theta

@@ -9,7 +9,7 @@ import numpy as np
 from ..utils._sklearn import StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._binning import binned_statistics
-from ._ece import BINNED_METRIC_PARAMS
+from ._ece import BINNED_METRIC_PARAMS, top_label
 from ._local import _class_weights
 
 __all__ = [
@@ -169,7 +169,7 @@ def _cumulative_all(y_true, y_proba, statistic, mode, sample_weight, labels):
         y_true, y_proba, labels=labels, sample_weight=sample_weight
     )
     if mode == "top_label":
-        pairs = [(proba.max(axis=1), proba.argmax(axis=1) == y_index)]
+        pairs = [top_label(proba, y_index)]
     else:
         pairs = [(proba[:, k], y_index == k) for k in range(proba.shape[1])]
     stats = np.array([_cumulative(s, t.astype(float), w, statistic) for s, t in pairs])
