@@ -16,6 +16,9 @@ from skcal.utils._testing import make_estimator, make_miscalibrated_logits
 from skcal.utils.discovery import all_estimators
 
 ESTIMATORS = [cls for _, cls in all_estimators("score")]
+# Top-label calibrators whose predict is the argmax of X by definition: the
+# rescaled other classes may outrank the calibrated top class.
+PREDICT_KEEPS_ARGMAX = {"SplineCalibrator"}
 
 
 @pytest.fixture
@@ -43,7 +46,8 @@ def test_proba_logproba_decision_predict_consistent(cls, device, data):
     np.testing.assert_allclose(
         est.predict_log_proba(X), np.log(proba), rtol=1e-9, atol=1e-15
     )
-    np.testing.assert_array_equal(est.predict(X), est.classes_[proba.argmax(1)])
+    top = X.argmax(1) if cls.__name__ in PREDICT_KEEPS_ARGMAX else proba.argmax(1)
+    np.testing.assert_array_equal(est.predict(X), est.classes_[top])
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
 
 

@@ -52,6 +52,12 @@ KNN_ON_ROWS = (
     "Proximity is the distance to the nearest calibration rows: a row repeated "
     "k times is its own neighbour at distance 0, a weighted row is not."
 )
+SPLINE_ON_RANKS = (
+    "The spline is fitted by least squares to the cumulative residual at each "
+    "sample's rank: a row repeated k times adds k points along its step of the "
+    "curve, a row of weight k one point of weight k, so the fits differ slightly "
+    "(tests/calibrators/test_spline.py checks zero weights and weight scaling)."
+)
 WEIGHTS_ARE_NOT_REPETITIONS = {
     "DirichletCalibratorCV": CV_SPLITS_ROWS,
     "ParameterizedTemperatureScaling": STOCHASTIC_TRAINING,
@@ -60,6 +66,7 @@ WEIGHTS_ARE_NOT_REPETITIONS = {
     "LocalNetCalibrator": STOCHASTIC_TRAINING,
     "VQLocalCalibrator": STOCHASTIC_TRAINING,
     "ProCalCalibrator": KNN_ON_ROWS,
+    "SplineCalibrator": SPLINE_ON_RANKS,
 }
 
 # ProCal fits the densities of the confidences of the correct and of the wrong
@@ -118,6 +125,11 @@ def test_all_estimators_found():
         "LocalNetCalibrator",
         "ProCalCalibrator",
         "VQLocalCalibrator",
+        "IsotonicCalibrator",
+        "HistogramBinningCalibrator",
+        "PlattCalibrator",
+        "BetaCalibrator",
+        "SplineCalibrator",
     } <= names
 
 

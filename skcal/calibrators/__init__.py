@@ -14,6 +14,7 @@ from ._scaling import (
 )
 from ._smart import SMARTCalibrator
 from ._sms import StructuredMatrixScaling
+from ._spline import SplineCalibrator
 from ._vq_local import VQLocalCalibrator
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "PlattCalibrator",
     "ProCalCalibrator",
     "SMARTCalibrator",
+    "SplineCalibrator",
     "StructuredMatrixScaling",
     "TemperatureScaling",
     "VectorScaling",

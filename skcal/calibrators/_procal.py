@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._torch import resolve_device, to_numpy, to_tensor
 from .._torch.kernels import gaussian_kde_2d, knn_sq_distances, softmax_inplace
 from ..base import BaseLocalCalibrator
+from ..utils._proba import replace_top_label
 from ..utils._sklearn import Interval
 from ._scaling import _DEVICE
 
@@ -212,26 +213,15 @@ class ProCalCalibrator(BaseLocalCalibrator):
 
     def _predict_proba(self, X):
         proba = softmax_inplace(self._logits(X))
-        n, n_classes = proba.shape
         top = proba.argmax(axis=1)
-        rows = np.arange(n)
-        conf = proba[rows, top]
+        conf = proba[np.arange(len(top)), top]
         prox = self._proximity(
             _l2_normalize(np.asarray(X, dtype=np.float64)), exclude_self=False
         )
         new_conf = np.clip(
             self._calibrated_confidence(np.column_stack([conf, prox])), 0.0, 1.0
         )
-        rest = proba.copy()
-        rest[rows, top] = 0.0
-        rest_sum = rest.sum(axis=1)
-        empty = rest_sum <= 0.0
-        rest[empty] = 1.0
-        rest[rows[empty], top[empty]] = 0.0
-        rest_sum[empty] = n_classes - 1
-        out = rest * ((1.0 - new_conf) / rest_sum)[:, None]
-        out[rows, top] = new_conf
-        return out
+        return replace_top_label(proba, top, new_conf)
 
     def predict(self, X) -> np.ndarray:
         """The original argmax of the head, as labels from ``classes_``.

@@ -1,0 +1,182 @@
+"""Spline calibration of the top-label confidence (Gupta et al., ICLR 2021)."""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from scipy.interpolate import CubicSpline
+from sklearn.utils.validation import check_is_fitted
+
+from .._torch.kernels import softmax_inplace
+from ..base import BaseCalibrator
+from ..utils._proba import replace_top_label
+from ..utils._sklearn import Interval
+
+__all__ = ["SplineCalibrator"]
+
+
+def natural_spline_basis(knots: np.ndarray, t: np.ndarray, nu: int = 0) -> np.ndarray:
+    """Cardinal basis of the natural cubic splines on ``knots``, at ``t``.
+
+    Column ``j`` is the natural cubic spline that is 1 at knot ``j`` and 0
+    at the others (or its ``nu``-th derivative); a natural spline is the
+    combination of the columns weighted by its values at the knots.
+    """
+    eye = np.eye(len(knots))
+    return CubicSpline(knots, eye, bc_type="natural")(t, nu)
+
+
+def fit_spline_recalibration(scores, correct, weights, n_knots):
+    """Gupta et al.'s recalibration map, at the distinct calibration scores.
+
+    Sorts the samples by score (ties by correctness then weight, so that the
+    result does not depend on the order of the rows), puts sample ``i`` at
+    ``t_i`` = its weighted rank in [0, 1], fits a natural cubic spline with
+    ``n_knots`` equally spaced knots to the cumulative residual ``E(t_i) =
+    sum_{j <= i} w_j (y_j - s_j) / sum_j w_j`` by weighted least squares, and
+    maps ``s_i`` to ``s_i + E'(t_i)``. Returns the distinct scores and the
+    weighted mean calibrated value at each, plus the spline's knot values.
+    """
+    order = np.lexsort((weights, correct, scores))
+    s, y, w = scores[order], correct[order], weights[order]
+    cum_w = np.cumsum(w)
+    t = (cum_w - w[0]) / (cum_w[-1] - w[0])
+    E = np.cumsum(w * (y - s)) / cum_w[-1]
+    knots = np.linspace(0.0, 1.0, n_knots)
+    root_w = np.sqrt(w)
+    values = np.linalg.lstsq(
+        natural_spline_basis(knots, t) * root_w[:, None], E * root_w, rcond=None
+    )[0]
+    calibrated = s + natural_spline_basis(knots, t, nu=1) @ values
+    unique, inverse = np.unique(s, return_inverse=True)
+    mean = np.bincount(inverse, weights=w * calibrated) / np.bincount(
+        inverse, weights=w
+    )
+    return unique, mean, values
+
+
+class SplineCalibrator(BaseCalibrator):
+    """Spline calibration of the top-label confidence (Gupta et al. 2021).
+
+    On the calibration set, the top-label confidences ``s`` (the largest
+    probability of each row) are sorted and the cumulative difference
+    between accuracy and confidence, ``E(t) = (1/N) sum_{j <= i} (y_j -
+    s_j)`` at ``t_i = i / (N - 1)``, is fitted by least squares with a
+    natural cubic spline with ``n_knots`` equally spaced knots on [0, 1].
+    Its slope is the local miscalibration, so each calibration confidence
+    ``s_i`` maps to ``s_i + E'(t_i)``; a new confidence is mapped by linear
+    interpolation between the calibration scores (constant beyond them) and
+    clipped to [0, 1]. The other classes are rescaled to share ``1 - s~`` in
+    their original proportions (equally when they had no mass).
+
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds; logits are turned into probabilities by softmax.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+    n_knots : int, default=6
+        Knots of the natural cubic spline (the paper's 6). At least this
+        many calibration samples with positive weight are needed.
+
+    Attributes
+    ----------
+    scores_ : ndarray of shape (n_scores,)
+        Distinct top-label confidences of the calibration set, increasing.
+    calibrated_scores_ : ndarray of shape (n_scores,)
+        Their calibrated values (the mean over tied samples), before
+        clipping; the map interpolates between these points.
+    knot_values_ : ndarray of shape (n_knots,)
+        Values of the fitted spline ``E`` at its knots.
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+
+    Notes
+    -----
+    Only the top-label confidence is recalibrated (the method's
+    definition); the fitted map need not be monotone. The rescaled classes
+    can outrank the original top class in :meth:`predict_proba`, so
+    :meth:`predict` returns the original argmax of ``X``, the class whose
+    confidence was calibrated.
+
+    With sample weights, ``t_i`` is the weighted rank ``(W_i - w_1) / (W -
+    w_1)`` (``W_i`` the cumulative weight) and the least squares are
+    weighted; samples of zero weight are left out. Tied confidences are
+    sorted by correctness, so the fit does not depend on the row order.
+
+    References
+    ----------
+    K. Gupta, A. Rahimi, T. Ajanthan, T. Mensink, C. Sminchisescu,
+    R. Hartley. "Calibration of Neural Networks using Splines". ICLR 2021.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import SplineCalibrator
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> logits, y = make_miscalibrated_logits(2000, 4, temperature=2.0, random_state=0)
+    >>> spline = SplineCalibrator().fit(logits, y)
+    >>> proba = spline.predict_proba(logits)
+    >>> bool(np.allclose(proba.sum(axis=1), 1.0))
+    True
+    >>> bool((spline.predict(logits) == logits.argmax(axis=1)).all())
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **BaseCalibrator._parameter_constraints,
+        "n_knots": [Interval(Integral, 2, None, closed="left")],
+    }
+
+    def __init__(self, *, input="logits", classes=None, n_knots=6):
+        self.input = input
+        self.classes = classes
+        self.n_knots = n_knots
+
+    def _fit(self, logits, y_index, sample_weight):
+        P = softmax_inplace(np.array(logits, dtype=np.float64))
+        top = P.argmax(axis=1)
+        keep = sample_weight > 0
+        if keep.sum() < self.n_knots:
+            raise ValueError(
+                f"SplineCalibrator fits a spline with n_knots={self.n_knots} to "
+                f"the calibration samples and needs at least that many with "
+                f"positive weight, got {int(keep.sum())}. Pass more calibration "
+                f"samples or lower n_knots."
+            )
+        rows = np.flatnonzero(keep)
+        self.scores_, self.calibrated_scores_, self.knot_values_ = (
+            fit_spline_recalibration(
+                P[rows, top[rows]],
+                (top[rows] == y_index[rows]).astype(np.float64),
+                np.asarray(sample_weight, dtype=np.float64)[rows],
+                self.n_knots,
+            )
+        )
+
+    def _calibrated_confidence(self, s: np.ndarray) -> np.ndarray:
+        if self.scores_.size == 1:
+            out = np.full_like(s, self.calibrated_scores_[0])
+        else:
+            out = np.interp(s, self.scores_, self.calibrated_scores_)
+        return np.clip(out, 0.0, 1.0)
+
+    def _calibrated_logits(self, logits):
+        P = softmax_inplace(np.array(logits, dtype=np.float64))
+        top = P.argmax(axis=1)
+        new = self._calibrated_confidence(P[np.arange(len(top)), top])
+        Q = replace_top_label(P, top, new)
+        return np.log(np.maximum(Q, 1e-300))
+
+    def predict(self, X) -> np.ndarray:
+        """The original argmax of ``X``, as labels from ``classes_``.
+
+        The spline calibrates the confidence of this class; the others are
+        rescaled and may rank above it in :meth:`predict_proba`.
+        """
+        check_is_fitted(self)
+        logits = self._validate_scores(X, reset=False)
+        return self.classes_[np.argmax(logits, axis=1)]

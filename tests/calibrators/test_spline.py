@@ -1,0 +1,182 @@
+"""SplineCalibrator against an independent numpy reference of Gupta et al.'s map."""
+
+import numpy as np
+import pytest
+from scipy.special import softmax
+
+from skcal import SplineCalibrator
+from skcal.metrics import expected_calibration_error
+from skcal.utils._testing import make_miscalibrated_logits
+
+
+def _esl_natural_basis(x, knots, derivative=False):
+    """Natural cubic spline basis of Hastie, Tibshirani & Friedman (ESL eq. 5.4-5).
+
+    N_1 = 1, N_2 = x, N_{k+2} = d_k - d_{K-1} with
+    d_k = ((x - xi_k)^3_+ - (x - xi_K)^3_+) / (xi_K - xi_k); a different basis of
+    the same space as the implementation's cardinal one.
+    """
+    K = len(knots)
+    power = 2 if derivative else 3
+    factor = 3.0 if derivative else 1.0
+
+    def d(k):
+        return (
+            factor
+            * (
+                np.maximum(x - knots[k], 0) ** power
+                - np.maximum(x - knots[-1], 0) ** power
+            )
+            / (knots[-1] - knots[k])
+        )
+
+    cols = [np.zeros_like(x), np.ones_like(x)] if derivative else [np.ones_like(x), x]
+    cols += [d(k) - d(K - 2) for k in range(K - 2)]
+    return np.column_stack(cols)
+
+
+def _reference_confidence_map(s, correct, n_knots=6):
+    """The paper's recipe, unweighted, with scores assumed distinct."""
+    order = np.argsort(s)
+    s, correct = s[order], correct[order]
+    n = len(s)
+    t = np.linspace(0.0, 1.0, n)
+    E = np.cumsum(correct - s) / n
+    knots = np.linspace(0.0, 1.0, n_knots)
+    coef = np.linalg.lstsq(_esl_natural_basis(t, knots), E, rcond=None)[0]
+    slope = _esl_natural_basis(t, knots, derivative=True) @ coef
+    return s, s + slope
+
+
+def _reference_predict_proba(X_cal, y_cal, X, n_knots=6):
+    P = softmax(X_cal, axis=1)
+    top = P.argmax(1)
+    rows = np.arange(len(top))
+    xs, ys = _reference_confidence_map(P[rows, top], (top == y_cal) * 1.0, n_knots)
+    Pt = softmax(X, axis=1)
+    out = np.empty_like(Pt)
+    for i, p in enumerate(Pt):
+        k = p.argmax()
+        new = min(max(np.interp(p[k], xs, ys), 0.0), 1.0)
+        others = np.delete(np.arange(len(p)), k)
+        out[i, others] = p[others] / p[others].sum() * (1 - new)
+        out[i, k] = new
+    return out
+
+
+@pytest.fixture
+def data():
+    X, y = make_miscalibrated_logits(1500, 4, temperature=2.0, random_state=0)
+    Xt, yt = make_miscalibrated_logits(3000, 4, temperature=2.0, random_state=1)
+    return X, y, Xt, yt
+
+
+def test_matches_independent_reference(data):
+    X, y, Xt, _ = data
+    spline = SplineCalibrator().fit(X, y)
+    np.testing.assert_allclose(
+        spline.predict_proba(Xt), _reference_predict_proba(X, y, Xt), atol=1e-10
+    )
+    # the calibration points themselves, and 3 knots
+    spline3 = SplineCalibrator(n_knots=3).fit(X, y)
+    np.testing.assert_allclose(
+        spline3.predict_proba(X), _reference_predict_proba(X, y, X, 3), atol=1e-10
+    )
+
+
+def test_two_knots_is_a_constant_shift_by_the_least_squares_slope(data):
+    # a natural spline on 2 knots is a straight line: E'(t) is its LSQ slope
+    X, y, Xt, _ = data
+    P = softmax(X, axis=1)
+    s = np.sort(P.max(1))
+    correct = (P.argmax(1) == y)[np.argsort(P.max(1))]
+    E = np.cumsum(correct - s) / len(s)
+    slope = np.polyfit(np.linspace(0, 1, len(s)), E, 1)[0]
+    spline = SplineCalibrator(n_knots=2).fit(X, y)
+    np.testing.assert_allclose(spline.calibrated_scores_, s + slope, atol=1e-12)
+    Pt = softmax(Xt, axis=1)
+    expected = np.clip(
+        np.interp(Pt.max(1), spline.scores_, spline.calibrated_scores_), 0, 1
+    )
+    top = spline.predict_proba(Xt)[np.arange(len(Xt)), Xt.argmax(1)]
+    np.testing.assert_allclose(top, expected, atol=1e-12)
+
+
+def test_improves_top_label_ece_and_keeps_the_original_label(data):
+    X, y, Xt, yt = data
+    spline = SplineCalibrator().fit(X, y)
+    before = expected_calibration_error(yt, softmax(Xt, axis=1))
+    after = expected_calibration_error(yt, spline.predict_proba(Xt))
+    assert after < 0.5 * before, (before, after)
+    proba = spline.predict_proba(Xt)
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
+    # the rescaled classes do outrank the calibrated one on some rows ...
+    assert (proba.argmax(1) != Xt.argmax(1)).any()
+    # ... but predict is the class whose confidence was calibrated
+    np.testing.assert_array_equal(spline.predict(Xt), Xt.argmax(1))
+
+
+def test_probabilities_in_same_map(data):
+    X, y, Xt, _ = data
+    a = SplineCalibrator().fit(X, y).predict_proba(Xt)
+    b = SplineCalibrator(input="proba").fit(softmax(X, 1), y)
+    np.testing.assert_allclose(b.predict_proba(softmax(Xt, 1)), a, atol=1e-9)
+
+
+def test_tied_scores_do_not_depend_on_row_order():
+    # 40 distinct probability vectors, each repeated: every confidence is tied
+    rng = np.random.default_rng(0)
+    prototypes = rng.dirichlet([0.5, 0.5, 0.5], size=40)
+    P = prototypes[rng.integers(0, 40, size=800)]
+    y = np.array([rng.choice(3, p=p) for p in P])
+    perm = rng.permutation(len(y))
+    a = SplineCalibrator(input="proba").fit(P, y)
+    b = SplineCalibrator(input="proba").fit(P[perm], y[perm])
+    assert len(a.scores_) <= 40
+    np.testing.assert_array_equal(a.scores_, b.scores_)
+    np.testing.assert_allclose(a.calibrated_scores_, b.calibrated_scores_, atol=1e-14)
+    np.testing.assert_allclose(a.predict_proba(P), b.predict_proba(P), atol=1e-14)
+    assert np.all(np.diff(a.scores_) > 0)
+
+
+def test_zero_weights_are_removal_and_weight_scale_does_not_matter(data):
+    X, y, Xt, _ = data
+    w = np.ones(len(y))
+    w[::3] = 0.0
+    a = SplineCalibrator().fit(X, y, sample_weight=w).predict_proba(Xt)
+    b = SplineCalibrator().fit(X[w > 0], y[w > 0]).predict_proba(Xt)
+    np.testing.assert_allclose(a, b, atol=1e-12)
+    w = np.random.default_rng(0).uniform(0.5, 2, len(y))
+    c = SplineCalibrator().fit(X, y, sample_weight=w).predict_proba(Xt)
+    d = SplineCalibrator().fit(X, y, sample_weight=7.5 * w).predict_proba(Xt)
+    np.testing.assert_allclose(c, d, atol=1e-12)
+    assert not np.allclose(c, b, atol=1e-6)
+
+
+def test_degenerate_inputs_stay_finite():
+    # every row the same: one calibration score, a constant map
+    X = np.zeros((50, 3))
+    y = np.arange(50) % 3
+    spline = SplineCalibrator().fit(X, y)
+    assert spline.scores_.shape == (1,)
+    proba = spline.predict_proba(np.array([[0.0, 0.0, 0.0], [5.0, 0.0, 0.0]]))
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba[:, 0], proba[0, 0])
+    # one-hot probabilities: the others have no mass and share 1 - s~ equally
+    P = np.eye(3)[np.arange(60) % 3]
+    y = (np.arange(60) + (np.arange(60) % 4 == 0)) % 3
+    spline = SplineCalibrator(input="proba").fit(P, y)
+    out = spline.predict_proba(np.eye(3))
+    np.testing.assert_allclose(out.sum(1), 1.0)
+    np.testing.assert_allclose(out[0, 1], out[0, 2])
+    assert 0.0 < out[0, 0] < 1.0
+
+
+def test_too_few_samples_is_a_clear_error():
+    X, y = make_miscalibrated_logits(5, 3, random_state=0)
+    with pytest.raises(ValueError, match=r"n_knots=6.*at least.*got 5.*lower n_knots"):
+        SplineCalibrator().fit(X, y)
+    SplineCalibrator(n_knots=5).fit(X, y)
+    w = np.array([1.0, 1.0, 0.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="got 4"):
+        SplineCalibrator(n_knots=5).fit(X, y, sample_weight=w)
