@@ -23,11 +23,13 @@ from .calibrators import (  # noqa: E402
     VectorScaling,
     VQLocalCalibrator,
 )
+from .wrappers import CalibratedClassifier  # noqa: E402
 
 __all__ = [
     "BetaCalibrator",
     "BaseCalibrator",
     "BaseLocalCalibrator",
+    "CalibratedClassifier",
     "ClassTemperatureScaling",
     "DirichletCalibrator",
     "DirichletCalibratorCV",
