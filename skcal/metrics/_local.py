@@ -13,7 +13,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._torch import resolve_device, to_numpy, to_tensor
-from .._torch.kernels import local_errors
+from .._torch.kernels import grouped_kernel_sums, local_errors
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_finite, check_proba_targets
 from ._binning import assign_bins, bin_edges
@@ -150,6 +150,52 @@ def _class_weights(class_weight, proba, y_index, w) -> np.ndarray:
     return cw / cw.sum()
 
 
+#: Rough cost of one exp, in multiply-adds, for choosing the kernel pass.
+_EXP_COST = 20
+#: Memory allowed for the group columns of the one-pass kernel (bytes).
+_ONE_PASS_BYTES = 512 * 2**20
+
+
+def _one_kernel_pass_is_cheaper(groups, n_features: int) -> bool:
+    """Whether one kernel pass over all the points beats one pass per group.
+
+    A pass per group evaluates the kernel for every pair of each group: a
+    pair that shares the bins of several classes is evaluated once per
+    class. One pass evaluates every pair once and reduces it against two
+    columns per group. Both give the same sums.
+    """
+    if not groups:
+        return False
+    members = np.unique(np.concatenate([idx for _, idx in groups]))
+    m, g = len(members), len(groups)
+    if 2 * (2 * g) * m * 8 > _ONE_PASS_BYTES:
+        return False
+    pair = 2 * (n_features + 2) + _EXP_COST
+    per_group = sum(len(idx) ** 2 for _, idx in groups) * (pair + 4)
+    one_pass = m * m * (pair + 4 * g)
+    return one_pass < per_group
+
+
+def _all_groups_at_once(lce, groups, phi_t, resid, w, bandwidth, dev):
+    """Fill ``lce`` for every group from one pass of the kernel."""
+    members = np.unique(np.concatenate([idx for _, idx in groups]))
+    rhs = np.zeros((2 * len(groups), len(members)))
+    positions = []
+    for g, (k, idx) in enumerate(groups):
+        pos = np.searchsorted(members, idx)
+        rhs[2 * g, pos] = w[idx] * resid[idx, k]
+        rhs[2 * g + 1, pos] = w[idx]
+        positions.append(pos)
+    members_t = to_tensor(members, dev, torch.int64)
+    sums = to_numpy(
+        grouped_kernel_sums(
+            phi_t[members_t], to_tensor(rhs, dev, torch.float64), bandwidth
+        )
+    )
+    for g, ((k, idx), pos) in enumerate(zip(groups, positions)):
+        lce[idx, k] = sums[pos, 2 * g] / sums[pos, 2 * g + 1]
+
+
 def _anchor_errors(
     y_true,
     y_proba,
@@ -177,19 +223,27 @@ def _anchor_errors(
     lce = np.full((n, n_classes), np.nan)
     ess = np.full((n, n_classes), np.nan) if with_ess else None
     edges = bin_edges(proba[:, 0], n_bins)
+    groups = []  # (class, members) of every kept confidence bin
     for k in range(n_classes):
         bins = assign_bins(proba[:, k], edges, closed="left")
-        resid = to_tensor(proba[:, k] - (y_index == k), dev, torch.float64)
         counts = np.bincount(bins, weights=w, minlength=n_bins)
-        for b in np.flatnonzero(counts > min_bin_size):
-            idx = np.flatnonzero(bins == b)
-            idx_t = to_tensor(idx, dev, torch.int64)
-            lce_b, ess_b = local_errors(
-                phi_t[idx_t], resid[idx_t], w_t[idx_t], bandwidth, with_ess=with_ess
-            )
-            lce[idx, k] = to_numpy(lce_b)
-            if with_ess:
-                ess[idx, k] = to_numpy(ess_b)
+        groups += [
+            (k, np.flatnonzero(bins == b))
+            for b in np.flatnonzero(counts > min_bin_size)
+        ]
+    resid = proba - (y_index[:, None] == np.arange(n_classes))
+    if not with_ess and _one_kernel_pass_is_cheaper(groups, phi.shape[1]):
+        _all_groups_at_once(lce, groups, phi_t, resid, w, bandwidth, dev)
+        return lce, ess, proba, y_index, w
+    resid_t = to_tensor(resid, dev, torch.float64)
+    for k, idx in groups:
+        idx_t = to_tensor(idx, dev, torch.int64)
+        lce_b, ess_b = local_errors(
+            phi_t[idx_t], resid_t[idx_t, k], w_t[idx_t], bandwidth, with_ess=with_ess
+        )
+        lce[idx, k] = to_numpy(lce_b)
+        if with_ess:
+            ess[idx, k] = to_numpy(ess_b)
     return lce, ess, proba, y_index, w
 
 

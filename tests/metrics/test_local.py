@@ -13,6 +13,7 @@ from skcal.metrics import (
     local_calibration_errors,
     max_local_calibration_error,
 )
+from skcal.metrics import _local as local_metrics
 from skcal.utils._testing import sample_labels
 
 
@@ -65,8 +66,18 @@ def random_problem(n=160, n_classes=3, d=4, seed=0):
     return y, proba, phi, rng.uniform(0.5, 2.0, n)
 
 
+@pytest.fixture(params=["per_group", "one_pass"])
+def kernel_pass(request, monkeypatch):
+    """Force each of the two ways of evaluating the kernel sums."""
+    one_pass = request.param == "one_pass"
+    monkeypatch.setattr(
+        local_metrics, "_one_kernel_pass_is_cheaper", lambda *a: one_pass
+    )
+    return request.param
+
+
 @pytest.mark.parametrize("weighted", [False, True])
-def test_matches_the_dense_reference(weighted, device):
+def test_matches_the_dense_reference(weighted, device, kernel_pass):
     y, proba, phi, w = random_problem()
     w = w if weighted else np.ones(len(y))
     kwargs = dict(bandwidth=1.5, n_bins=15, min_bin_size=5, space=None, device=device)
@@ -90,7 +101,7 @@ def test_matches_the_dense_reference(weighted, device):
     assert np.nanmin(ref_ess) >= 0 and np.isnan(ref_anchor).any()  # some bins dropped
 
 
-def test_small_tiles_equal_large_tiles(monkeypatch):
+def test_small_tiles_equal_large_tiles(monkeypatch, kernel_pass):
     y, proba, phi, _ = random_problem(n=300, seed=1)
     kwargs = dict(bandwidth=1.0, min_bin_size=5, space=None)
     whole = effective_sample_size(y, proba, phi, **kwargs)
@@ -102,6 +113,15 @@ def test_small_tiles_equal_large_tiles(monkeypatch):
     assert local_calibration_error(y, proba, phi, **kwargs) == pytest.approx(
         lce, rel=1e-13
     )
+
+
+def test_the_cheaper_kernel_pass_is_chosen():
+    # one dominant bin per class: one pass evaluates each pair once, not C times
+    concentrated = [(k, np.arange(1000)) for k in range(10)]
+    assert local_metrics._one_kernel_pass_is_cheaper(concentrated, 50)
+    # many classes, small disjoint bins: the per-group pass is cheaper
+    spread = [(k, np.arange(100 * k, 100 * k + 100)) for k in range(100)]
+    assert not local_metrics._one_kernel_pass_is_cheaper(spread, 50)
 
 
 def test_tiny_case_by_hand():

@@ -5,7 +5,7 @@ from ._cts import binned_ece, class_temperature_search
 from ._kcal import cv_log_loss, fit_kcal, golden_section_min
 from ._kcal import kernel_proba as kcal_proba
 from ._kcal import project as kcal_project
-from ._local import local_errors
+from ._local import grouped_kernel_sums, local_errors
 from ._local_net import fit_local_net, local_net_predict
 from ._procal import gaussian_kde_2d, knn_sq_distances
 from ._pts import fit_pts, pts_predict_logits
@@ -40,6 +40,7 @@ __all__ = [
     "gaussian_kde_2d",
     "knn_sq_distances",
     "fit_local_net",
+    "grouped_kernel_sums",
     "local_errors",
     "local_net_predict",
     "logit_gaps",

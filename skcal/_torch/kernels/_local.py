@@ -62,14 +62,7 @@ def local_errors(
         0 where the neighbourhood weight is at most 1e-12.
     """
     m = phi.shape[0]
-    c = 1.0 / (2.0 * bandwidth * bandwidth)
-    # distances do not change, but the expansion below loses precision when
-    # the points sit far from the origin
-    phi = phi - phi.mean(dim=0)
-    sq = (phi * phi).sum(dim=1, keepdim=True)
-    ones = torch.ones_like(sq)
-    left = torch.cat([phi * (2.0 * c), -c * sq, ones], dim=1)
-    right = torch.cat([phi, ones, -c * sq], dim=1)
+    left, right = _augmented(phi, bandwidth)
     # (2, m), contiguous: both k @ rhs[:, cols].T and rhs[:, rows] @ k read k
     # row-major (k.T @ rhs is several times slower)
     rhs = torch.stack([weight * resid, weight])
@@ -110,3 +103,64 @@ def local_errors(
         return lce, None
     ess = torch.where(nb > 1e-12, nb * nb / nb2.clamp_min(1e-300), torch.zeros_like(nb))
     return lce, ess
+
+
+def _augmented(phi: torch.Tensor, bandwidth: float):
+    """Left / right factors whose product is the tile of kernel exponents.
+
+    Centring does not change distances, but the expansion loses precision
+    when the points sit far from the origin.
+    """
+    c = 1.0 / (2.0 * bandwidth * bandwidth)
+    phi = phi - phi.mean(dim=0)
+    sq = (phi * phi).sum(dim=1, keepdim=True)
+    ones = torch.ones_like(sq)
+    left = torch.cat([phi * (2.0 * c), -c * sq, ones], dim=1)
+    right = torch.cat([phi, ones, -c * sq], dim=1)
+    return left, right
+
+
+def grouped_kernel_sums(
+    phi: torch.Tensor, rhs: torch.Tensor, bandwidth: float
+) -> torch.Tensor:
+    """``sum_j K_ij rhs[j]`` for every row ``i``, all columns of ``rhs`` at once.
+
+    The kernel matrix of all the points is computed once, tile by tile
+    (symmetric: tiles on and above the diagonal only), and reduced against
+    every column of ``rhs`` by one matrix product per tile. With ``rhs``
+    holding, for every (class, bin) group, the weighted residuals and the
+    weights of its members (zero outside), the sums of all the groups come
+    from one kernel evaluation per pair of points, instead of one per pair
+    and per class whose bins they share.
+
+    Parameters
+    ----------
+    phi : Tensor of shape (m, d)
+        Features (float64).
+    rhs : Tensor of shape (r, m)
+        Columns to reduce, stored row-major by column (float64).
+    bandwidth : float
+        Standard deviation of the Gaussian kernel.
+
+    Returns
+    -------
+    sums : Tensor of shape (m, r)
+    """
+    m = phi.shape[0]
+    left, right = _augmented(phi, bandwidth)
+    sums = torch.zeros(rhs.shape[0], m, dtype=phi.dtype, device=phi.device)
+    tile = _TILE if phi.device.type == "cpu" else _GPU_TILE
+    starts = range(0, m, tile)
+    for a in starts:
+        rows = slice(a, min(a + tile, m))
+        for b in starts[a // tile :]:
+            cols = slice(b, min(b + tile, m))
+            k = left[rows] @ right[cols].T
+            k.clamp_(_MIN_EXPONENT, 0.0)
+            if a == b:
+                k.fill_diagonal_(0.0)
+            k.exp_()
+            sums[:, rows] += rhs[:, cols] @ k.T
+            if a != b:
+                sums[:, cols] += rhs[:, rows] @ k
+    return sums.T
