@@ -1,26 +1,65 @@
 """The ``skcal`` command line.
 
-``skcal demo`` calibrates a real classifier (an MLP on scikit-learn's bundled
-digits data, no download) with every calibrator skcal has and prints a table
-of test metrics.
+``skcal calibrate``
+    Fit a calibrator on one file (scores or embeddings, and labels) and
+    write the calibrated probabilities of another.
+``skcal evaluate``
+    Calibration metrics of a file of probabilities (or logits) and labels,
+    optionally a reliability diagram.
+``skcal benchmark``
+    Every calibrator (or a chosen few) on a bundled or generated dataset over
+    several seeds: a table of test metrics, mean ± std.
+``skcal demo``
+    Calibrates a real classifier (an MLP on scikit-learn's bundled digits
+    data, no download) with every calibrator skcal has and prints a table of
+    test metrics.
+
+File formats follow the extension. ``.npz``: arrays ``labels`` (n_samples,),
+``logits`` or ``proba`` (n_samples, n_classes), ``embeddings`` (n_samples,
+n_features); a calibration file may add the frozen head ``coef`` (n_classes,
+n_features) and ``intercept`` (n_classes,), and ``classes`` (n_classes,).
+``.csv`` / ``.parquet`` (pandas): one row per sample, columns ``label``,
+``logit_0`` ... ``logit_{C-1}`` or ``proba_0`` ... ``proba_{C-1}``,
+``emb_0`` ... ``emb_{D-1}``; other columns are ignored. Outputs hold
+``proba`` (columns ``proba_j``), ``predict``, the ``labels`` when known and,
+in npz, ``classes``. Errors in the input are one line on stderr and exit
+code 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
+import difflib
+import inspect
+import itertools
+import json
+import os
+import re
 import sys
+import textwrap
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import __version__
+from ._cli_io import (
+    ArrayFile,
+    CLIError,
+    check_output_path,
+    file_format,
+    write_arrays,
+)
 
 
 def mlp_embeddings(mlp, X):
-    """Last hidden layer of a fitted multiclass ``MLPClassifier``, and its head.
+    """Last hidden layer of a fitted ``MLPClassifier``, and its output layer.
 
-    Computed from the public ``coefs_``, ``intercepts_`` and ``activation``.
+    :func:`skcal.wrappers.extract_embeddings` for an MLP (a binary MLP's
+    single logistic output becomes two columns).
 
     Returns
     -------
@@ -32,21 +71,13 @@ def mlp_embeddings(mlp, X):
     intercept : ndarray of shape (n_classes,)
         Output bias.
     """
-    activations = {
-        "identity": lambda a: a,
-        "logistic": lambda a: 1.0 / (1.0 + np.exp(-a)),
-        "tanh": np.tanh,
-        "relu": lambda a: np.maximum(a, 0.0),
-    }
-    hidden = activations[mlp.activation]
-    a = np.asarray(X, dtype=np.float64)
-    for W, b in zip(mlp.coefs_[:-1], mlp.intercepts_[:-1]):
-        a = hidden(a @ W + b)
-    return a, mlp.coefs_[-1].T.copy(), mlp.intercepts_[-1].copy()
+    from .wrappers import extract_embeddings
+
+    return extract_embeddings(mlp, X)
 
 
 def mlp_logits(mlp, X) -> np.ndarray:
-    """Pre-softmax outputs of a fitted ``MLPClassifier`` (multiclass).
+    """Pre-softmax outputs of a fitted ``MLPClassifier``.
 
     Their softmax equals ``mlp.predict_proba(X)``.
     """
@@ -54,7 +85,14 @@ def mlp_logits(mlp, X) -> np.ndarray:
     return embeddings @ coef.T + intercept
 
 
-def _metrics_row(y, proba, predictions=None):
+# ------------------------------------------------------------------ metrics
+def _metrics_row(y, proba, predictions=None, *, labels=None, n_bins=15):
+    """Accuracy, NLL, Brier, ECE, cwECE, MCE and SoftECE of ``proba``.
+
+    ``labels`` lists the label of each column (default: the metrics' rule,
+    integer labels ``0..C-1`` are their own column); accuracy uses
+    ``predictions`` when given, else the most probable column.
+    """
     from .metrics import (
         brier_score,
         classwise_calibration_error,
@@ -64,19 +102,51 @@ def _metrics_row(y, proba, predictions=None):
         soft_expected_calibration_error,
     )
 
+    if predictions is None:
+        columns = np.arange(proba.shape[1]) if labels is None else np.asarray(labels)
+        predictions = columns[np.argmax(proba, axis=1)]
+    kw = {"labels": labels}
     return {
-        "accuracy": float(
-            np.mean(
-                (np.argmax(proba, axis=1) if predictions is None else predictions) == y
-            )
-        ),
-        "NLL": negative_log_likelihood(y, proba),
-        "Brier": brier_score(y, proba),
-        "ECE": expected_calibration_error(y, proba),
-        "cwECE": classwise_calibration_error(y, proba),
-        "MCE": max_calibration_error(y, proba),
-        "SoftECE": soft_expected_calibration_error(y, proba),
+        "accuracy": float(np.mean(predictions == y)),
+        "NLL": negative_log_likelihood(y, proba, **kw),
+        "Brier": brier_score(y, proba, **kw),
+        "ECE": expected_calibration_error(y, proba, n_bins=n_bins, **kw),
+        "cwECE": classwise_calibration_error(y, proba, n_bins=n_bins, **kw),
+        "MCE": max_calibration_error(y, proba, n_bins=n_bins, **kw),
+        "SoftECE": soft_expected_calibration_error(y, proba, n_bins=n_bins, **kw),
     }
+
+
+def _evaluation_row(y, proba, predictions=None, *, labels=None, n_bins=15):
+    """:func:`_metrics_row` plus ECCE (cumulative, KS) and smECE."""
+    from .metrics import (
+        cumulative_calibration_error,
+        smooth_expected_calibration_error,
+    )
+
+    return {
+        **_metrics_row(y, proba, predictions, labels=labels, n_bins=n_bins),
+        "ECCE": cumulative_calibration_error(y, proba, labels=labels),
+        "smECE": smooth_expected_calibration_error(y, proba, labels=labels),
+    }
+
+
+_EVALUATION_COLUMNS = [
+    "accuracy",
+    "NLL",
+    "Brier",
+    "ECE",
+    "cwECE",
+    "MCE",
+    "SoftECE",
+    "ECCE",
+    "smECE",
+]
+_METRICS_NOTE = (
+    "Lower is better for every metric but accuracy. ECE: top-label, {n_bins} "
+    "equal-width bins; cwECE: classwise; MCE: max bin gap; ECCE: cumulative "
+    "(Kolmogorov-Smirnov); smECE: smooth ECE."
+)
 
 
 def format_table(rows: list[dict], columns: list[str]) -> str:
@@ -97,19 +167,521 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join([line(columns), sep] + [line(r) for r in cells])
 
 
-def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
-    """Train an MLP on digits, calibrate it with every calibrator, report."""
-    from sklearn.datasets import load_digits
+# ------------------------------------------------------------------ methods
+#: short names beyond the automatic ones (class name without
+#: "Calibrator"/"Scaling", lower case)
+_EXTRA_ALIASES = {
+    "ts": "TemperatureScaling",
+    "vs": "VectorScaling",
+    "ms": "MatrixScaling",
+    "cts": "ClassTemperatureScaling",
+    "pts": "ParameterizedTemperatureScaling",
+    "sms": "StructuredMatrixScaling",
+    "histogram": "HistogramBinningCalibrator",
+    "vq": "VQLocalCalibrator",
+}
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[\s_-]", "", name).lower()
+
+
+def method_aliases() -> dict[str, list[str]]:
+    """Short names of every calibrator: ``{class name: [aliases]}``.
+
+    Examples
+    --------
+    >>> from skcal.cli import method_aliases
+    >>> method_aliases()["TemperatureScaling"]
+    ['temperature', 'ts']
+    """
+    from .utils.discovery import all_estimators
+
+    aliases = {}
+    for name, _ in all_estimators():
+        extra = sorted(a for a, target in _EXTRA_ALIASES.items() if target == name)
+        aliases[name] = [_normalize(re.sub("Calibrator|Scaling", "", name)), *extra]
+    return aliases
+
+
+def _method_list(kind=None) -> str:
+    from .utils.discovery import all_estimators
+
+    aliases = method_aliases()
+    return ", ".join(
+        f"{name} ({', '.join(aliases[name])})" for name, _ in all_estimators(kind)
+    )
+
+
+def resolve_method(name: str) -> tuple[str, type]:
+    """The calibrator class named by a class name or alias, any case.
+
+    Raises
+    ------
+    CLIError
+        If no calibrator has that name; the message lists the valid ones.
+    """
+    from .utils.discovery import all_estimators
+
+    classes = dict(all_estimators())
+    lookup = {}
+    for cls_name, aliases in method_aliases().items():
+        for alias in (cls_name, *aliases):
+            lookup[_normalize(alias)] = cls_name
+    key = _normalize(name)
+    if key in lookup:
+        return lookup[key], classes[lookup[key]]
+    close = difflib.get_close_matches(key, list(lookup), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise CLIError(
+        f"unknown method {name!r}{hint}. Valid methods (case-insensitive; "
+        f"aliases in parentheses): {_method_list()}."
+    )
+
+
+def _make_estimator(cls, *, device, seed, params=None):
+    """``cls()`` with ``device``/``random_state`` (if it has them), then params."""
+    estimator = cls()
+    own = estimator.get_params()
+    if "device" in own:
+        estimator.set_params(device=device)
+    if "random_state" in own:
+        estimator.set_params(random_state=seed)
+    unknown = sorted(set(params or {}) - set(own))
+    if unknown:
+        raise CLIError(
+            f"{cls.__name__} has no parameter {unknown[0]!r} (--param); its "
+            f"parameters: {', '.join(sorted(own))}."
+        )
+    return estimator.set_params(**(params or {}))
+
+
+def _parse_param(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        parsed = ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError):
+        parsed = value.strip()
+    return key.strip(), parsed
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+# ------------------------------------------------------------------ helpers
+def _check_device(device: str) -> None:
+    from ._torch import resolve_device
+
+    resolve_device(device)  # fail fast on an unavailable device
+
+
+def _reporter(args):
+    """A function printing progress lines on stderr, silent with --quiet."""
+    if args.quiet:
+        return lambda message: None
+    return lambda message: print(message, file=sys.stderr, flush=True)
+
+
+def _warn_lines(prog: str, caught) -> None:
+    for message in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    return str(value)
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(_jsonable(obj), indent=2))
+
+
+def _same_length(file: ArrayFile, key: str, values, n_rows: int, of: str) -> None:
+    if len(values) != n_rows:
+        raise CLIError(
+            f"{file.describe(key)} of {file.path} has {len(values)} rows but "
+            f"{of} has {n_rows}; give one row per sample in both."
+        )
+
+
+def _plus_minus() -> str:
+    try:
+        "±".encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return "+-"
+    return "±"
+
+
+# ---------------------------------------------------------------- calibrate
+def _score_inputs(args, fit: ArrayFile, apply: ArrayFile, report):
+    """The score key and the fit/apply matrices of a score calibrator."""
+    if args.input != "auto":
+        key = args.input
+    else:
+        key = next((k for k in ("logits", "proba") if k in fit and k in apply), None)
+        if key is None:
+
+            def has(f):
+                kinds = [k for k in ("logits", "proba") if k in f]
+                return " and ".join(kinds) or "neither logits nor proba"
+
+            local = " (the files hold embeddings: choose a local method?)" * (
+                "embeddings" in fit
+            )
+            raise CLIError(
+                f"score calibrators need logits or proba in both files: --fit "
+                f"{fit.path} has {has(fit)}, --apply {apply.path} has "
+                f"{has(apply)}{local}."
+            )
+        if all("proba" in f for f in (fit, apply)) and key == "logits":
+            report("using logits (the files also hold proba; --input proba uses them)")
+    why = f"the scores to calibrate (--input {args.input})"
+    X_fit, X_apply = fit.matrix(key, why), apply.matrix(key, why)
+    if X_fit.shape[1] != X_apply.shape[1]:
+        raise CLIError(
+            f"--fit {fit.path} has {X_fit.shape[1]} classes ({key} columns) but "
+            f"--apply {apply.path} has {X_apply.shape[1]}; both files must hold "
+            "scores of the same classifier over the same classes."
+        )
+    return key, X_fit, X_apply
+
+
+def _local_inputs(name: str, fit: ArrayFile, apply: ArrayFile):
+    why = (
+        f"which {name} (a local calibrator) needs: the classifier's embeddings "
+        "of shape (n_samples, n_features); methods such as 'temperature' "
+        "calibrate logits or proba"
+    )
+    X_fit, X_apply = fit.matrix("embeddings", why), apply.matrix("embeddings", why)
+    if X_fit.shape[1] != X_apply.shape[1]:
+        raise CLIError(
+            f"embeddings of --fit {fit.path} have {X_fit.shape[1]} features but "
+            f"those of --apply {apply.path} have {X_apply.shape[1]}; both must "
+            "come from the same layer of the same classifier."
+        )
+    return X_fit, X_apply
+
+
+def _head(args, fit: ArrayFile, name: str, cls, report) -> dict:
+    """coef/intercept from --head or the --fit file, for a method that takes them."""
+    if args.head is not None and file_format(args.head) != "npz":
+        raise CLIError(
+            f"--head must be an .npz file with coef (and intercept): {args.head}"
+        )
+    source = ArrayFile(args.head) if args.head is not None else fit
+    if "coef" not in source:
+        if args.head is not None:
+            source.require(
+                "coef", "the head's weights of shape (n_classes, n_features)"
+            )
+        if _uses_head(cls):
+            report(
+                f"{fit.path} has no coef: {name} first fits a logistic-regression "
+                "head on the calibration embeddings (pass your classifier's head "
+                "as coef/intercept in the --fit file or with --head)"
+            )
+        return {}
+    if not _takes_head(cls):
+        report(f"{name} uses no linear head: ignoring coef/intercept of {source.path}")
+        return {}
+    coef = source.matrix("coef", "the head's weights")
+    intercept = None
+    if "intercept" in source:
+        intercept = source.vector("intercept", "the head's bias").astype(np.float64)
+    return {"coef": coef, "intercept": intercept}
+
+
+def _uncalibrated(key, X_apply, head):
+    """The classifier's own probabilities on the apply set, when known."""
+    from scipy.special import softmax
+
+    if key == "logits":
+        return softmax(X_apply, axis=1)
+    if key == "proba":
+        return X_apply
+    if head:
+        intercept = 0.0 if head["intercept"] is None else head["intercept"]
+        return softmax(X_apply @ head["coef"].T + intercept, axis=1)
+    return None
+
+
+@dataclass
+class _CalibrationData:
+    """What ``calibrate`` read: inputs of the calibrator and its parameters."""
+
+    key: str  # "logits", "proba" or "embeddings"
+    X_fit: np.ndarray
+    y_fit: np.ndarray
+    X_apply: np.ndarray
+    y_apply: np.ndarray | None
+    head: dict
+    params: dict
+
+
+def _read_calibration_data(args, name, cls, report) -> _CalibrationData:
+    from .base import BaseLocalCalibrator
+
+    params = dict(args.param)
+    fit, apply = ArrayFile(args.fit), ArrayFile(args.apply)
+    head = {}
+    if issubclass(cls, BaseLocalCalibrator):
+        key = "embeddings"
+        X_fit, X_apply = _local_inputs(name, fit, apply)
+        head = _head(args, fit, name, cls, report)
+    else:
+        if args.head is not None:
+            report(f"{name} is a score calibrator: ignoring --head {args.head}")
+        key, X_fit, X_apply = _score_inputs(args, fit, apply, report)
+        if key == "proba":
+            params = {"input": "proba", **params}
+    y_fit = fit.vector("labels", "the true labels of the calibration samples")
+    _same_length(fit, "labels", y_fit, len(X_fit), fit.describe(key))
+    y_apply = None
+    if "labels" in apply:
+        y_apply = apply.vector("labels", "")
+        _same_length(apply, "labels", y_apply, len(X_apply), apply.describe(key))
+    if "classes" in fit:
+        params = {"classes": fit.vector("classes", ""), **params}
+    return _CalibrationData(key, X_fit, y_fit, X_apply, y_apply, head, params)
+
+
+def _fit_and_apply(estimator, data: _CalibrationData, prog: str):
+    """Fit time, probabilities and predictions; warnings become stderr lines.
+
+    Anything the calibrator prints (``verbose``) goes to stderr, so that
+    stdout holds only the report.
+    """
+    start = time.perf_counter()
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        contextlib.redirect_stdout(sys.stderr),
+    ):
+        warnings.simplefilter("always")
+        estimator.fit(data.X_fit, data.y_fit)
+        elapsed = time.perf_counter() - start
+        proba = estimator.predict_proba(data.X_apply)
+        predict = estimator.predict(data.X_apply)
+    _warn_lines(prog, caught)
+    return elapsed, proba, predict
+
+
+def _calibrate_rows(name, data: _CalibrationData, proba, predict, classes):
+    """Metrics before and after calibration on the --apply labels, if any."""
+    if data.y_apply is None:
+        return []
+    rows = []
+    before = _uncalibrated(data.key, data.X_apply, data.head)
+    if before is not None:
+        metrics = _evaluation_row(data.y_apply, before, labels=classes)
+        rows.append({"method": "uncalibrated", **metrics})
+    metrics = _evaluation_row(data.y_apply, proba, predict, labels=classes)
+    return [*rows, {"method": name, **metrics}]
+
+
+def _cmd_calibrate(args) -> int:
+    prog, report = "skcal calibrate", _reporter(args)
+    name, cls = resolve_method(args.method)
+    _check_device(args.device)
+    check_output_path(args.out)  # fail before fitting on a bad output name
+    data = _read_calibration_data(args, name, cls, report)
+    estimator = _make_estimator(
+        cls, device=args.device, seed=args.seed, params={**data.head, **data.params}
+    )
+    report(f"fitting {name} on {len(data.y_fit)} samples ({data.key}) ...")
+    elapsed, proba, predict = _fit_and_apply(estimator, data, prog)
+    classes = estimator.classes_
+    rows = _calibrate_rows(name, data, proba, predict, classes)
+    labels = {} if data.y_apply is None else {"labels": data.y_apply}
+    arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
+    write_arrays(args.out, arrays)
+    if args.json:
+        _print_json(
+            {
+                "method": name,
+                "input": data.key,
+                "n_classes": len(classes),
+                "classes": classes,
+                "n_fit": len(data.y_fit),
+                "n_apply": len(proba),
+                "fit_s": elapsed,
+                "params": {k: v for k, v in data.params.items() if k != "classes"},
+                "out": args.out,
+                "metrics": rows,
+            }
+        )
+        return 0
+    print(
+        f"{name} ({data.key}, {len(classes)} classes): fitted on "
+        f"{len(data.y_fit)} samples in {elapsed:.2f} s; wrote the calibrated "
+        f"probabilities of {len(proba)} samples to {args.out}."
+    )
+    if rows:
+        print(f"\nMetrics on the labels of {args.apply}:")
+        print(format_table(rows, ["method", *_EVALUATION_COLUMNS]))
+        print("\n" + _METRICS_NOTE.format(n_bins=15))
+    return 0
+
+
+# ----------------------------------------------------------------- evaluate
+def _evaluate_scores(args, data: ArrayFile, report):
+    from scipy.special import softmax
+
+    key = args.input
+    if key == "auto":
+        key = "proba" if "proba" in data or "logits" not in data else "logits"
+        if key == "proba" and "logits" in data:
+            report("evaluating proba (the file also holds logits; --input logits)")
+    scores = data.matrix(key, "the predictions to evaluate (proba, or logits)")
+    return key, softmax(scores, axis=1) if key == "logits" else scores
+
+
+def _plot_reliability(path, y, proba, classes, n_bins, name) -> None:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise CLIError("--plot needs matplotlib: pip install matplotlib.") from None
+    from .display import ReliabilityDisplay
+
+    figure = Figure(figsize=(5, 5), layout="constrained")
+    ax = figure.subplots()
+    ReliabilityDisplay.from_predictions(
+        y, proba, n_bins=n_bins, labels=classes, name=name, ax=ax
+    )
+    try:
+        figure.savefig(path)
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot write the plot {path}: {exc}") from None
+
+
+def _cmd_evaluate(args) -> int:
+    from .metrics import local_calibration_errors
+    from .utils._validation import resolve_classes
+
+    report = _reporter(args)
+    if args.local:
+        _check_device(args.device)
+    data = ArrayFile(args.file)
+    key, proba = _evaluate_scores(args, data, report)
+    y = data.vector(
+        "labels", "the true labels (calibrate copies them from its --apply file)"
+    )
+    _same_length(data, "labels", y, len(proba), data.describe(key))
+    classes = data.vector("classes", "") if "classes" in data else None
+    try:
+        classes, _ = resolve_classes(y, proba.shape[1], classes)
+    except ValueError as exc:
+        raise CLIError(
+            f"labels of {args.file} do not match the {proba.shape[1]} columns of "
+            f"{key}: {exc} (in an .npz file, an array 'classes' gives the label "
+            "of each column)"
+        ) from None
+    predictions = None
+    if "predict" in data:
+        predictions = data.vector("predict", "")
+        _same_length(data, "predict", predictions, len(y), data.describe("labels"))
+    metrics = _evaluation_row(y, proba, predictions, labels=classes, n_bins=args.n_bins)
+    if args.local:
+        embeddings = data.matrix("embeddings", "which --local needs")
+        _same_length(data, "embeddings", embeddings, len(y), data.describe("labels"))
+        report("computing the local calibration error ...")
+        local = local_calibration_errors(
+            y, proba, embeddings, n_bins=args.n_bins, labels=classes, device=args.device
+        )
+        metrics.update(LCE=local.lce, MLCE=local.mlce)
+    if args.plot:
+        name = os.path.basename(args.file)
+        _plot_reliability(args.plot, y, proba, classes, args.n_bins, name)
+    if args.json:
+        _print_json(
+            {
+                "file": args.file,
+                "input": key,
+                "n_samples": len(y),
+                "n_classes": len(classes),
+                "n_bins": args.n_bins,
+                "accuracy_from": "argmax" if predictions is None else "predict",
+                "metrics": metrics,
+                "plot": args.plot,
+            }
+        )
+        return 0
+    print(f"{args.file}: {len(y)} samples, {len(classes)} classes ({key}).\n")
+    rows = [{"metric": k, "value": v} for k, v in metrics.items()]
+    print(format_table(rows, ["metric", "value"]))
+    print("\n" + _METRICS_NOTE.format(n_bins=args.n_bins))
+    if args.local:
+        print("LCE / MLCE: local calibration error (mean / max), Barbera et al.")
+    if args.plot:
+        print(f"Reliability diagram written to {args.plot}.")
+    return 0
+
+
+# ------------------------------------------------- demo and benchmark data
+_DATASETS = {
+    "digits": "scikit-learn's bundled digits (1797 samples, 10 classes)",
+    "synthetic": "make_classification (1500 samples, 20 features, 5 classes)",
+}
+
+
+def _load_dataset(name: str):
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        return load_digits(return_X_y=True)
+    from sklearn.datasets import make_classification
+
+    return make_classification(
+        n_samples=1500,
+        n_features=20,
+        n_informative=10,
+        n_redundant=4,
+        n_classes=5,
+        n_clusters_per_class=2,
+        random_state=0,
+    )
+
+
+@dataclass
+class _Backbone:
+    """An MLP's last hidden layer on calibration and test data, and its head."""
+
+    n_train: int
+    h_cal: np.ndarray
+    y_cal: np.ndarray
+    h_test: np.ndarray
+    y_test: np.ndarray
+    coef: np.ndarray
+    intercept: np.ndarray
+
+    def logits(self, h):
+        return h @ self.coef.T + self.intercept
+
+
+def _train_backbone(dataset: str, seed: int) -> _Backbone:
+    """Split 50/25/25 (stratified) and train an MLP on the first half."""
     from sklearn.model_selection import train_test_split
     from sklearn.neural_network import MLPClassifier
     from sklearn.preprocessing import StandardScaler
 
-    from ._torch import resolve_device
-    from .base import BaseLocalCalibrator
-    from .utils.discovery import all_estimators
-
-    resolve_device(device)  # fail fast on an unavailable device
-    X, y = load_digits(return_X_y=True)
+    X, y = _load_dataset(dataset)
     X_train, X_rest, y_train, y_rest = train_test_split(
         X, y, train_size=0.5, stratify=y, random_state=seed
     )
@@ -124,45 +696,66 @@ def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
         ).fit(scaler.transform(X_train), y_train)
     h_cal, coef, intercept = mlp_embeddings(mlp, scaler.transform(X_cal))
     h_test = mlp_embeddings(mlp, scaler.transform(X_test))[0]
-    z_cal = h_cal @ coef.T + intercept
-    z_test = h_test @ coef.T + intercept
-    print(
-        f"skcal {__version__} demo: MLP on scikit-learn's digits (10 classes); "
-        f"{len(y_train)} train / {len(y_cal)} calibration / {len(y_test)} test "
-        f"samples, seed {seed}, device {device}.\n",
-        file=out,
-    )
-    from scipy.special import softmax
+    return _Backbone(len(y_train), h_cal, y_cal, h_test, y_test, coef, intercept)
 
-    rows = [
-        {
-            "method": "uncalibrated",
-            **_metrics_row(y_test, softmax(z_test, axis=1)),
-            "fit_s": 0.0,
-        }
-    ]
-    notes = []
-    for name, cls in all_estimators():
-        estimator = cls()
-        if "device" in estimator.get_params():
-            estimator.set_params(device=device)
-        if "random_state" in estimator.get_params():
-            estimator.set_params(random_state=seed)
-        # score calibrators see the logits; local calibrators the embeddings
-        # of the last hidden layer, with the output layer as the frozen head
+
+def _calibrate_backbone(backbone: _Backbone, methods, *, device, seed):
+    """Fit each calibrator on the backbone's calibration data.
+
+    Score calibrators see the logits; local calibrators the embeddings of the
+    last hidden layer, with the output layer as the frozen head.
+
+    Yields
+    ------
+    name, proba, predictions, fit_s, messages
+        Test probabilities and predicted labels, fit time and the messages
+        of the warnings raised while fitting.
+    """
+    from .base import BaseLocalCalibrator
+
+    z_cal, z_test = backbone.logits(backbone.h_cal), backbone.logits(backbone.h_test)
+    for name, cls in methods:
+        estimator = _make_estimator(cls, device=device, seed=seed)
         local = isinstance(estimator, BaseLocalCalibrator)
         if local and "coef" in estimator.get_params():
-            estimator.set_params(coef=coef, intercept=intercept)
-        X_fit, X_eval = (h_cal, h_test) if local else (z_cal, z_test)
+            estimator.set_params(coef=backbone.coef, intercept=backbone.intercept)
+        X_fit, X_eval = (backbone.h_cal, backbone.h_test) if local else (z_cal, z_test)
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            estimator.fit(X_fit, y_cal)
+            estimator.fit(X_fit, backbone.y_cal)
         elapsed = time.perf_counter() - start
-        for w in {str(w.message).split(". ")[0] for w in caught}:
-            notes.append(f"  {name}: {w.rstrip('.')}.")
+        messages = [str(w.message) for w in caught]
         proba = estimator.predict_proba(X_eval)
-        predictions = estimator.predict(X_eval)
+        yield name, proba, estimator.predict(X_eval), elapsed, messages
+
+
+def _first_sentences(name, messages) -> list[str]:
+    return [f"  {name}: {m.rstrip('.')}." for m in {m.split(". ")[0] for m in messages}]
+
+
+def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
+    """Train an MLP on digits, calibrate it with every calibrator, report."""
+    from scipy.special import softmax
+
+    from .utils.discovery import all_estimators
+
+    _check_device(device)
+    backbone = _train_backbone("digits", seed)
+    y_test = backbone.y_test
+    print(
+        f"skcal {__version__} demo: MLP on scikit-learn's digits (10 classes); "
+        f"{backbone.n_train} train / {len(backbone.y_cal)} calibration / "
+        f"{len(y_test)} test samples, seed {seed}, device {device}.\n",
+        file=out,
+    )
+    proba = softmax(backbone.logits(backbone.h_test), axis=1)
+    rows = [{"method": "uncalibrated", **_metrics_row(y_test, proba), "fit_s": 0.0}]
+    notes = []
+    for name, proba, predictions, elapsed, messages in _calibrate_backbone(
+        backbone, all_estimators(), device=device, seed=seed
+    ):
+        notes.extend(_first_sentences(name, messages))
         rows.append(
             {
                 "method": name,
@@ -192,12 +785,383 @@ def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
     return rows
 
 
+# ---------------------------------------------------------------- benchmark
+_BENCHMARK_COLUMNS = ["accuracy", "NLL", "ECE", "cwECE", "ECCE", "LCE", "MLCE"]
+
+
+def _benchmark_scorer(backbone: _Backbone, device: str):
+    """Test metrics of the benchmark; LCE/MLCE in one PCA space per seed."""
+    from .metrics import (
+        LocalSpace,
+        classwise_calibration_error,
+        cumulative_calibration_error,
+        expected_calibration_error,
+        local_calibration_errors,
+        negative_log_likelihood,
+    )
+
+    y, h = backbone.y_test, backbone.h_test
+    space = LocalSpace().fit(backbone.h_cal)
+
+    def score(proba, predictions):
+        local = local_calibration_errors(y, proba, h, space=space, device=device)
+        return {
+            "accuracy": float(np.mean(predictions == y)),
+            "NLL": negative_log_likelihood(y, proba),
+            "ECE": expected_calibration_error(y, proba),
+            "cwECE": classwise_calibration_error(y, proba),
+            "ECCE": cumulative_calibration_error(y, proba),
+            "LCE": local.lce,
+            "MLCE": local.mlce,
+        }
+
+    return score
+
+
+def _benchmark_seed(dataset, methods, *, seed, device, tag, report):
+    """Test metrics (with ``fit_s``) of each method on one seed's MLP.
+
+    Returns the backbone, ``[(name, metrics), ...]`` starting with the
+    uncalibrated MLP, and the first sentence of every fit warning.
+    """
+    from scipy.special import softmax
+
+    start = time.perf_counter()
+    backbone = _train_backbone(dataset, seed)
+    report(f"{tag} MLP on {dataset} (seed {seed}) {time.perf_counter() - start:.2f} s")
+    score = _benchmark_scorer(backbone, device)
+    proba = softmax(backbone.logits(backbone.h_test), axis=1)
+    uncalibrated = ("uncalibrated", proba, proba.argmax(axis=1), 0.0, [])
+    fitted = _calibrate_backbone(backbone, methods, device=device, seed=seed)
+    results, notes = [], []
+    for name, proba, predictions, elapsed, messages in itertools.chain(
+        [uncalibrated], fitted
+    ):
+        if name != "uncalibrated":
+            report(f"{tag} {name} {elapsed:.2f} s")
+        notes.extend(_first_sentences(name, messages))
+        results.append((name, {**score(proba, predictions), "fit_s": elapsed}))
+    return backbone, results, notes
+
+
+def run_benchmark(
+    dataset="digits", methods=None, *, seeds=3, seed=0, device="cpu", report=None
+) -> dict:
+    """Every calibrator in ``methods`` on ``dataset`` over ``seeds`` seeds.
+
+    Seed ``i`` (from 0) uses ``seed + i`` for the split, the MLP and the
+    calibrators. Returns a dict with the per-seed ``values`` and their
+    ``mean`` and ``std`` (numpy's, ddof=0) for each method.
+    """
+    from .utils.discovery import all_estimators
+
+    report = report or (lambda message: None)
+    methods = list(all_estimators() if methods is None else methods)
+    values, notes = {}, set()
+    for i in range(seeds):
+        backbone, results, seed_notes = _benchmark_seed(
+            dataset,
+            methods,
+            seed=seed + i,
+            device=device,
+            tag=f"[seed {i + 1}/{seeds}]",
+            report=report,
+        )
+        notes.update(seed_notes)
+        for name, metrics in results:
+            for column, value in metrics.items():
+                values.setdefault(name, {}).setdefault(column, []).append(value)
+    return {
+        "dataset": dataset,
+        "description": _DATASETS[dataset],
+        "seeds": [seed + i for i in range(seeds)],
+        "device": device,
+        "n_classes": backbone.coef.shape[0],
+        "n_train": backbone.n_train,
+        "n_calibration": len(backbone.y_cal),
+        "n_test": len(backbone.y_test),
+        "metrics": [*_BENCHMARK_COLUMNS, "fit_s"],
+        "rows": [
+            {
+                "method": name,
+                "mean": {c: float(np.mean(v)) for c, v in columns.items()},
+                "std": {c: float(np.std(v)) for c, v in columns.items()},
+                "values": columns,
+            }
+            for name, columns in values.items()
+        ],
+        "warnings": sorted(notes),
+    }
+
+
+def format_benchmark(result: dict) -> str:
+    """The table of :func:`run_benchmark`: one ``mean ± std`` cell per metric."""
+    pm = _plus_minus()
+    rows = []
+    for row in result["rows"]:
+        cells = {"method": row["method"]}
+        for column in result["metrics"]:
+            digits = 2 if column == "fit_s" else 4
+            mean, std = row["mean"][column], row["std"][column]
+            cells[column] = f"{mean:.{digits}f} {pm} {std:.{digits}f}"
+        rows.append(cells)
+    return format_table(rows, ["method", *result["metrics"]])
+
+
+def _cmd_benchmark(args) -> int:
+    _check_device(args.device)
+    methods = None
+    if args.methods:
+        chosen = [resolve_method(m) for m in args.methods.split(",") if m.strip()]
+        methods = list(dict(chosen).items())
+    result = run_benchmark(
+        args.dataset,
+        methods,
+        seeds=args.seeds,
+        seed=args.seed,
+        device=args.device,
+        report=_reporter(args),
+    )
+    if args.json:
+        _print_json(result)
+        return 0
+    seeds = result["seeds"]
+    print(
+        f"skcal {__version__} benchmark: MLP on {result['description']}; "
+        f"{result['n_train']} train / {result['n_calibration']} calibration / "
+        f"{result['n_test']} test samples; seeds {seeds[0]}..{seeds[-1]}; "
+        f"device {args.device}. Mean {_plus_minus()} std over {len(seeds)} "
+        "seed(s) (numpy std, ddof=0).\n"
+    )
+    print(format_benchmark(result))
+    print(
+        "\nLower is better for every column but accuracy. ECE: top-label, 15 "
+        "bins; cwECE: classwise; ECCE: cumulative (Kolmogorov-Smirnov); LCE / "
+        "MLCE: local calibration error (mean / max) in a PCA space of the "
+        "calibration embeddings; fit_s: fit time in seconds."
+    )
+    if result["warnings"]:
+        print("\nWarnings raised while fitting:", *result["warnings"], sep="\n")
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    run_demo(seed=args.seed, device=args.device)
+    return 0
+
+
+# ------------------------------------------------------------------- parser
+_FORMATS_HELP = """\
+file formats (by extension):
+  .npz             arrays labels (n,), logits or proba (n, C), embeddings
+                   (n, D); a --fit file may add coef (C, D), intercept (C,)
+                   and classes (C,), the label of each column.
+  .csv, .parquet   (pandas; Parquet also pyarrow) one row per sample,
+                   columns label, logit_0..logit_{C-1} or proba_0..proba_{C-1},
+                   emb_0..emb_{D-1}; other columns are ignored. Column j is
+                   the j-th label in sorted order."""
+
+
+def _methods_help(head_note: bool = False) -> str:
+    from .utils.discovery import all_estimators
+
+    def wrap(title, text):
+        return textwrap.fill(text, 79, initial_indent=title, subsequent_indent="    ")
+
+    lines = [
+        "methods (case-insensitive; aliases in parentheses):",
+        wrap("  score (logits or proba): ", _method_list("score")),
+        wrap("  local (embeddings): ", _method_list("local")),
+    ]
+    local = [(n, c) for n, c in all_estimators("local") if _takes_head(c)]
+    uses = [n for n, c in local if _uses_head(c)]
+    other = [n for n, c in local if n not in uses]
+    if head_note and uses:
+        note = (
+            f"{', '.join(uses)} calibrate the classifier's linear head (coef, "
+            "intercept), read from --head or the --fit file; without one they "
+            "first fit a logistic-regression head on the calibration "
+            "embeddings (a new classifier, not post-hoc calibration of yours)."
+        )
+        if other:
+            note += (
+                " Also taking coef/intercept, used only in some settings (see "
+                f"the documentation): {', '.join(other)}."
+            )
+        lines.append(wrap("  ", note))
+    return "\n".join(lines)
+
+
+def _takes_head(cls) -> bool:
+    """Whether the calibrator has a ``coef`` parameter (a frozen linear head)."""
+    return "coef" in inspect.signature(cls).parameters
+
+
+def _uses_head(cls) -> bool:
+    """Whether the calibrator with default parameters uses the linear head."""
+    return bool(getattr(cls(), "_uses_head", False))
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, 79)
+
+
+def _add_common(parser, *, device_use="", seed=True) -> None:
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help=f"'cpu', 'cuda', 'cuda:N' or 'auto' (default cpu){device_use}",
+    )
+    if seed:
+        parser.add_argument(
+            "--seed", type=int, default=0, help="random seed (default 0)"
+        )
+    parser.add_argument(
+        "--json", action="store_true", help="print machine-readable JSON instead"
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress lines or notes on stderr (warnings and errors still show)",
+    )
+
+
+def _add_calibrate(sub) -> None:
+    parser = sub.add_parser(
+        "calibrate",
+        help="fit a calibrator on one file and calibrate another",
+        description=_wrap(
+            "Fit a calibrator on the --fit file (scores or embeddings, "
+            "and labels) and write the calibrated probabilities of the --apply file "
+            "to --out (proba, predict, classes in npz, and the --apply labels when "
+            "it has them). With labels in the --apply file, prints their metrics."
+        ),
+        epilog=f"{_FORMATS_HELP}\n\n{_methods_help(head_note=True)}\n\n"
+        "example:\n  skcal calibrate --method temperature --fit cal.npz --apply "
+        "test.npz --out calibrated.npz",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--method", required=True, help="calibrator (see below)")
+    parser.add_argument(
+        "--fit", required=True, metavar="FILE", help="calibration data, with labels"
+    )
+    parser.add_argument(
+        "--apply", required=True, metavar="FILE", help="data to calibrate"
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help="output .npz, .csv or .parquet"
+    )
+    parser.add_argument(
+        "--input",
+        choices=["auto", "logits", "proba"],
+        default="auto",
+        help="scores of score calibrators: auto (default) uses logits when both "
+        "files have them, else proba",
+    )
+    parser.add_argument(
+        "--head",
+        metavar="FILE",
+        help=".npz with coef (and intercept), the linear head of local "
+        "calibrators (default: the --fit file's, if any)",
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        type=_parse_param,
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a calibrator parameter (repeatable); VALUE is a Python literal "
+        "(0.1, 200, None, True, (64, 32)) or else a string; applied after "
+        "--device and --seed; e.g. verbose=1 shows the epochs of the neural "
+        "calibrators on stderr",
+    )
+    _add_common(parser)
+    parser.set_defaults(handler=_cmd_calibrate)
+
+
+def _add_evaluate(sub) -> None:
+    parser = sub.add_parser(
+        "evaluate",
+        help="calibration metrics of a file of probabilities and labels",
+        description=_wrap(
+            "Print the metrics of the predictions in FILE against its "
+            "labels: accuracy, NLL, Brier, ECE, cwECE, MCE, SoftECE, ECCE, smECE; "
+            "--local adds LCE and MLCE. Accuracy uses the file's predict array "
+            "when it has one (calibrate writes it), else the most probable class."
+        ),
+        epilog=_FORMATS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("file", metavar="FILE", help=".npz, .csv or .parquet")
+    parser.add_argument(
+        "--input",
+        choices=["auto", "logits", "proba"],
+        default="auto",
+        help="what to evaluate: auto (default) uses proba when present, else "
+        "the softmax of logits",
+    )
+    parser.add_argument(
+        "--n-bins",
+        type=_positive_int,
+        default=15,
+        help="bins of the binned metrics and the diagram (default 15)",
+    )
+    parser.add_argument(
+        "--plot", metavar="PNG", help="write a reliability diagram (matplotlib)"
+    )
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="also the local calibration errors LCE and MLCE on the file's "
+        "embeddings (slower)",
+    )
+    _add_common(parser, device_use=", for --local", seed=False)
+    parser.set_defaults(handler=_cmd_evaluate)
+
+
+def _add_benchmark(sub) -> None:
+    parser = sub.add_parser(
+        "benchmark",
+        help="every calibrator on a dataset over several seeds",
+        description=_wrap(
+            "For each seed: split the dataset 50/25/25 into train / "
+            "calibration / test, train an MLP (64 hidden units) on the train part, "
+            "calibrate it with each method (score methods on its logits, local "
+            "methods on its hidden layer with the output layer as head) and score "
+            "the test part. Prints mean ± std over the seeds. No download."
+        ),
+        epilog="datasets:\n"
+        + "\n".join(f"  {k:<10} {v}" for k, v in _DATASETS.items())
+        + f"\n\n{_methods_help()}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--dataset", choices=list(_DATASETS), default="digits", help="default digits"
+    )
+    parser.add_argument(
+        "--methods",
+        metavar="A,B,...",
+        help="comma-separated calibrators (default: all; see below)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=_positive_int,
+        default=3,
+        help="number of seeds (default 3); seed i uses --seed + i",
+    )
+    _add_common(parser)
+    parser.set_defaults(handler=_cmd_benchmark)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="skcal", description="Post-hoc calibration of multiclass classifiers."
     )
     parser.add_argument("--version", action="version", version=f"skcal {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_calibrate(sub)
+    _add_evaluate(sub)
+    _add_benchmark(sub)
     demo = sub.add_parser(
         "demo", help="calibrate an MLP on bundled digits with every calibrator"
     )
@@ -207,19 +1171,22 @@ def build_parser() -> argparse.ArgumentParser:
         default="cpu",
         help="'cpu', 'cuda', 'cuda:N' or 'auto' (default cpu)",
     )
+    demo.set_defaults(handler=_cmd_demo)
     return parser
 
 
 def main(argv=None) -> int:
-    """Entry point of the ``skcal`` console script."""
+    """Entry point of the ``skcal`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    if args.command == "demo":
-        try:
-            run_demo(seed=args.seed, device=args.device)
-        except ValueError as exc:
-            print(f"skcal demo: error: {exc}", file=sys.stderr)
-            return 2
-    return 0
+    try:
+        return args.handler(args)
+    except ValueError as exc:  # CLIError, and the calibrators' own messages
+        message = " ".join(str(exc).split())
+        print(f"skcal {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"skcal {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

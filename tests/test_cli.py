@@ -1,5 +1,7 @@
 """The skcal command line."""
 
+import importlib.util
+import json
 import subprocess
 import sys
 
@@ -9,7 +11,33 @@ from scipy.special import softmax
 from sklearn.datasets import load_iris
 from sklearn.neural_network import MLPClassifier
 
-from skcal.cli import format_table, main, mlp_logits
+from skcal import (
+    HistogramBinningCalibrator,
+    ProCalCalibrator,
+    TemperatureScaling,
+    VectorScaling,
+)
+from skcal.cli import (
+    _BENCHMARK_COLUMNS,
+    format_table,
+    main,
+    method_aliases,
+    mlp_logits,
+    resolve_method,
+)
+from skcal.metrics import (
+    brier_score,
+    classwise_calibration_error,
+    cumulative_calibration_error,
+    expected_calibration_error,
+    local_calibration_error,
+    max_calibration_error,
+    max_local_calibration_error,
+    negative_log_likelihood,
+    smooth_expected_calibration_error,
+    soft_expected_calibration_error,
+)
+from skcal.utils._testing import make_miscalibrated_logits, sample_labels
 from skcal.utils.discovery import all_estimators
 
 
@@ -72,3 +100,308 @@ def test_version(capsys):
         main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.startswith("skcal ")
+
+
+# ------------------------------------------------ calibrate / evaluate / benchmark
+def _skcal(*args):
+    """Run ``python -m skcal ARGS`` as the console script would; (rc, out, err)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "skcal", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture
+def score_files(tmp_path):
+    """Over-confident logits of 3 classes: 300 calibration, 200 test samples."""
+    z, y = make_miscalibrated_logits(500, 3, random_state=0)
+    cal, test = tmp_path / "cal.npz", tmp_path / "test.npz"
+    np.savez(cal, logits=z[:300], labels=y[:300])
+    np.savez(test, logits=z[300:], labels=y[300:])
+    return cal, test, (z[:300], y[:300]), (z[300:], y[300:])
+
+
+@pytest.fixture
+def embedding_files(tmp_path):
+    """Embeddings, a linear head and labels drawn from a softer head."""
+    rng = np.random.default_rng(0)
+    H, coef, intercept = rng.normal(size=(400, 6)), rng.normal(size=(3, 6)), [1, 0, -1]
+    intercept = np.array(intercept, dtype=float)
+    y = sample_labels(softmax((H @ coef.T + intercept) / 3, axis=1), 0)
+    cal, test = tmp_path / "emb_cal.npz", tmp_path / "emb_test.npz"
+    np.savez(cal, embeddings=H[:250], labels=y[:250], coef=coef, intercept=intercept)
+    np.savez(test, embeddings=H[250:], labels=y[250:])
+    return cal, test, H, y, coef, intercept
+
+
+def test_calibrate_command_equals_fitting_in_process(score_files, tmp_path):
+    cal, test, (z_cal, y_cal), (z_test, y_test) = score_files
+    out = tmp_path / "out.npz"
+    argv = ["calibrate", "--method", "TS", "--fit", cal, "--apply", test]
+    rc, stdout, stderr = _skcal(*argv, "--out", out, "--json")
+    assert rc == 0, stderr
+    reference = TemperatureScaling(device="cpu").fit(z_cal, y_cal)
+    written = np.load(out, allow_pickle=False)
+    np.testing.assert_allclose(
+        written["proba"], reference.predict_proba(z_test), rtol=0, atol=1e-10
+    )
+    np.testing.assert_array_equal(written["predict"], reference.predict(z_test))
+    np.testing.assert_array_equal(written["labels"], y_test)
+    np.testing.assert_array_equal(written["classes"], [0, 1, 2])
+    summary = json.loads(stdout)
+    assert summary["method"] == "TemperatureScaling" and summary["input"] == "logits"
+    assert (summary["n_fit"], summary["n_apply"]) == (300, 200)
+    before, after = summary["metrics"]
+    assert before["method"] == "uncalibrated"
+    assert before["NLL"] == pytest.approx(
+        negative_log_likelihood(y_test, softmax(z_test, axis=1)), rel=1e-10
+    )
+    assert after["NLL"] == pytest.approx(
+        negative_log_likelihood(y_test, written["proba"]), rel=1e-10
+    )
+    assert after["NLL"] < before["NLL"]  # over-confident logits get better
+
+
+def test_evaluate_command_equals_the_metric_functions(tmp_path):
+    rng = np.random.default_rng(1)
+    proba = rng.dirichlet(np.full(4, 0.5), size=300)
+    y = sample_labels(proba**0.7 / (proba**0.7).sum(1, keepdims=True), 2)
+    path, png = tmp_path / "pred.npz", tmp_path / "diagram.png"
+    np.savez(path, proba=proba, labels=y)
+    plot = importlib.util.find_spec("matplotlib") is not None
+    args = ["--plot", png] if plot else []
+    rc, stdout, stderr = _skcal("evaluate", path, "--n-bins", 10, "--json", *args)
+    assert rc == 0, stderr
+    got = json.loads(stdout)["metrics"]
+    expected = {
+        "accuracy": np.mean(proba.argmax(1) == y),
+        "NLL": negative_log_likelihood(y, proba),
+        "Brier": brier_score(y, proba),
+        "ECE": expected_calibration_error(y, proba, n_bins=10),
+        "cwECE": classwise_calibration_error(y, proba, n_bins=10),
+        "MCE": max_calibration_error(y, proba, n_bins=10),
+        "SoftECE": soft_expected_calibration_error(y, proba, n_bins=10),
+        "ECCE": cumulative_calibration_error(y, proba),
+        "smECE": smooth_expected_calibration_error(y, proba),
+    }
+    assert got.keys() == expected.keys()
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, rel=1e-12, abs=1e-15), name
+    assert expected["ECE"] != pytest.approx(expected_calibration_error(y, proba))
+    if plot:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_softmaxes_logits_and_reports_local_errors(tmp_path, capsys):
+    z, y = make_miscalibrated_logits(300, 3, random_state=3)
+    features = np.random.default_rng(3).normal(size=(300, 5)) + z[:, :1]
+    path = tmp_path / "scores.npz"
+    np.savez(path, logits=z, labels=y, embeddings=features)
+    assert main(["evaluate", str(path), "--local", "--json", "--quiet"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["input"] == "logits"
+    proba = softmax(z, axis=1)
+    metrics = report["metrics"]
+    assert metrics["NLL"] == pytest.approx(negative_log_likelihood(y, proba))
+    assert metrics["LCE"] == pytest.approx(local_calibration_error(y, proba, features))
+    assert metrics["MLCE"] == pytest.approx(
+        max_local_calibration_error(y, proba, features)
+    )
+
+
+def test_csv_round_trip_equals_npz(score_files, tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    _, _, (z_cal, y_cal), (z_test, _) = score_files
+    logit_columns = {f"logit_{j}": z_cal[:, j] for j in range(3)}
+    frame = pd.DataFrame({"id": np.arange(300), "label": y_cal, **logit_columns})
+    frame.sample(frac=1.0, axis=1, random_state=0).to_csv(tmp_path / "c.csv")
+    pd.DataFrame({f"logit_{j}": z_test[:, j] for j in range(3)}).to_csv(
+        tmp_path / "t.csv", index=False
+    )
+    argv = ["calibrate", "--method", "vector", "--fit", str(tmp_path / "c.csv")]
+    argv += ["--apply", str(tmp_path / "t.csv"), "--out", str(tmp_path / "o.csv")]
+    rc = main(argv)
+    assert rc == 0, capsys.readouterr().err
+    written = pd.read_csv(tmp_path / "o.csv")
+    assert list(written.columns) == ["predict", "proba_0", "proba_1", "proba_2"]
+    reference = VectorScaling(device="cpu").fit(z_cal, y_cal)
+    np.testing.assert_allclose(
+        written[["proba_0", "proba_1", "proba_2"]].to_numpy(),
+        reference.predict_proba(z_test),
+        rtol=0,
+        atol=1e-10,
+    )
+    np.testing.assert_array_equal(written["predict"], reference.predict(z_test))
+
+
+def test_parquet_needs_an_engine_or_round_trips(score_files, tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    cal, test, _, (z_test, y_test) = score_files
+    out = tmp_path / "o.parquet"
+    args = ["calibrate", "--method", "ts", "--fit", cal, "--apply", test, "--out", out]
+    rc = main([*map(str, args), "--quiet"])
+    if not any(importlib.util.find_spec(m) for m in ("pyarrow", "fastparquet")):
+        assert rc == 2 and "pyarrow" in capsys.readouterr().err and not out.exists()
+        return
+    assert rc == 0
+    written = pd.read_parquet(out)
+    np.testing.assert_array_equal(written["label"], y_test)
+    assert written.shape == (200, 5)
+
+
+def test_local_method_with_the_frozen_head(embedding_files, tmp_path, capsys):
+    cal, test, H, y, coef, intercept = embedding_files
+    out = tmp_path / "out.npz"
+    argv = ["calibrate", "--method", "procal", "--fit", str(cal), "--apply", str(test)]
+    assert main([*argv, "--out", str(out), "--json", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    reference = ProCalCalibrator(coef=coef, intercept=intercept, device="cpu")
+    expected = reference.fit(H[:250], y[:250]).predict_proba(H[250:])
+    np.testing.assert_allclose(np.load(out)["proba"], expected, rtol=0, atol=1e-12)
+    head_proba = softmax(H[250:] @ coef.T + intercept, axis=1)
+    assert summary["metrics"][0]["method"] == "uncalibrated"
+    assert summary["metrics"][0]["NLL"] == pytest.approx(
+        negative_log_likelihood(y[250:], head_proba)
+    )
+    # the same head from --head, with a fit file that has none
+    bare, head = tmp_path / "bare.npz", tmp_path / "head.npz"
+    np.savez(bare, embeddings=H[:250], labels=y[:250])
+    np.savez(head, coef=coef, intercept=intercept)
+    argv = ["calibrate", "--method", "ProCalCalibrator", "--fit", str(bare)]
+    argv += ["--apply", str(test), "--out", str(out), "--head", str(head)]
+    assert main(argv) == 0
+    np.testing.assert_allclose(np.load(out)["proba"], expected, rtol=0, atol=1e-12)
+    # without any head, ProCal fits a logistic head itself, and says so
+    assert main(argv[:-2]) == 0
+    assert "logistic-regression head" in capsys.readouterr().err
+    own_head = ProCalCalibrator(device="cpu").fit(H[:250], y[:250])
+    np.testing.assert_allclose(
+        np.load(out)["proba"], own_head.predict_proba(H[250:]), rtol=0, atol=1e-12
+    )
+
+
+def test_proba_input_and_params(tmp_path, capsys):
+    z, y = make_miscalibrated_logits(400, 3, random_state=4)
+    proba = softmax(z, axis=1)
+    cal, test, out = tmp_path / "cal.npz", tmp_path / "test.npz", tmp_path / "o.npz"
+    np.savez(cal, proba=proba[:250], labels=y[:250])
+    np.savez(test, proba=proba[250:])
+    argv = ["calibrate", "--method", "histogram", "--fit", str(cal), "--apply"]
+    argv += [str(test), "--out", str(out), "--param", "n_bins=5", "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["params"] == {"input": "proba", "n_bins": 5}
+    assert summary["metrics"] == []  # the apply file has no labels
+    expected = HistogramBinningCalibrator(n_bins=5, input="proba").fit(
+        proba[:250], y[:250]
+    )
+    np.testing.assert_allclose(
+        np.load(out)["proba"], expected.predict_proba(proba[250:]), atol=1e-12
+    )
+    assert "labels" not in np.load(out)
+
+
+def test_method_names_and_aliases():
+    aliases = method_aliases()
+    assert set(aliases) == {name for name, _ in all_estimators()}
+    every = [a for names in aliases.values() for a in names]
+    assert len(every) == len(set(every))  # no alias names two methods
+    for name, names in aliases.items():
+        for alias in [name, name.upper(), *names]:
+            assert resolve_method(alias)[0] == name
+    assert resolve_method("temperature-scaling")[0] == "TemperatureScaling"
+    assert resolve_method("vq")[0] == "VQLocalCalibrator"
+    assert resolve_method("Dirichlet")[0] == "DirichletCalibrator"
+
+
+def _write_error_cases(tmp_path):
+    z, y = make_miscalibrated_logits(100, 3, random_state=5)
+    files = {
+        "good": dict(logits=z, labels=y),
+        "nolabels": dict(logits=z),
+        "short": dict(logits=z, labels=y[:-1]),
+        "four": dict(logits=np.c_[z, z[:, 0]], labels=y),
+        "nan": dict(logits=np.where(np.arange(100)[:, None] == 7, np.nan, z), labels=y),
+        "badproba": dict(proba=np.full((100, 3), 0.5), labels=y),
+    }
+    for name, arrays in files.items():
+        np.savez(tmp_path / f"{name}.npz", **arrays)
+    (tmp_path / "junk.npz").write_text("not a zip file")
+
+
+@pytest.mark.parametrize(
+    "fit, apply, extra, expected",
+    [
+        ("nolabels", "good", [], "has no array 'labels'"),
+        ("short", "good", [], "'labels' of {tmp}/short.npz has 99 rows"),
+        ("good", "four", [], "has 3 classes (logits columns) but --apply"),
+        ("nan", "good", [], "NaN or infinite values in 1 row(s) (first: row 7)"),
+        ("good", "good", ["--method", "nope"], "unknown method 'nope'"),
+        ("good", "good", ["--method", "procal"], "no array 'embeddings', which Pro"),
+        ("badproba", "badproba", [], "rows sum to 1"),
+        ("junk", "good", [], "junk.npz is not an .npz archive"),
+        ("missing", "good", [], "cannot read {tmp}/missing.npz: no such file"),
+        ("good", "good", ["--param", "bins=3"], "has no parameter 'bins'"),
+        ("good", "good", ["--device", "tpu"], "device must be"),
+    ],
+)
+def test_calibrate_errors_are_one_clear_line(
+    tmp_path, capsys, fit, apply, extra, expected
+):
+    _write_error_cases(tmp_path)
+    out = tmp_path / "out.npz"
+    argv = ["calibrate", "--method", "ts", "--fit", f"{tmp_path}/{fit}.npz"]
+    argv += ["--apply", f"{tmp_path}/{apply}.npz", "--out", str(out), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("skcal calibrate: error: ")
+    assert expected.format(tmp=tmp_path) in err
+    assert "Traceback" not in err and not out.exists()
+    if "unknown method" in expected:  # the message lists every valid name
+        assert all(name in err for name, _ in all_estimators())
+
+
+def test_evaluate_errors(tmp_path, capsys):
+    _write_error_cases(tmp_path)
+    assert main(["evaluate", str(tmp_path / "nolabels.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("skcal evaluate: error: ") and "'labels'" in err
+    assert main(["evaluate", str(tmp_path / "good.npz"), "--local"]) == 2
+    assert "no array 'embeddings', which --local needs" in capsys.readouterr().err
+    assert main(["evaluate", str(tmp_path / "good.txt")]) == 2
+    assert "*.npz, *.csv or *.parquet" in capsys.readouterr().err
+
+
+def test_benchmark_reports_mean_and_std_of_the_seeds(capsys):
+    argv = ["benchmark", "--dataset", "synthetic", "--methods", "ts,ProCal"]
+    assert main([*argv, "--seeds", "2", "--seed", "5", "--json", "--quiet"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["seeds"] == [5, 6]
+    rows = {row["method"]: row for row in result["rows"]}
+    assert list(rows) == ["uncalibrated", "TemperatureScaling", "ProCalCalibrator"]
+    for row in rows.values():
+        for metric in result["metrics"]:
+            values = row["values"][metric]
+            assert len(values) == 2
+            assert row["mean"][metric] == pytest.approx(np.mean(values), abs=1e-15)
+            assert row["std"][metric] == pytest.approx(np.std(values), abs=1e-15)
+    nll = rows["uncalibrated"]["values"]["NLL"]
+    assert nll[0] != nll[1]  # two seeds, two different networks
+    # temperature scaling keeps the predictions and improves the NLL
+    ts = rows["TemperatureScaling"]["values"]
+    assert ts["accuracy"] == rows["uncalibrated"]["values"]["accuracy"]
+    assert all(a < b for a, b in zip(ts["NLL"], nll))
+    # the table of one seed shows the JSON's value for that seed, std 0
+    assert main([*argv[:-2], "--methods", "ts", "--seeds", "1", "--seed", "6"]) == 0
+    captured = capsys.readouterr()
+    assert "[seed 1/1] TemperatureScaling" in captured.err
+    header, _, uncalibrated, row = captured.out.split("\n\n")[1].splitlines()
+    tokens = row.split()  # method, then "mean ± std" per column
+    assert tokens[0] == "TemperatureScaling"
+    means = dict(zip(header.split()[1:], tokens[1::3]))
+    assert set(tokens[2::3]) == {"±"} and set(tokens[3::3]) == {"0.0000", "0.00"}
+    for metric in _BENCHMARK_COLUMNS:
+        assert means[metric] == f"{ts[metric][1]:.4f}", metric

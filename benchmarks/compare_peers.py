@@ -1,0 +1,799 @@
+"""skcal against other calibration libraries: same data, same run, same metrics.
+
+Run (by hand, from the repository root)::
+
+    python benchmarks/compare_peers.py [--n-cal 10000] [--n-test 10000]
+        [--n-classes 10] [--seed 0] [--repeats 3] [--budget 5] [--threads N]
+        [--dirichletcal-python PATH] [--dirichletcal-all]
+        [--skip TEXT [TEXT ...]] [--json]
+
+The default run takes about a minute on 2 idle cores, most of it in
+dirichletcal and netcal's ``BetaCalibration`` and ``LogisticCalibration``
+(scipy with numerical gradients), and several times longer when other jobs
+share the cores. ``--skip "netcal Beta" dirichletcal`` leaves out the methods
+whose label contains any of the given texts. ``--threads N`` sets torch's
+intra-op threads (skcal, probmetrics, netcal and torchmetrics all run torch
+kernels); on a busy machine torch's default of one thread per core can make
+small kernels much slower.
+``--json`` prints one JSON document instead of the tables.
+
+Data: synthetic over-confident scores (``make_miscalibrated_logits`` with
+temperature 2) plus a fixed per-class offset, so that temperature scaling
+cannot fix everything and the per-class maps (vector / matrix scaling,
+Dirichlet) have something to do. The calibration and test sets are drawn with
+different random states. Every method, skcal's and the peers', gets the same
+softmax probabilities (skcal with ``input="proba"``) and labels.
+
+Compared, each skcal calibrator against every installed peer that fits the
+same model (the first row of a table is skcal, the reference):
+
+* temperature scaling: scikit-learn ``CalibratedClassifierCV(method=
+  "temperature")`` on a frozen pass-through classifier whose
+  ``decision_function`` is ``log p``; netcal ``TemperatureScaling``;
+  probmetrics ``get_calibrator("temp-scaling")``;
+* vector scaling (unregularised, ``l2_reg=0``; skcal's default ``"auto"``
+  ridge is shown too): netcal ``LogisticCalibration`` (vector scaling on
+  ``log p`` for multiclass input), probmetrics ``VectorScalingCalibrator``,
+  dirichletcal ``DiagonalDirichletCalibrator`` (with ``--dirichletcal-all``);
+* matrix scaling (unregularised; skcal's default shown too): probmetrics
+  ``MatrixScalingCalibrator``, dirichletcal
+  ``FullDirichletCalibrator(reg_lambda=0)`` (with ``--dirichletcal-all``);
+* Dirichlet calibration with ODIR (``reg_lambda = reg_mu = 1e-3``, reference
+  row): dirichletcal ``FullDirichletCalibrator`` (same objective);
+* isotonic regression, one-vs-rest and renormalised: scikit-learn
+  ``CalibratedClassifierCV(method="isotonic")`` (frozen pass-through whose
+  ``predict_proba`` is ``p``), netcal ``IsotonicRegression``;
+* histogram binning, 15 equal-width bins one-vs-rest: netcal
+  ``HistogramBinning``;
+* Platt scaling of each class's log-odds, one-vs-rest: scikit-learn
+  ``CalibratedClassifierCV(method="sigmoid")`` (pass-through whose
+  ``decision_function`` is ``log p_k - log(1 - p_k)``);
+* beta calibration: betacal ``BetaCalibration("abm")`` one-vs-rest (same
+  model) and netcal ``BetaCalibration``, which fits a joint softmax over the
+  classes' beta features (a different model, shown for reference);
+* metrics: top-label ECE, 15 equal-width bins, of skcal, netcal ``ECE``,
+  torchmetrics ``MulticlassCalibrationError`` and probmetrics
+  ``CalibrationError`` (torchmetrics inside), on the uncalibrated and on the
+  temperature-scaled test probabilities: values, absolute differences from
+  skcal, times.
+
+dirichletcal needs Python >= 3.12, so it runs in a subprocess
+(``_peer_dirichletcal.py``) with the interpreter given by
+``--dirichletcal-python``, else ``$SKCAL_DIRICHLETCAL_PYTHON``, else the first
+of this Python, ``python3.13``, ``python3.12``, ``python3`` on ``PATH`` that
+has it; its times include the subprocess's own work only (not its start).
+
+Reading the tables: ``fit s`` and ``pred s`` are the best wall times of
+``--repeats`` runs (``runs`` says how many were made: a method is not run again
+once it has used ``--budget`` seconds); ``fit x`` and ``pred x`` are the peer's
+time divided by skcal's (the first row), so ``> 1`` means skcal is faster.
+``NLL`` and ``ECE`` are computed on every method's test probabilities by the
+same functions (``skcal.metrics.negative_log_likelihood`` and
+``expected_calibration_error``, top-label, 15 bins), so they are comparable
+across rows; rows of the same model should agree up to the optimiser's
+tolerance. A peer that is not installed, or that fails, is a row with the
+reason instead of numbers. Every method is first fitted once on 300 samples
+(outside the timings) so that import-time and first-call costs are not timed,
+except netcal's two slow fits (whose shared code path netcal's temperature
+scaling has warmed) and dirichletcal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+
+import numpy as np
+import torch
+from scipy.special import softmax
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.metaestimators import available_if
+
+from skcal import (
+    BetaCalibrator,
+    DirichletCalibrator,
+    HistogramBinningCalibrator,
+    IsotonicCalibrator,
+    MatrixScaling,
+    PlattCalibrator,
+    TemperatureScaling,
+    VectorScaling,
+)
+from skcal.metrics import expected_calibration_error, negative_log_likelihood
+from skcal.utils._testing import make_miscalibrated_logits
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ODIR_REG = 1e-3
+N_BINS = 15
+WARM_UP_ROWS = 300
+#: Not warmed up: even on 300 rows their fits take seconds to a minute (scipy
+#: with numerical gradients over pyro model calls), and netcal's
+#: TemperatureScaling, fitted before them, already warms the shared code path.
+NO_WARM_UP = {"netcal LogisticCalibration", "netcal BetaCalibration"}
+
+
+# ----------------------------------------------------------------------------
+# data, timing, metrics
+
+
+def make_data(n_cal, n_test, n_classes, seed):
+    """Over-confident (temperature 2) probabilities with per-class offsets."""
+    offsets = np.random.default_rng(seed).normal(0.0, 1.0, n_classes)
+    z_cal, y_cal = make_miscalibrated_logits(
+        n_cal, n_classes, temperature=2.0, random_state=seed + 1
+    )
+    z_test, y_test = make_miscalibrated_logits(
+        n_test, n_classes, temperature=2.0, random_state=seed + 2
+    )
+    return (
+        softmax(z_cal + offsets, axis=1),
+        y_cal,
+        softmax(z_test + offsets, axis=1),
+        y_test,
+    )
+
+
+def timed(fn, repeats, budget):
+    """Best wall time of up to ``repeats`` calls, stopping after ``budget`` s."""
+    best, result, spent, runs = float("inf"), None, 0.0, 0
+    while runs < max(repeats, 1) and (runs == 0 or spent < budget):
+        start = time.perf_counter()
+        result = fn()
+        elapsed = time.perf_counter() - start
+        best, spent, runs = min(best, elapsed), spent + elapsed, runs + 1
+    return best, result, runs
+
+
+def common_metrics(y, proba):
+    """Test NLL and top-label ECE by skcal's functions, the same for every row."""
+    proba = np.asarray(proba, dtype=np.float64)
+    return (
+        float(negative_log_likelihood(y, proba)),
+        float(expected_calibration_error(y, proba, n_bins=N_BINS)),
+    )
+
+
+def short_error(exc):
+    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    return text if len(text) <= 110 else text[:107] + "..."
+
+
+def version(dist):
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+# ----------------------------------------------------------------------------
+# scikit-learn pass-through classifiers (prefit, frozen): the calibrator sees
+# exactly the scores of the given probabilities
+
+
+def _log(P):
+    return np.log(np.clip(P, np.finfo(np.float64).tiny, None))
+
+
+class ScoresOf(ClassifierMixin, BaseEstimator):
+    """A 'classifier' whose outputs are computed from probabilities ``X``.
+
+    ``score="proba"``: ``predict_proba(X) = X``; ``"log"``:
+    ``decision_function(X) = log X``; ``"log_odds"``: ``decision_function(X) =
+    log X - log(1 - X)`` column by column.
+    """
+
+    def __init__(self, score="proba"):
+        self.score = score
+
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        return self
+
+    def _has_proba(self):
+        return self.score == "proba"
+
+    def _has_decision(self):
+        return self.score != "proba"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        return np.asarray(X)
+
+    @available_if(_has_decision)
+    def decision_function(self, X):
+        X = np.asarray(X)
+        if self.score == "log":
+            return _log(X)
+        return _log(X) - _log(1.0 - X)
+
+    def predict(self, X):
+        return self.classes_[np.argmax(X, axis=1)]
+
+
+def sklearn_calibrated(method, score):
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.frozen import FrozenEstimator
+
+    def fit(P, y):
+        base = FrozenEstimator(ScoresOf(score).fit(P, y))
+        return CalibratedClassifierCV(base, method=method).fit(P, y)
+
+    return fit, lambda m, P: m.predict_proba(P)
+
+
+# ----------------------------------------------------------------------------
+# method factories: each returns (fit(P, y) -> model, predict(model, P) -> proba)
+# and raises if the peer is not available
+
+
+def skcal_method(cls, **params):
+    def fit(P, y):
+        return cls(input="proba", **params).fit(P, y)
+
+    return fit, lambda m, P: m.predict_proba(P)
+
+
+def netcal_method(module, name, **params):
+    mod = importlib.import_module(f"netcal.{module}")
+    cls = getattr(mod, name)
+
+    def fit(P, y):
+        model = cls(**params)
+        model.fit(P, y)
+        return model
+
+    return fit, lambda m, P: np.asarray(m.transform(P), dtype=np.float64)
+
+
+def probmetrics_method(make):
+    def fit(P, y):
+        return make().fit(P, y)
+
+    return fit, lambda m, P: np.asarray(m.predict_proba(P), dtype=np.float64)
+
+
+def probmetrics_ts():
+    from probmetrics.calibrators import get_calibrator
+
+    return probmetrics_method(lambda: get_calibrator("temp-scaling"))
+
+
+def probmetrics_vs():
+    from probmetrics.calibrators import VectorScalingCalibrator
+
+    return probmetrics_method(VectorScalingCalibrator)
+
+
+def probmetrics_ms():
+    from probmetrics.calibrators import MatrixScalingCalibrator
+
+    return probmetrics_method(MatrixScalingCalibrator)
+
+
+def betacal_ovr():
+    from betacal import BetaCalibration
+
+    def fit(P, y):
+        return [
+            BetaCalibration(parameters="abm").fit(P[:, k], (y == k).astype(int))
+            for k in range(P.shape[1])
+        ]
+
+    def predict(models, P):
+        Q = np.column_stack([m.predict(P[:, k]) for k, m in enumerate(models)])
+        Q = np.maximum(Q, 1e-12)  # skcal's one-vs-rest floor
+        return Q / Q.sum(axis=1, keepdims=True)
+
+    return fit, predict
+
+
+# ----------------------------------------------------------------------------
+# dirichletcal, in a subprocess
+
+
+def find_dirichletcal_python(explicit):
+    """Interpreter whose environment has dirichletcal, and how it was found."""
+    env = os.environ.get("SKCAL_DIRICHLETCAL_PYTHON")
+    if explicit or env:
+        return explicit or env, None
+    candidates = [sys.executable] + [
+        shutil.which(n) for n in ("python3.13", "python3.12", "python3")
+    ]
+    probe = (
+        "import importlib.util as u, sys; sys.exit(u.find_spec('dirichletcal') is None)"
+    )
+    seen = set()
+    for exe in candidates:
+        if not exe or exe in seen:
+            continue
+        seen.add(exe)
+        try:
+            ok = subprocess.run([exe, "-c", probe], capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if ok.returncode == 0:
+            return exe, None
+    return None, (
+        "no interpreter with dirichletcal found (it needs Python >= 3.12): pass "
+        "--dirichletcal-python or set SKCAL_DIRICHLETCAL_PYTHON"
+    )
+
+
+def run_dirichletcal(python, specs, P, y, Pt, repeats, budget, timeout):
+    """``{name: {"fit_s", "predict_s", "runs", "proba"} or {"error"}}``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data, out = os.path.join(tmp, "data.npz"), os.path.join(tmp, "out.npz")
+        np.savez(data, P_cal=P, y_cal=y, P_test=Pt)
+        cmd = [
+            python,
+            os.path.join(HERE, "_peer_dirichletcal.py"),
+            data,
+            out,
+            json.dumps(specs),
+            str(repeats),
+            str(budget),
+        ]
+        try:
+            res = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return {s["name"]: {"error": f"timed out after {timeout} s"} for s in specs}
+        except OSError as exc:
+            return {s["name"]: {"error": short_error(exc)} for s in specs}
+        lines = res.stdout.strip().splitlines()
+        if res.returncode != 0 or not lines:
+            tail = (res.stderr.strip().splitlines() or ["no output"])[-1]
+            return {s["name"]: {"error": f"worker failed: {tail}"} for s in specs}
+        report = json.loads(lines[-1])
+        if os.path.exists(out):
+            with np.load(out) as arrays:
+                for name, r in report.items():
+                    if "proba_" + name in arrays:
+                        r["proba"] = arrays["proba_" + name]
+        return report
+
+
+# ----------------------------------------------------------------------------
+# the comparison
+
+
+def build_families(args, dc_reason):
+    """Families of (label, factory or None, note); the first label is skcal's."""
+    dc = "dirichletcal (subprocess)"
+    families = [
+        (
+            "Temperature scaling",
+            [
+                (
+                    "skcal TemperatureScaling",
+                    lambda: skcal_method(TemperatureScaling, device="cpu"),
+                    "",
+                ),
+                (
+                    "sklearn CCV temperature",
+                    lambda: sklearn_calibrated("temperature", "log"),
+                    "frozen pass-through, decision_function = log p",
+                ),
+                (
+                    "netcal TemperatureScaling",
+                    lambda: netcal_method("scaling", "TemperatureScaling"),
+                    "method='mle' (scipy, numerical gradient)",
+                ),
+                ("probmetrics temp-scaling", probmetrics_ts, "bisection"),
+            ],
+        ),
+        (
+            "Vector scaling (unregularised)",
+            [
+                (
+                    "skcal VectorScaling l2_reg=0",
+                    lambda: skcal_method(VectorScaling, l2_reg=0.0, device="cpu"),
+                    "",
+                ),
+                (
+                    "skcal VectorScaling default",
+                    lambda: skcal_method(VectorScaling, device="cpu"),
+                    "l2_reg='auto' = C/n ridge (not the same objective)",
+                ),
+                (
+                    "netcal LogisticCalibration",
+                    lambda: netcal_method("scaling", "LogisticCalibration"),
+                    "multiclass = vector scaling of log p; scipy, numerical grad",
+                ),
+                ("probmetrics VectorScaling", probmetrics_vs, "torchmin BFGS"),
+            ],
+        ),
+        (
+            "Matrix scaling (unregularised)",
+            [
+                (
+                    "skcal MatrixScaling l2_reg=0",
+                    lambda: skcal_method(MatrixScaling, l2_reg=0.0, device="cpu"),
+                    "",
+                ),
+                (
+                    "skcal MatrixScaling default",
+                    lambda: skcal_method(MatrixScaling, device="cpu"),
+                    "l2_reg='auto' = C/n ridge (not the same objective)",
+                ),
+                ("probmetrics MatrixScaling", probmetrics_ms, "torchmin BFGS"),
+            ],
+        ),
+        (
+            f"Dirichlet calibration, ODIR reg_lambda = reg_mu = {ODIR_REG:g}",
+            [
+                (
+                    "skcal DirichletCalibrator",
+                    lambda: skcal_method(
+                        DirichletCalibrator,
+                        reg_lambda=ODIR_REG,
+                        reg_mu=ODIR_REG,
+                        ref_row=True,
+                        device="cpu",
+                    ),
+                    "ref_row=True",
+                ),
+            ],
+        ),
+        (
+            "Isotonic regression, one-vs-rest",
+            [
+                (
+                    "skcal IsotonicCalibrator",
+                    lambda: skcal_method(IsotonicCalibrator),
+                    "",
+                ),
+                (
+                    "sklearn CCV isotonic",
+                    lambda: sklearn_calibrated("isotonic", "proba"),
+                    "frozen pass-through, predict_proba = p",
+                ),
+                (
+                    "netcal IsotonicRegression",
+                    lambda: netcal_method("binning", "IsotonicRegression"),
+                    "",
+                ),
+            ],
+        ),
+        (
+            f"Histogram binning, {N_BINS} equal-width bins, one-vs-rest",
+            [
+                (
+                    "skcal HistogramBinning",
+                    lambda: skcal_method(HistogramBinningCalibrator, n_bins=N_BINS),
+                    "",
+                ),
+                (
+                    "netcal HistogramBinning",
+                    lambda: netcal_method("binning", "HistogramBinning", bins=N_BINS),
+                    "",
+                ),
+            ],
+        ),
+        (
+            "Platt scaling of the log-odds, one-vs-rest",
+            [
+                ("skcal PlattCalibrator", lambda: skcal_method(PlattCalibrator), ""),
+                (
+                    "sklearn CCV sigmoid",
+                    lambda: sklearn_calibrated("sigmoid", "log_odds"),
+                    "pass-through, decision_function = log-odds",
+                ),
+            ],
+        ),
+        (
+            "Beta calibration (abm)",
+            [
+                ("skcal BetaCalibrator", lambda: skcal_method(BetaCalibrator), ""),
+                ("betacal one-vs-rest", betacal_ovr, "renormalised as skcal"),
+                (
+                    "netcal BetaCalibration",
+                    lambda: netcal_method("scaling", "BetaCalibration"),
+                    "joint softmax of beta features: a different model",
+                ),
+            ],
+        ),
+    ]
+    # dirichletcal rows: ("family index", label, worker spec, note)
+    dc_rows = [(3, "dirichletcal FullDirichlet", "odir", "full", ODIR_REG, ODIR_REG)]
+    if args.dirichletcal_all:
+        dc_rows += [
+            (1, "dirichletcal DiagonalDirichlet", "diag0", "diag", 0.0, None),
+            (2, "dirichletcal FullDirichlet reg 0", "full0", "full", 0.0, None),
+        ]
+    specs = []
+    for fam, label, name, kind, lam, mu in dc_rows:
+        families[fam][1].append((label, ("dirichletcal", name), dc_reason or dc))
+        specs.append(
+            {
+                "name": name,
+                "label": label,
+                "kind": kind,
+                "reg_lambda": lam,
+                "reg_mu": mu,
+            }
+        )
+    return families, specs
+
+
+def run_row(label, factory, P, y, Pt, args):
+    """Warm up, then time fit and predict of one in-process method."""
+    fit, predict = factory()
+    if label not in NO_WARM_UP:
+        m = min(WARM_UP_ROWS, len(y))
+        predict(fit(P[:m], y[:m]), Pt[:m])
+    fit_s, model, runs = timed(lambda: fit(P, y), args.repeats, args.budget)
+    pred_s, proba, _ = timed(lambda: predict(model, Pt), args.repeats, args.budget)
+    return {"fit_s": fit_s, "predict_s": pred_s, "runs": runs, "proba": proba}
+
+
+def score(row, yt):
+    if "proba" in row:
+        try:
+            row["nll"], row["ece"] = common_metrics(yt, row.pop("proba"))
+        except Exception as exc:  # noqa: BLE001
+            row["error"] = "metric: " + short_error(exc)
+
+
+def compare_ece(y, P_list, repeats, budget):
+    """Top-label ECE (15 equal-width bins) by each library, on each input."""
+    impls = [
+        (
+            "skcal expected_calibration_error",
+            lambda: lambda y, P: float(expected_calibration_error(y, P, n_bins=N_BINS)),
+        )
+    ]
+
+    def netcal_ece():
+        from netcal.metrics import ECE
+
+        return lambda y, P: float(ECE(bins=N_BINS).measure(P, y))
+
+    def torchmetrics_ece():
+        from torchmetrics.classification import MulticlassCalibrationError
+
+        def f(y, P):
+            metric = MulticlassCalibrationError(
+                num_classes=P.shape[1], n_bins=N_BINS, norm="l1"
+            )
+            return float(metric(torch.from_numpy(P), torch.from_numpy(y)))
+
+        return f
+
+    def probmetrics_ece():
+        from probmetrics.metrics import CalibrationError
+
+        metric = CalibrationError(n_bins=N_BINS, norm="l1")
+        return lambda y, P: float(
+            metric.compute_from_labels_probs(torch.from_numpy(y), torch.from_numpy(P))
+        )
+
+    impls += [
+        ("netcal ECE", netcal_ece),
+        ("torchmetrics MulticlassCalibrationError", torchmetrics_ece),
+        ("probmetrics CalibrationError", probmetrics_ece),
+    ]
+    rows = []
+    for input_name, P in P_list:
+        for label, make in impls:
+            row = {"family": f"Top-label ECE, {N_BINS} bins, on {input_name}"}
+            row["method"] = label
+            try:
+                f = make()
+                f(y[:WARM_UP_ROWS], P[:WARM_UP_ROWS])
+                t, value, runs = timed(lambda f=f, P=P: f(y, P), repeats, budget)
+                row.update(time_s=t, value=value, runs=runs)
+            except ImportError as exc:
+                row["error"] = "not installed: " + short_error(exc)
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = short_error(exc)
+            rows.append(row)
+    return rows
+
+
+def fmt(x, spec):
+    return format(x, spec) if isinstance(x, float) and np.isfinite(x) else "-"
+
+
+def print_family(title, rows):
+    ref = rows[0]
+    print(f"\n== {title}   (reference: {ref['method']})")
+    print(
+        f"{'method':34s} {'fit s':>8s} {'pred s':>8s} {'fit x':>7s} {'pred x':>7s} "
+        f"{'runs':>4s} {'test NLL':>9s} {'ECE':>7s}  note"
+    )
+    for r in rows:
+        if "error" in r:
+            print(f"{r['method']:34s} {'-- ' + r['error']}")
+            continue
+        fx = r["fit_s"] / ref["fit_s"] if "fit_s" in ref else float("nan")
+        px = r["predict_s"] / ref["predict_s"] if "predict_s" in ref else float("nan")
+        print(
+            f"{r['method']:34s} {r['fit_s']:8.3f} {r['predict_s']:8.3f} "
+            f"{fmt(fx, '7.2f'):>7s} {fmt(px, '7.2f'):>7s} {r['runs']:4d} "
+            f"{fmt(r.get('nll'), '9.5f'):>9s} {fmt(r.get('ece'), '7.4f'):>7s}  "
+            f"{r.get('note', '')}"
+        )
+
+
+def print_ece(rows):
+    by_family = {}
+    for r in rows:
+        by_family.setdefault(r["family"], []).append(r)
+    for title, group in by_family.items():
+        ref = group[0]
+        print(f"\n== {title}   (reference: {ref['method']})")
+        print(
+            f"{'implementation':40s} {'ECE':>10s} {'|diff|':>9s} "
+            f"{'time s':>8s} {'x':>7s}"
+        )
+        for r in group:
+            if "error" in r:
+                print(f"{r['method']:40s} {'-- ' + r['error']}")
+                continue
+            diff = abs(r["value"] - ref["value"]) if "value" in ref else float("nan")
+            ratio = r["time_s"] / ref["time_s"] if "time_s" in ref else float("nan")
+            print(
+                f"{r['method']:40s} {r['value']:10.6f} {fmt(diff, '9.1e'):>9s} "
+                f"{r['time_s']:8.4f} {fmt(ratio, '7.2f'):>7s}"
+            )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-cal", type=int, default=10_000)
+    parser.add_argument("--n-test", type=int, default=10_000)
+    parser.add_argument("--n-classes", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=3, help="best of R runs")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=5.0,
+        help="seconds after which a method is not run again (default 5)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch.set_num_threads(N)"
+    )
+    parser.add_argument("--dirichletcal-python", default=None)
+    parser.add_argument(
+        "--dirichletcal-all",
+        action="store_true",
+        help="also run dirichletcal's vector and matrix scaling (slow)",
+    )
+    parser.add_argument("--dirichletcal-timeout", type=int, default=900)
+    parser.add_argument(
+        "--skip",
+        nargs="+",
+        default=[],
+        metavar="TEXT",
+        help="skip the methods whose label contains TEXT, e.g. 'netcal Beta'",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON document, no tables"
+    )
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    log = sys.stderr if args.json else sys.stdout
+
+    P, y, Pt, yt = make_data(args.n_cal, args.n_test, args.n_classes, args.seed)
+    dc_python, dc_reason = find_dirichletcal_python(args.dirichletcal_python)
+    families, dc_specs = build_families(args, dc_reason)
+    versions = {
+        d: version(d)
+        for d in (
+            "skcal",
+            "torch",
+            "scikit-learn",
+            "netcal",
+            "probmetrics",
+            "torchmetrics",
+            "betacal",
+        )
+    }
+    nll0, ece0 = common_metrics(yt, Pt)
+    installed = ", ".join(f"{k} {v or 'not installed'}" for k, v in versions.items())
+    print(
+        f"data: {args.n_cal} calibration / {args.n_test} test samples, "
+        f"{args.n_classes} classes, seed {args.seed}; uncalibrated test NLL "
+        f"{nll0:.5f}, ECE {ece0:.4f}\n"
+        f"versions: {installed}; torch threads {torch.get_num_threads()}\n"
+        f"dirichletcal: {dc_python or dc_reason}",
+        file=log,
+        flush=True,
+    )
+
+    dc_results = {}
+    dc_specs = [s for s in dc_specs if not any(t in s["label"] for t in args.skip)]
+    if dc_python and dc_specs:
+        print(
+            f"running dirichletcal ({len(dc_specs)} fits) in a subprocess ...",
+            file=log,
+            flush=True,
+        )
+        dc_results = run_dirichletcal(
+            dc_python,
+            dc_specs,
+            P,
+            y,
+            Pt,
+            args.repeats,
+            args.budget,
+            args.dirichletcal_timeout,
+        )
+
+    results = []
+    for title, entries in families:
+        rows = []
+        for label, factory, note in entries:
+            row = {"family": title, "method": label, "note": note}
+            print(f"  {label} ...", file=sys.stderr, flush=True)
+            if any(pattern in label for pattern in args.skip):
+                row["error"] = "skipped (--skip)"
+            elif isinstance(factory, tuple):  # dirichletcal, run above
+                if dc_python is None:
+                    row["error"] = f"skipped: {dc_reason}"
+                else:
+                    row.update(dc_results.get(factory[1], {"error": "no result"}))
+            else:
+                try:
+                    row.update(run_row(label, factory, P, y, Pt, args))
+                except ImportError as exc:
+                    row["error"] = "not installed: " + short_error(exc)
+                except Exception as exc:  # noqa: BLE001
+                    row["error"] = short_error(exc)
+                    if os.environ.get("SKCAL_BENCH_DEBUG"):
+                        traceback.print_exc()
+            score(row, yt)
+            rows.append(row)
+        results.append((title, rows))
+
+    ts_proba = (
+        TemperatureScaling(input="proba", device="cpu").fit(P, y).predict_proba(Pt)
+    )
+    ece_rows = compare_ece(
+        yt,
+        [
+            ("uncalibrated test probabilities", Pt),
+            ("temperature-scaled test", ts_proba),
+        ],
+        args.repeats,
+        args.budget,
+    )
+    total = time.perf_counter() - start
+
+    if args.json:
+        doc = {
+            "args": vars(args),
+            "versions": versions,
+            "dirichletcal_python": dc_python,
+            "uncalibrated": {"nll": nll0, "ece": ece0},
+            "methods": [r for _, rows in results for r in rows],
+            "ece": ece_rows,
+            "total_s": total,
+        }
+        print(json.dumps(doc, indent=1))
+        return 0
+    for title, rows in results:
+        print_family(title, rows)
+    print_ece(ece_rows)
+    print(f"\ntotal wall time {total:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
