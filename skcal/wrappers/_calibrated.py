@@ -209,7 +209,7 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         "predict_proba", "mlp_logits" or "embeddings".
     n_features_in_ : int
         Number of features of ``X`` (when the classifier records it).
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Names of the features (when the classifier records them).
 
     Notes
