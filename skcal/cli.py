@@ -731,7 +731,9 @@ def _calibrate_backbone(backbone: _Backbone, methods, *, device, seed):
 
 
 def _first_sentences(name, messages) -> list[str]:
-    return [f"  {name}: {m.rstrip('.')}." for m in {m.split(". ")[0] for m in messages}]
+    """The first sentence of each distinct warning, prefixed by the method."""
+    firsts = sorted({m.split(". ")[0].rstrip(".") for m in messages})
+    return [f"  {m}." if m.startswith(name) else f"  {name}: {m}." for m in firsts]
 
 
 def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
