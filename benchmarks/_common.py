@@ -13,6 +13,20 @@ def best_time(fn, repeat=3):
     return min(times), result
 
 
+def timed(fn, repeats, budget):
+    """Best wall time of up to ``repeats`` calls, stopping after ``budget`` s.
+
+    Returns ``(best_seconds, last_result, runs)``; at least one call runs.
+    """
+    best, result, spent, runs = float("inf"), None, 0.0, 0
+    while runs < max(repeats, 1) and (runs == 0 or spent < budget):
+        start = time.perf_counter()
+        result = fn()
+        elapsed = time.perf_counter() - start
+        best, spent, runs = min(best, elapsed), spent + elapsed, runs + 1
+    return best, result, runs
+
+
 def current_rss_mb() -> float:
     """Resident set size of this process, in MB (Linux ``/proc``)."""
     with open("/proc/self/status") as f:

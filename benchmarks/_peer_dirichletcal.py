@@ -17,22 +17,14 @@ Writes ``proba_<name>`` arrays to ``out.npz`` and prints one JSON line:
 
 import json
 import sys
-import time
 import warnings
 
 import numpy as np
 
+# run as a script, so its folder is on sys.path; _common is stdlib-only
+from _common import timed  # noqa: E402
+
 warnings.simplefilter("ignore")
-
-
-def timed(fn, repeats, budget):
-    best, result, spent, runs = float("inf"), None, 0.0, 0
-    while runs < max(repeats, 1) and (runs == 0 or spent < budget):
-        start = time.perf_counter()
-        result = fn()
-        elapsed = time.perf_counter() - start
-        best, spent, runs = min(best, elapsed), spent + elapsed, runs + 1
-    return best, result, runs
 
 
 def main():

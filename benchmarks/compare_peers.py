@@ -112,6 +112,9 @@ from skcal import (
 from skcal.metrics import expected_calibration_error, negative_log_likelihood
 from skcal.utils._testing import make_miscalibrated_logits
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import timed  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ODIR_REG = 1e-3
 N_BINS = 15
@@ -141,17 +144,6 @@ def make_data(n_cal, n_test, n_classes, seed):
         softmax(z_test + offsets, axis=1),
         y_test,
     )
-
-
-def timed(fn, repeats, budget):
-    """Best wall time of up to ``repeats`` calls, stopping after ``budget`` s."""
-    best, result, spent, runs = float("inf"), None, 0.0, 0
-    while runs < max(repeats, 1) and (runs == 0 or spent < budget):
-        start = time.perf_counter()
-        result = fn()
-        elapsed = time.perf_counter() - start
-        best, spent, runs = min(best, elapsed), spent + elapsed, runs + 1
-    return best, result, runs
 
 
 def common_metrics(y, proba):

@@ -62,7 +62,6 @@ def local_errors(
         0 where the neighbourhood weight is at most 1e-12.
     """
     m = phi.shape[0]
-    left, right = _augmented(phi, bandwidth)
     # (2, m), contiguous: both k @ rhs[:, cols].T and rhs[:, rows] @ k read k
     # row-major (k.T @ rhs is several times slower)
     rhs = torch.stack([weight * resid, weight])
@@ -70,34 +69,24 @@ def local_errors(
     if with_ess:  # neighbour sums of K and K^2, self excluded (no cancellation)
         nb = torch.zeros(m, dtype=phi.dtype, device=phi.device)
         nb2 = torch.zeros(m, dtype=phi.dtype, device=phi.device)
-    tile = _TILE if phi.device.type == "cpu" else _GPU_TILE
-    starts = range(0, m, tile)
-    for a in starts:
-        rows = slice(a, min(a + tile, m))
-        for b in starts[a // tile :]:
-            cols = slice(b, min(b + tile, m))
-            k = left[rows] @ right[cols].T  # exponents of the tile
-            k.clamp_(_MIN_EXPONENT, 0.0)
-            if a == b:
-                k.fill_diagonal_(0.0)  # K_ii = 1 exactly
-            k.exp_()
-            part = k @ rhs[:, cols].T
-            sums[rows] += part
-            if a != b:
-                part_t = (rhs[:, rows] @ k).T
-                sums[cols] += part_t
-            if not with_ess:
-                continue
-            if a == b:
-                k.fill_diagonal_(0.0)
-                nb[rows] += k @ weight[cols]
-            else:
-                nb[rows] += part[:, 1]
-                nb[cols] += part_t[:, 1]
-            k.mul_(k)
-            nb2[rows] += k @ weight[cols]
-            if a != b:
-                nb2[cols] += weight[rows] @ k
+    for rows, cols, k, diagonal in _kernel_tiles(phi, bandwidth):
+        part = k @ rhs[:, cols].T
+        sums[rows] += part
+        if not diagonal:
+            part_t = (rhs[:, rows] @ k).T
+            sums[cols] += part_t
+        if not with_ess:
+            continue
+        if diagonal:
+            k.fill_diagonal_(0.0)
+            nb[rows] += k @ weight[cols]
+        else:
+            nb[rows] += part[:, 1]
+            nb[cols] += part_t[:, 1]
+        k.mul_(k)
+        nb2[rows] += k @ weight[cols]
+        if not diagonal:
+            nb2[cols] += weight[rows] @ k
     lce = sums[:, 0] / sums[:, 1]
     if not with_ess:
         return lce, None
@@ -118,6 +107,25 @@ def _augmented(phi: torch.Tensor, bandwidth: float):
     left = torch.cat([phi * (2.0 * c), -c * sq, ones], dim=1)
     right = torch.cat([phi, ones, -c * sq], dim=1)
     return left, right
+
+
+def _kernel_tiles(phi: torch.Tensor, bandwidth: float):
+    """Tiles ``(rows, cols, K, diagonal)`` of the kernel matrix on and above
+    its diagonal, ``K_ii = 1`` exactly; each ``K`` is a fresh tensor."""
+    m = phi.shape[0]
+    left, right = _augmented(phi, bandwidth)
+    tile = _TILE if phi.device.type == "cpu" else _GPU_TILE
+    starts = range(0, m, tile)
+    for a in starts:
+        rows = slice(a, min(a + tile, m))
+        for b in starts[a // tile :]:
+            cols = slice(b, min(b + tile, m))
+            k = left[rows] @ right[cols].T  # exponents of the tile
+            k.clamp_(_MIN_EXPONENT, 0.0)
+            if a == b:
+                k.fill_diagonal_(0.0)
+            k.exp_()
+            yield rows, cols, k, a == b
 
 
 def grouped_kernel_sums(
@@ -146,21 +154,9 @@ def grouped_kernel_sums(
     -------
     sums : Tensor of shape (m, r)
     """
-    m = phi.shape[0]
-    left, right = _augmented(phi, bandwidth)
-    sums = torch.zeros(rhs.shape[0], m, dtype=phi.dtype, device=phi.device)
-    tile = _TILE if phi.device.type == "cpu" else _GPU_TILE
-    starts = range(0, m, tile)
-    for a in starts:
-        rows = slice(a, min(a + tile, m))
-        for b in starts[a // tile :]:
-            cols = slice(b, min(b + tile, m))
-            k = left[rows] @ right[cols].T
-            k.clamp_(_MIN_EXPONENT, 0.0)
-            if a == b:
-                k.fill_diagonal_(0.0)
-            k.exp_()
-            sums[:, rows] += rhs[:, cols] @ k.T
-            if a != b:
-                sums[:, cols] += rhs[:, rows] @ k
+    sums = torch.zeros(rhs.shape[0], phi.shape[0], dtype=phi.dtype, device=phi.device)
+    for rows, cols, k, diagonal in _kernel_tiles(phi, bandwidth):
+        sums[:, rows] += rhs[:, cols] @ k.T
+        if not diagonal:
+            sums[:, cols] += rhs[:, rows] @ k
     return sums.T
