@@ -17,15 +17,27 @@ __all__ = ["BetaCalibrator", "PlattCalibrator"]
 
 
 def _class_log_odds(logits: np.ndarray) -> np.ndarray:
-    """``log p_k - log(1 - p_k)`` of every class, computed from the logits."""
+    """``log p_k - log(1 - p_k)`` of every class, computed from the logits.
+
+    ``log(1 - p_k) = logsumexp_{j != k} z_j - logsumexp_j z_j``. With ``M``
+    the row maximum and ``S = sum_j exp(z_j - M)``, the sum over ``j != k``
+    is ``S - exp(z_k - M)`` for every class but the argmax: it still holds
+    the maximum's term 1, so the subtraction loses no precision. For the
+    argmax itself the others are summed directly, shifted by their own
+    maximum (the second largest logit). O(n C) time.
+    """
     z = np.asarray(logits, dtype=np.float64)
-    out = np.empty_like(z)
-    for k in range(z.shape[1]):
-        rest = np.delete(z, k, axis=1)
-        m = rest.max(axis=1)
-        log_rest = m + np.log(np.exp(rest - m[:, None]).sum(axis=1))
-        out[:, k] = z[:, k] - log_rest
-    return out
+    rows = np.arange(z.shape[0])
+    top = np.argmax(z, axis=1)
+    m = z[rows, top]
+    e = np.exp(z - m[:, None])
+    e[rows, top] = 0.0
+    rest = np.log((e.sum(axis=1) + 1.0)[:, None] - e) + m[:, None]
+    z_others = z.copy()
+    z_others[rows, top] = -np.inf
+    second = z_others.max(axis=1)
+    rest[rows, top] = second + np.log(np.exp(z_others - second[:, None]).sum(axis=1))
+    return z - rest
 
 
 def fit_platt(s, positive, w):

@@ -74,3 +74,22 @@ def test_beta_matches_betacal(parameters, n_classes):
     expected = Q / Q.sum(axis=1, keepdims=True)
     # betacal's lbfgs stops at scikit-learn's tolerance (1e-4)
     np.testing.assert_allclose(ours.predict_proba(Xt), expected, atol=2e-4)
+
+
+def test_class_log_odds_match_logsumexp_over_the_other_classes():
+    from scipy.special import logsumexp
+
+    from skcal.calibrators._platt import _class_log_odds
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(300, 7)) * rng.choice([0.1, 10.0, 100.0], size=(300, 1))
+    z[0] = [50, 0, 0, 0, 0, 0, 0]
+    z[1] = [1000, -1000, 0, 0, 0, 0, 0]  # others underflow next to the max
+    z[2] = 0.0  # all tied
+    z[3] = [3, 3, 1, 1, 1, 1, 1]  # tied maximum
+    ref = np.column_stack(
+        [z[:, k] - logsumexp(np.delete(z, k, axis=1), axis=1) for k in range(7)]
+    )
+    got = _class_log_odds(z)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-12)
