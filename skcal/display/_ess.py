@@ -18,6 +18,17 @@ def _pyplot(caller: str):
     return plt
 
 
+def _start_line(caller: str, ax, name, kwargs: dict):
+    """The axes to draw on (a new one without ``ax``) and the line's kwargs:
+    circle markers and ``name`` as the legend label unless overridden."""
+    if ax is None:
+        _, ax = _pyplot(caller).subplots()
+    kwargs = {"marker": "o", **kwargs}
+    if name is not None:
+        kwargs.setdefault("label", name)
+    return ax, kwargs
+
+
 class ESSProfileDisplay:
     """Mean ``|LCE|`` per quantile bin of the effective sample size (ESS).
 
@@ -84,14 +95,9 @@ class ESSProfileDisplay:
         -------
         self : ESSProfileDisplay
         """
-        plt = _pyplot("ESSProfileDisplay.plot")
-        if ax is None:
-            _, ax = plt.subplots()
         name = self.name if name is None else name
+        ax, kwargs = _start_line("ESSProfileDisplay.plot", ax, name, kwargs)
         keep = self.count > 0
-        kwargs = {"marker": "o", **kwargs}
-        if name is not None:
-            kwargs.setdefault("label", name)
         (self.line_,) = ax.plot(self.ess[keep], self.lce[keep], **kwargs)
         ax.set_xscale("log")
         ax.set_xlabel("effective sample size (ESS)")

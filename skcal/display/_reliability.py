@@ -11,7 +11,7 @@ from ..metrics import binned_statistics
 from ..metrics._binning import assign_bins
 from ..metrics._ece import top_label
 from ..utils._validation import check_proba_targets
-from ._ess import _pyplot
+from ._ess import _start_line
 
 
 def _scores_and_targets(proba, y_index, view, labels_):
@@ -132,14 +132,9 @@ class ReliabilityDisplay:
         -------
         self : ReliabilityDisplay
         """
-        plt = _pyplot("ReliabilityDisplay.plot")
-        if ax is None:
-            _, ax = plt.subplots()
         name = self.name if name is None else name
+        ax, kwargs = _start_line("ReliabilityDisplay.plot", ax, name, kwargs)
         keep = self.count > 0
-        kwargs = {"marker": "o", **kwargs}
-        if name is not None:
-            kwargs.setdefault("label", name)
         if ref_line and not any(
             line.get_label() == "perfectly calibrated" for line in ax.get_lines()
         ):

@@ -12,7 +12,6 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.metrics import log_loss
 from sklearn.model_selection import check_cv
 from sklearn.neural_network import MLPClassifier
-from sklearn.pipeline import Pipeline
 from sklearn.utils import (
     _safe_indexing,
     assert_all_finite,
@@ -33,19 +32,9 @@ from .._torch.kernels import softmax_inplace
 from ..base import BaseLocalCalibrator
 from ..utils._sklearn import HasMethods, StrOptions
 from ..utils._validation import check_sample_weight
-from ._embeddings import extract_embeddings, supports_embeddings
+from ._embeddings import extract_embeddings, final_step, supports_embeddings
 
 __all__ = ["CalibratedClassifier"]
-
-
-def _final_step(estimator):
-    while True:
-        if isinstance(estimator, FrozenEstimator):
-            estimator = estimator.estimator
-        elif isinstance(estimator, Pipeline):
-            estimator = estimator.steps[-1][1]
-        else:
-            return estimator
 
 
 def _resolve_response(estimator, response_method: str, local: bool) -> str:
@@ -55,7 +44,7 @@ def _resolve_response(estimator, response_method: str, local: bool) -> str:
     if response_method == "auto":
         if hasattr(estimator, "decision_function"):
             return "decision_function"
-        if isinstance(_final_step(estimator), MLPClassifier):
+        if isinstance(final_step(estimator), MLPClassifier):
             return "mlp_logits"
         return "predict_proba"
     if not hasattr(estimator, response_method):
@@ -100,9 +89,7 @@ class _CalibratedPair:
         self.n_classes = n_classes
 
     def _calibrator_input(self, X):
-        if self.response == "embeddings":
-            return extract_embeddings(self.estimator, X)[0]
-        return _scores(self.estimator, X, self.response, self.n_classes)
+        return _outputs(self.estimator, X, self.response, self.n_classes)[0]
 
     def predict_proba(self, X) -> np.ndarray:
         Z = self._calibrator_input(X)
@@ -382,7 +369,7 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         if local and not supports_embeddings(estimator):
             raise TypeError(
                 f"{type(template).__name__} is fitted on embeddings, but skcal "
-                f"cannot read them from {type(_final_step(estimator)).__name__}: "
+                f"cannot read them from {type(final_step(estimator)).__name__}: "
                 f"it reads an MLPClassifier, a linear classifier or a Pipeline "
                 f"ending in one. Use a score calibrator, or compute the "
                 f"embeddings yourself (see skcal.wrappers.extract_embeddings)."

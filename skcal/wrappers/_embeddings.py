@@ -8,6 +8,8 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
+from .._torch._modules import has_linear, is_module, module_embeddings
+
 __all__ = ["extract_embeddings", "supports_embeddings"]
 
 _MLP_ACTIVATIONS = {
@@ -36,12 +38,13 @@ def _unwrap(estimator):
     return estimator
 
 
-def _is_torch_module(obj) -> bool:
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return False
-    return isinstance(obj, torch.nn.Module)
+def final_step(estimator):
+    """The model at the end of any nesting of ``FrozenEstimator`` and ``Pipeline``."""
+    while True:
+        estimator = _unwrap(estimator)
+        if not isinstance(estimator, Pipeline):
+            return estimator
+        estimator = estimator.steps[-1][1]
 
 
 def _is_linear_model(obj) -> bool:
@@ -57,12 +60,9 @@ def supports_embeddings(estimator) -> bool:
     ``nn.Linear``. The estimator need not be fitted yet.
     """
     estimator = _unwrap(estimator)
-    if _is_torch_module(estimator):
-        import torch
-
-        return any(isinstance(m, torch.nn.Linear) for m in estimator.modules())
-    if isinstance(estimator, Pipeline):
-        estimator = _unwrap(estimator.steps[-1][1])
+    if is_module(estimator):
+        return has_linear(estimator)
+    estimator = final_step(estimator)
     if isinstance(estimator, MLPClassifier):
         return True
     # a linear classifier before or after fitting
@@ -118,64 +118,7 @@ def _linear(model, embeddings):
 
 
 def _torch_module(module, X, batch_size: int, device):
-    import torch
-
-    from .._torch import resolve_device
-
-    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
-    if not linears:
-        raise ValueError(
-            "extract_embeddings needs the torch module's output layer to be an "
-            "nn.Linear, but the module contains no nn.Linear."
-        )
-    head = linears[-1]
-    dev = resolve_device(device)
-    param = next(module.parameters())
-    was_training = module.training
-    captured: list = []
-    hook = head.register_forward_hook(
-        lambda _m, inputs, output: captured.append((inputs[0], output))
-    )
-    embeddings = []
-    X_t = X if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X))
-    if X_t.is_floating_point():
-        X_t = X_t.to(param.dtype)
-    try:
-        module.to(dev).eval()
-        with torch.no_grad():
-            for start in range(0, len(X_t), batch_size):
-                captured.clear()
-                out = module(X_t[start : start + batch_size].to(dev))
-                if len(captured) != 1:
-                    raise ValueError(
-                        f"the last nn.Linear of the module ran {len(captured)} "
-                        f"times in one forward pass; extract_embeddings needs it "
-                        f"to be the output layer, applied once."
-                    )
-                inp, head_out = captured[0]
-                if not isinstance(out, torch.Tensor) or out.shape != head_out.shape:
-                    raise ValueError(
-                        "the module's output is not the output of its last "
-                        "nn.Linear (shapes differ); extract_embeddings needs the "
-                        "last layer to be the nn.Linear head."
-                    )
-                if not torch.allclose(out, head_out, rtol=1e-5, atol=1e-6):
-                    raise ValueError(
-                        "the module's output differs from the output of its last "
-                        "nn.Linear (an activation or another operation follows "
-                        "it); return the logits from the nn.Linear head."
-                    )
-                embeddings.append(inp.reshape(len(inp), -1).double().cpu().numpy())
-    finally:
-        hook.remove()
-        module.train(was_training)
-    weight = head.weight.detach().double().cpu().numpy().copy()
-    bias = (
-        head.bias.detach().double().cpu().numpy().copy()
-        if head.bias is not None
-        else np.zeros(weight.shape[0])
-    )
-    E = np.concatenate(embeddings) if embeddings else np.empty((0, weight.shape[1]))
+    E, weight, bias = module_embeddings(module, X, batch_size, device)
     if weight.shape[0] == 1:
         weight, bias = _two_class_head(weight, bias)
     return E, weight, bias
@@ -218,8 +161,8 @@ def extract_embeddings(estimator, X, *, batch_size: int = 4096, device="cpu"):
     batch_size : int, default=4096
         Rows per forward pass (torch modules only).
     device : str or torch.device, default="cpu"
-        Where a torch module runs; it is moved there and back to eval/train
-        mode as it was. Ignored for scikit-learn models.
+        Where a torch module runs; its device and train/eval mode are
+        restored afterwards. Ignored for scikit-learn models.
 
     Returns
     -------
@@ -248,7 +191,7 @@ def extract_embeddings(estimator, X, *, batch_size: int = 4096, device="cpu"):
     True
     """
     estimator = _unwrap(estimator)
-    if _is_torch_module(estimator):
+    if is_module(estimator):
         return _torch_module(estimator, X, batch_size, device)
     if isinstance(estimator, Pipeline):
         head = _unwrap(estimator.steps[-1][1])
