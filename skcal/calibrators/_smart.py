@@ -127,11 +127,17 @@ class SMARTCalibrator(BaseCalibrator):
     Notes
     -----
     The training objective needs ``softmax(z / T)`` of every row at every
-    epoch. It is computed in one streaming pass over row chunks of the
-    gaps to the top logit, in float32 (row sums in float32, everything
-    after them in float64) with an analytic derivative, so memory stays at
-    the size of the scores and the cost of an epoch is one ``exp`` per
-    score. Predictions are computed in float64.
+    epoch, through its log-partition ``log sum_j exp(-(z_max - z_j) / T)``.
+    That is computed in one streaming pass over row chunks of the gaps to the
+    top logit, in float32 with an analytic derivative, so memory stays at the
+    size of the scores; the rest of an epoch (network, objective) runs in
+    float32 too, the parameters and Adam in float64. With 256 classes or
+    more on the CPU, where that pass dominates, each row's log-partition is
+    instead interpolated (septic Hermite, in ``1 / T``) between nodes that
+    are summed exactly once, when the row's temperature first comes near
+    them; a row whose error estimate exceeds 1e-7, or whose temperature
+    leaves the range of kept nodes, is summed exactly. Predictions are
+    computed in float64.
 
     Unlike the paper (random initialisation), the network starts at the
     temperature of temperature scaling (output weights at zero, output bias

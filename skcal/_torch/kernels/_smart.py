@@ -12,14 +12,19 @@ to the top logit ``d_ij = z_i,max - z_ij >= 0`` (``beta = 1 / T``):
 * ``log p_y = -beta d_iy - log S``;
 * ``sum_k p_k^2 = exp(log S(2 beta) - 2 log S(beta))``.
 
-:class:`_LogPartition` evaluates ``log S`` and its derivative
+:func:`_row_moments` evaluates ``log S`` and its derivative
 ``-sum_j e_ij d_ij / S_i`` in one streaming pass over row chunks, in the
 dtype of ``d`` (float32) with float64 results, without building an autograd
-graph over the ``n x C`` matrix.
+graph over the ``n x C`` matrix. With many classes on the CPU that pass is
+most of an epoch's cost, and :class:`_InterpolatedLogPartition` replaces it
+by interpolation between exactly summed nodes of each row's ``log S(beta)``:
+a row's ``beta`` wanders over a short range during training, so each row is
+summed at about 15 nodes instead of at every epoch.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -38,6 +43,13 @@ _MIN_EXPONENT = -80.0
 _CPU_CHUNK = 1 << 18
 #: Elements per chunk on an accelerator.
 _GPU_CHUNK = 1 << 26
+#: Interpolate ``log S`` between cached nodes (CPU only) from this many
+#: classes on; below it, and on accelerators, every epoch sums exactly.
+_INTERP_MIN_CLASSES = 256
+#: Node spacing in ``log(beta)``, most nodes kept either side of the start
+#: (fewer when the node table would outgrow the float32 gaps), and the largest
+#: accepted error estimate of an interpolated ``log S``.
+_NODE_STEP, _NODE_SPAN, _INTERP_TOL = 0.05, 48, 1e-7
 
 
 def logit_gaps(z: torch.Tensor) -> torch.Tensor:
@@ -92,53 +104,184 @@ def smart_predict_logits(state, logits, device) -> np.ndarray:
     return to_numpy(z / _predict_temperature(state, z)[:, None])
 
 
-def _row_moments(beta: torch.Tensor, d: torch.Tensor, order: int):
-    """Per row ``log S``, and the mean (and variance) of ``d`` under ``e / S``.
+def _row_moments(beta: torch.Tensor, d: torch.Tensor, order: int, rows=None):
+    """Per row ``log S`` and the first ``order`` cumulants of ``d`` under ``e / S``.
 
     ``e_ij = exp(-beta_i d_ij)``, ``S_i = sum_j e_ij``. One streaming pass over
     row chunks in the dtype of ``d``; results in float64. ``order`` is 1
-    (mean) or 2 (mean and variance).
+    (mean), 2 (and variance) or 3 (and third cumulant). ``rows`` (int64
+    tensor) evaluates only those rows of ``d``, ``beta[k]`` for row
+    ``rows[k]``, gathering one chunk at a time.
     """
-    n, c = d.shape
+    n = d.shape[0] if rows is None else rows.shape[0]
+    c = d.shape[1]
     per_chunk = _CPU_CHUNK if d.device.type == "cpu" else _GPU_CHUNK
-    rows = max(1, per_chunk // max(c, 1))
+    step = max(1, per_chunk // max(c, 1))
     out = torch.empty(order + 1, n, dtype=d.dtype, device=d.device)
     neg_beta = (-beta.detach()).to(d.dtype)[:, None]
-    buf = torch.empty(min(rows, n), c, dtype=d.dtype, device=d.device)
-    for start in range(0, n, rows):
-        stop = min(start + rows, n)
-        dd, e = d[start:stop], buf[: stop - start]
+    buf = torch.empty(min(step, n), c, dtype=d.dtype, device=d.device)
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        dd = d[start:stop] if rows is None else d[rows[start:stop]]
+        e = buf[: stop - start]
         torch.mul(dd, neg_beta[start:stop], out=e)
         # exp(-80) ~ 2e-35 is negligible next to S >= 1 but still a normal
         # float32: underflowing to subnormals makes exp ~10x slower on CPUs
         e.clamp_min_(_MIN_EXPONENT)
         e.exp_()
         out[0, start:stop] = e.sum(dim=1)
-        e.mul_(dd)
-        out[1, start:stop] = e.sum(dim=1)
-        if order == 2:
-            out[2, start:stop] = e.mul_(dd).sum(dim=1)
+        for k in range(1, order + 1):
+            out[k, start:stop] = e.mul_(dd).sum(dim=1)
     out = out.to(torch.float64)
     s = out[0]
-    mean = out[1] / s
-    if order == 1:
-        return s.log(), mean
-    return s.log(), mean, (out[2] / s - mean * mean).clamp_min(0.0)
+    moments = [m / s for m in out[1:]]
+    cumulants = [moments[0]]
+    if order >= 2:
+        mean, raw2 = moments[0], moments[1]
+        cumulants.append((raw2 - mean * mean).clamp_min(0.0))
+    if order == 3:
+        cumulants.append(moments[2] - 3.0 * mean * raw2 + 2.0 * mean**3)
+    return (s.log(), *cumulants)
+
+
+def _exact_log_partition(beta: torch.Tensor, d: torch.Tensor):
+    """``log S`` of each row and its derivative in ``beta`` (``-mean``)."""
+    log_s, mean = _row_moments(beta, d, 1)
+    return log_s, -mean
+
+
+def _hermite_matrices():
+    """Coefficient map and error functionals of Hermite interpolation on [0, 1].
+
+    ``data`` holds ``p(0)`` and the first three derivatives at 0, then the
+    same at 1. ``data @ coef`` gives the coefficients (``x^0 .. x^7``) of the
+    septic with those values and derivatives. ``data @ err`` gives ``D0`` and
+    ``D1``: the third derivatives at 0 and at 1 minus those of the quintic
+    that matches only the value and first two derivatives. The two
+    interpolants differ by ``x^3 (1 - x)^3 (a + b x)`` with ``a = D0 / 6``
+    and ``a + b = -D1 / 6``, so by at most ``max(|D0|, |D1|) / 384`` on
+    [0, 1].
+    """
+
+    def conditions(m: int) -> np.ndarray:
+        # rows: derivative j < m at 0, then at 1; columns: x^i
+        a = np.zeros((2 * m, 2 * m))
+        for j in range(m):
+            a[j, j] = math.factorial(j)
+            for i in range(j, 2 * m):
+                a[m + j, i] = math.factorial(i) / math.factorial(i - j)
+        return a
+
+    coef = np.linalg.inv(conditions(4)).T
+    quintic = np.linalg.inv(conditions(3)).T  # data5 @ quintic: x^0 .. x^5
+    err = np.zeros((8, 2))
+    err[3, 0] = err[7, 1] = 1.0
+    subset = [0, 1, 2, 4, 5, 6]
+    # third derivative of the quintic at 0 (6 c3) and at 1 (6 c3 + 24 c4 + 60 c5)
+    err[subset, 0] -= 6.0 * quintic[:, 3]
+    err[subset, 1] -= quintic[:, 3:] @ np.array([6.0, 24.0, 60.0])
+    return coef, err
+
+
+_HERMITE_COEF, _HERMITE_ERR = _hermite_matrices()
+
+
+class _InterpolatedLogPartition:
+    """``log S_i(beta)`` by Hermite interpolation between exact nodes.
+
+    ``log S_i`` is a smooth function of one variable per row, and during
+    training each row's ``beta`` moves back and forth over a short range.
+    Nodes ``beta_k = exp(k * step)`` are evaluated exactly (the value and
+    three derivatives, ``-kappa_1``, ``kappa_2`` and ``-kappa_3`` of the gaps)
+    for a row only when its ``beta`` first enters a cell next to them, and
+    kept; between nodes the septic Hermite interpolant is used. Its error is
+    estimated by the difference to the quintic (a bound on the quintic's
+    error, which the septic's is far below). A row whose estimate exceeds
+    ``tol``, or whose ``beta`` is beyond ``span`` nodes either side of
+    ``beta0``, is summed exactly.
+    """
+
+    def __init__(self, d, beta0, *, step, span, tol):
+        self.d, self.step, self.tol = d, step, tol
+        self.base = math.floor(math.log(beta0) / step) - span
+        self.n_nodes, n = 2 * span + 2, d.shape[0]
+        # node-major, so memory is touched only for nodes that are used;
+        # entry (k, i) of both lives at flat index k * n + i
+        self.values = torch.empty(
+            self.n_nodes * n, 4, dtype=torch.float64, device=d.device
+        )
+        self.known = torch.zeros(self.n_nodes * n, dtype=torch.bool, device=d.device)
+        self.rows = torch.arange(n, device=d.device)
+        # (10, 8): septic coefficients x^0 .. x^7, then the two error terms
+        self.maps = torch.as_tensor(
+            np.hstack([_HERMITE_COEF, _HERMITE_ERR]).T.copy(), device=d.device
+        )
+        # row evaluations summed exactly: at nodes, and instead of interpolating
+        self.n_filled = self.n_fallback = 0
+
+    def _node_beta(self, node: torch.Tensor) -> torch.Tensor:
+        return torch.exp((node + self.base).to(torch.float64) * self.step)
+
+    def _fill(self, flat: torch.Tensor) -> None:
+        n = self.rows.shape[0]
+        node, rows = flat // n, flat % n
+        log_s, k1, k2, k3 = _row_moments(self._node_beta(node), self.d, 3, rows)
+        self.values[flat] = torch.stack([log_s, -k1, k2, -k3], dim=1)
+        self.known[flat] = True
+        self.n_filled += rows.shape[0]
+
+    def __call__(self, beta: torch.Tensor):
+        beta = beta.detach().to(torch.float64)
+        n = self.rows.shape[0]
+        cell = torch.floor(beta.log() / self.step).to(torch.int64) - self.base
+        inside = (cell >= 0) & (cell < self.n_nodes - 1)
+        lo = cell.clamp_(0, self.n_nodes - 2)
+        flat = lo * n + self.rows
+        flat = torch.cat([flat, flat + n])  # the cell's two nodes
+        need = ~self.known.index_select(0, flat) & inside.repeat(2)
+        if bool(need.any()):
+            self._fill(flat[need])
+        b_lo = self._node_beta(lo)
+        h = b_lo * math.expm1(self.step)
+        x = (beta - b_lo) / h
+        # (8, n): value and three derivatives at each node, in units of h
+        data = self.values.index_select(0, flat).view(2, n, 4)
+        data[:, :, 1] *= h
+        data[:, :, 2] *= h * h
+        data[:, :, 3] *= h * h * h
+        out = self.maps @ data.permute(0, 2, 1).reshape(8, n)
+        value, slope = out[7].clone(), 7.0 * out[7]
+        for i in range(6, -1, -1):
+            value.mul_(x).add_(out[i])
+            if i > 0:
+                slope.mul_(x).add_(out[i], alpha=i)
+        slope /= h
+        estimate = torch.maximum(out[8].abs(), out[9].abs()) / 384.0
+        exact = ~(inside & (estimate <= self.tol))  # NaN estimates included
+        if bool(exact.any()):
+            rows = self.rows[exact]
+            log_s, mean = _row_moments(beta[exact], self.d, 1, rows)
+            value[exact], slope[exact] = log_s, -mean
+            self.n_fallback += rows.shape[0]
+        return value, slope
 
 
 class _LogPartition(torch.autograd.Function):
-    """``log sum_j exp(-beta_i d_ij)`` per row; differentiable in ``beta`` only."""
+    """``log S`` per row from ``evaluate(beta) -> (log S, d log S / d beta)``.
+
+    Differentiable in ``beta`` only.
+    """
 
     @staticmethod
-    def forward(ctx, beta: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-        log_s, mean_d = _row_moments(beta, d, 1)
-        ctx.save_for_backward(mean_d)
-        return log_s
+    def forward(ctx, beta: torch.Tensor, evaluate) -> torch.Tensor:
+        log_s, slope = evaluate(beta)
+        ctx.save_for_backward(slope.to(beta.dtype))
+        return log_s.to(beta.dtype)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        (mean_d,) = ctx.saved_tensors
-        return -grad * mean_d, None
+        (slope,) = ctx.saved_tensors
+        return grad * slope, None
 
 
 def _nll_temperature(d, d_true, w) -> float:
@@ -189,8 +332,12 @@ def fit_smart(
     seed: int,
     device: torch.device,
     verbose: int = 0,
+    interpolate: bool | None = None,
 ):
     """Fit the temperature network with full-batch Adam.
+
+    ``interpolate`` (None: on the CPU with at least ``_INTERP_MIN_CLASSES``
+    classes) evaluates ``log S`` through :class:`_InterpolatedLogPartition`.
 
     Returns a dict with ``coefs``, ``intercepts`` (numpy), ``gap_mean``,
     ``gap_std``, ``best_epoch``, ``n_epochs`` and ``loss_curve``.
@@ -212,19 +359,41 @@ def fit_smart(
     g_hat = (gaps - gap_mean) / (gap_std + GAP_EPS)
 
     top = torch.argmax(z, dim=1)
-    correct = (top == y).to(torch.float64)
     d = (top2[:, :1] - z).to(torch.float32)
-    d_true = d.gather(1, y[:, None]).squeeze(1).to(torch.float64)
+    d_true = d.gather(1, y[:, None]).squeeze(1)
     del z
 
     # the start, kept clear of the floor so softplus has a usable gradient
-    t0 = max(_nll_temperature(d, d_true, w), 2.0 * t_min)
+    t0 = max(_nll_temperature(d, d_true.to(torch.float64), w), 2.0 * t_min)
     layers = _init_layers(tuple(hidden), t0, t_min, gen, device)
     params = [t.requires_grad_(True) for layer in layers for t in layer]
 
+    # the per-epoch work runs in float32 (the parameters and Adam stay in
+    # float64): it is twice as fast as float64 on n-sized arrays, and the
+    # confidences come from float32 row sums anyway
+    f32 = torch.float32
+    g_hat, w = g_hat.to(f32), w.to(f32)
+    if interpolate is None:
+        interpolate = device.type == "cpu" and d.shape[1] >= _INTERP_MIN_CLASSES
+    if interpolate:
+        log_partition = _InterpolatedLogPartition(
+            d,
+            1.0 / t0,
+            step=_NODE_STEP,
+            # (2 span + 2) nodes of 4 float64 per row: at most the 4 C bytes
+            # of a row of gaps
+            span=max(1, min(_NODE_SPAN, (d.shape[1] // 8 - 2) // 2)),
+            tol=_INTERP_TOL,
+        )
+    else:
+        log_partition = functools.partial(_exact_log_partition, d=d)
+    correct = (top == y).to(f32)
+    w_sum = w.sum()
+
     def objective() -> torch.Tensor:
-        beta = 1.0 / smart_temperature(layers, g_hat, t_min)
-        log_s = _LogPartition.apply(beta, d)
+        layers32 = [(W.to(f32), b.to(f32)) for W, b in layers]
+        beta = 1.0 / smart_temperature(layers32, g_hat, t_min)
+        log_s = _LogPartition.apply(beta, log_partition)
         if loss == "soft_ece":
             return soft_binned_ece(
                 torch.exp(-log_s),
@@ -242,7 +411,7 @@ def fit_smart(
         elif loss == "nll":
             per_row = beta * d_true + log_s
         else:  # brier: sum_k p_k^2 - 2 p_y + 1
-            sq = torch.exp(_LogPartition.apply(2.0 * beta, d) - 2.0 * log_s)
+            sq = torch.exp(_LogPartition.apply(2.0 * beta, log_partition) - 2.0 * log_s)
             per_row = sq - 2.0 * torch.exp(-beta * d_true - log_s) + 1.0
         return (w @ per_row) / w_sum
 
