@@ -195,8 +195,9 @@ class _InterpolatedLogPartition:
     three derivatives, ``-kappa_1``, ``kappa_2`` and ``-kappa_3`` of the gaps)
     for a row only when its ``beta`` first enters a cell next to them, and
     kept; between nodes the septic Hermite interpolant is used. Its error is
-    estimated by the difference to the quintic (a bound on the quintic's
-    error, which the septic's is far below). A row whose estimate exceeds
+    estimated by its largest difference to the quintic over the cell (which
+    estimates the quintic's error; the septic's is far below it). A row
+    whose estimate exceeds
     ``tol``, or whose ``beta`` is beyond ``span`` nodes either side of
     ``beta0``, is summed exactly.
     """
