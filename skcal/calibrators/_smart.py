@@ -10,7 +10,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._torch import resolve_device
-from .._torch.kernels import fit_smart, smart_predict_logits, smart_predict_temperature
+from .._torch.kernels import fit_smart, smart_predict_temperature
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import Interval, StrOptions
@@ -287,7 +287,12 @@ class SMARTCalibrator(BaseCalibrator):
         )
 
     def _calibrated_logits(self, logits):
-        return smart_predict_logits(self._state(), logits, resolve_device(self.device))
+        # only the temperatures need torch; dividing in numpy saves a
+        # round trip of the whole score matrix
+        T = smart_predict_temperature(
+            self._state(), logits, resolve_device(self.device)
+        )
+        return logits / T[:, None]
 
     def predict_temperature(self, X) -> np.ndarray:
         """Temperature of each sample, shape (n_samples,).

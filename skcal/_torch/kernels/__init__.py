@@ -12,7 +12,6 @@ from ._pts import fit_pts, pts_predict_logits
 from ._smart import (
     fit_smart,
     logit_gaps,
-    smart_predict_logits,
     smart_predict_temperature,
 )
 from ._soft_ece import soft_binned_ece
@@ -45,7 +44,6 @@ __all__ = [
     "local_net_predict",
     "logit_gaps",
     "pts_predict_logits",
-    "smart_predict_logits",
     "smart_predict_temperature",
     "soft_binned_ece",
     "softmax_inplace",

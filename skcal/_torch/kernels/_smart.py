@@ -76,7 +76,7 @@ def _as_layers(coefs, intercepts, device):
 
 
 def _predict_temperature(state, z: torch.Tensor) -> torch.Tensor:
-    """``T`` of each row of ``z``; ``state`` as in :func:`smart_predict_logits`."""
+    """``T`` of each row of ``z``; ``state`` as in :func:`smart_predict_temperature`."""
     coefs, intercepts, gap_mean, gap_std, gap_range, t_min = state
     gaps = logit_gaps(z)
     if gap_range is not None:
@@ -88,20 +88,14 @@ def _predict_temperature(state, z: torch.Tensor) -> torch.Tensor:
 
 
 def smart_predict_temperature(state, logits, device) -> np.ndarray:
-    """Temperature of each row of ``logits`` as float64 numpy."""
-    return to_numpy(
-        _predict_temperature(state, to_tensor(logits, device, torch.float64))
-    )
-
-
-def smart_predict_logits(state, logits, device) -> np.ndarray:
-    """Calibrated logits ``z / T(g_hat)`` as float64 numpy.
+    """Temperature of each row of ``logits`` as float64 numpy.
 
     ``state = (coefs, intercepts, gap_mean, gap_std, gap_range, t_min)``;
     gaps are clipped to ``gap_range`` (``(low, high)``, or None) first.
     """
-    z = to_tensor(logits, device, torch.float64)
-    return to_numpy(z / _predict_temperature(state, z)[:, None])
+    return to_numpy(
+        _predict_temperature(state, to_tensor(logits, device, torch.float64))
+    )
 
 
 def _row_moments(beta: torch.Tensor, d: torch.Tensor, order: int, rows=None):
