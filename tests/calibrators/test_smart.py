@@ -387,9 +387,10 @@ def test_interpolated_log_partition_reuses_nodes_and_falls_back():
     assert strict.n_fallback == 40
 
 
-def test_fit_with_interpolation_follows_the_exact_fit(monkeypatch):
+@pytest.mark.parametrize("loss", ["soft_ece", "brier"])  # brier: S(2 beta) too
+def test_fit_with_interpolation_follows_the_exact_fit(monkeypatch, loss):
     X, y, _ = make_gap_miscalibrated_logits(3000, 300, random_state=12)
-    params = dict(random_state=0, max_epochs=15, patience=100, device="cpu")
+    params = dict(loss=loss, random_state=0, max_epochs=15, patience=100, device="cpu")
     monkeypatch.setattr(smart_kernels, "_INTERP_MIN_CLASSES", 10**9)
     exact = SMARTCalibrator(**params).fit(X, y)
     monkeypatch.setattr(smart_kernels, "_INTERP_MIN_CLASSES", 300)
