@@ -68,34 +68,23 @@ def smart_temperature(layers, g_hat: torch.Tensor, t_min: float) -> torch.Tensor
     return torch.nn.functional.softplus(h.squeeze(1)) + t_min
 
 
-def _as_layers(coefs, intercepts, device):
-    return [
-        (to_tensor(W, device, torch.float64), to_tensor(b, device, torch.float64))
-        for W, b in zip(coefs, intercepts)
-    ]
-
-
-def _predict_temperature(state, z: torch.Tensor) -> torch.Tensor:
-    """``T`` of each row of ``z``; ``state`` as in :func:`smart_predict_temperature`."""
-    coefs, intercepts, gap_mean, gap_std, gap_range, t_min = state
-    gaps = logit_gaps(z)
-    if gap_range is not None:
-        gaps = gaps.clamp(gap_range[0], gap_range[1])
-    g_hat = (gaps - gap_mean) / (gap_std + GAP_EPS)
-    with torch.no_grad():
-        layers = _as_layers(coefs, intercepts, z.device)
-        return smart_temperature(layers, g_hat, t_min)
-
-
 def smart_predict_temperature(state, logits, device) -> np.ndarray:
     """Temperature of each row of ``logits`` as float64 numpy.
 
     ``state = (coefs, intercepts, gap_mean, gap_std, gap_range, t_min)``;
     gaps are clipped to ``gap_range`` (``(low, high)``, or None) first.
     """
-    return to_numpy(
-        _predict_temperature(state, to_tensor(logits, device, torch.float64))
-    )
+    coefs, intercepts, gap_mean, gap_std, gap_range, t_min = state
+    gaps = logit_gaps(to_tensor(logits, device, torch.float64))
+    if gap_range is not None:
+        gaps = gaps.clamp(gap_range[0], gap_range[1])
+    g_hat = (gaps - gap_mean) / (gap_std + GAP_EPS)
+    layers = [
+        (to_tensor(W, device, torch.float64), to_tensor(b, device, torch.float64))
+        for W, b in zip(coefs, intercepts)
+    ]
+    with torch.no_grad():
+        return to_numpy(smart_temperature(layers, g_hat, t_min))
 
 
 def _row_moments(beta: torch.Tensor, d: torch.Tensor, order: int, rows=None):
