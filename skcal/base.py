@@ -19,8 +19,10 @@ from .utils._sklearn import StrOptions
 from .utils._validation import (
     check_finite,
     check_sample_weight,
+    check_scores_shape,
     resolve_classes,
     scores_to_logits,
+    sum_tolerance,
 )
 
 __all__ = ["BaseCalibrator", "BaseLocalCalibrator"]
@@ -57,7 +59,7 @@ def check_fit_targets(
             f"y has {len(y)}."
         )
     classes_, y_index = resolve_classes(y, n_columns, classes)
-    sample_weight = check_sample_weight(sample_weight, n_rows)
+    sample_weight = check_sample_weight(sample_weight, n_rows, relative=True)
     counts = np.bincount(y_index, weights=sample_weight, minlength=len(classes_))
     n_present = int(np.count_nonzero(counts))
     if n_present < 2:
@@ -93,7 +95,9 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     valid logits) or probabilities. It is never guessed: a warning is raised
     when ``input="logits"`` but ``X`` looks like probabilities, and
     probabilities are validated (values in [0, 1], rows summing to 1 within
-    1e-4) and turned into logits with ``log(max(p, 1e-12))``.
+    1e-4, or four units in the last place for float16) and turned into
+    logits with ``log(max(p, 1e-12))``. Logits beyond 1e300 in absolute value
+    are refused.
 
     **Classes.** Column ``j`` of ``X`` is class ``classes_[j]``. Pass
     ``classes`` to give the full label set in column order; without it,
@@ -110,6 +114,16 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         "input": [StrOptions({"logits", "proba"})],
         "classes": ["array-like", None],
     }
+    #: Whether the model sees each row of logits only through the differences
+    #: of its entries, so that adding a constant to a row changes nothing.
+    #: Such calibrators work on ``X - X.max(axis=1)``: the invariance then
+    #: also holds numerically, whatever the size of the constant.
+    _shift_invariant = False
+    #: Whether the predicted class is the argmax of ``X``: ``"proba"`` (the
+    #: argmax of ``X`` also has the largest calibrated probability, ties
+    #: allowed), ``"predict"`` (only :meth:`predict` returns it; the
+    #: probabilities may rank another class first) or None (it can change).
+    _keeps_argmax = None
 
     # ------------------------------------------------------------------ hooks
     def _fit(self, logits: np.ndarray, y_index: np.ndarray, sample_weight):
@@ -120,6 +134,8 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------ validation
     def _validate_scores(self, X, *, reset: bool) -> np.ndarray:
+        check_scores_shape(X)
+        tol = sum_tolerance(getattr(X, "dtype", None))
         X = validate_data(
             self,
             X,
@@ -127,7 +143,10 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
             dtype=[np.float64, np.float32],
             ensure_all_finite=False,
         )
-        return scores_to_logits(X, self.input)
+        logits = scores_to_logits(X, self.input, tol=tol)
+        if self.input == "logits" and self._shift_invariant:
+            logits = logits - logits.max(axis=1, keepdims=True)
+        return logits
 
     def _validate_fit_data(self, X, y, sample_weight):
         logits = self._validate_scores(X, reset=True)
@@ -163,7 +182,9 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     def decision_function(self, X) -> np.ndarray:
         """Calibrated logits of shape (n_samples, n_classes).
 
-        Their softmax is :meth:`predict_proba`.
+        Their softmax is :meth:`predict_proba`. Logits are defined up to a
+        constant per row; calibrators whose model ignores such a constant
+        (``_shift_invariant``) return them computed from ``X - X.max(axis=1)``.
         """
         check_is_fitted(self)
         logits = self._validate_scores(X, reset=False)
@@ -185,8 +206,18 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         return softmax_inplace(self.decision_function(X), log=True)
 
     def predict(self, X) -> np.ndarray:
-        """Most probable class of each sample, as labels from ``classes_``."""
-        index = np.argmax(self.decision_function(X), axis=1)
+        """Most probable class of each sample, as labels from ``classes_``.
+
+        For calibrators that keep the predicted class (``_keeps_argmax``) it
+        is the argmax of ``X`` itself, exactly, whatever the rounding of the
+        calibrated probabilities.
+        """
+        if self._keeps_argmax is None:
+            index = np.argmax(self.decision_function(X), axis=1)
+        else:
+            check_is_fitted(self)
+            self._validate_scores(X, reset=False)
+            index = np.argmax(np.asarray(X), axis=1)
         return self.classes_[index]
 
     def score(self, X, y, sample_weight=None) -> float:
@@ -198,7 +229,9 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         log_proba = self.predict_log_proba(X)
         _, y_index = resolve_classes(y, len(self.classes_), self.classes_)
-        sample_weight = check_sample_weight(sample_weight, log_proba.shape[0])
+        sample_weight = check_sample_weight(
+            sample_weight, log_proba.shape[0], relative=True
+        )
         nll = -log_proba[np.arange(len(y_index)), y_index]
         return -float(np.average(nll, weights=sample_weight))
 
@@ -396,7 +429,9 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         check_consistent_length(X, y, sample_weight)
         proba = self.predict_proba(X)
         _, y_index = resolve_classes(y, len(self.classes_), self.classes_)
-        sample_weight = check_sample_weight(sample_weight, proba.shape[0])
+        sample_weight = check_sample_weight(
+            sample_weight, proba.shape[0], relative=True
+        )
         eps = np.finfo(np.float64).eps
         p_true = np.clip(proba[np.arange(len(y_index)), y_index], eps, 1.0)
         return float(np.average(np.log(p_true), weights=sample_weight))

@@ -59,7 +59,18 @@ SPLINE_ON_RANKS = (
     "curve, a row of weight k one point of weight k, so the fits differ slightly "
     "(tests/calibrators/test_spline.py checks zero weights and weight scaling)."
 )
+RELATIVE_WEIGHTS = (
+    "Weights are relative (multiplying them all by a constant changes nothing, "
+    "a guarantee tested in tests/test_properties.py), so the default ridge "
+    "C / n uses Kish's effective sample size (sum w)^2 / sum w^2: a row "
+    "repeated k times adds k to n, a row of weight k adds less, and the two "
+    "fits differ by the ridge. With a fixed l2_reg they agree (tested in "
+    "tests/calibrators/test_scaling.py)."
+)
 WEIGHTS_ARE_NOT_REPETITIONS = {
+    "VectorScaling": RELATIVE_WEIGHTS,
+    "MatrixScaling": RELATIVE_WEIGHTS,
+    "StructuredMatrixScaling": RELATIVE_WEIGHTS,
     "DirichletCalibratorCV": CV_SPLITS_ROWS,
     "ParameterizedTemperatureScaling": STOCHASTIC_TRAINING,
     "SMARTCalibrator": FLOAT32_TRAINING,

@@ -32,6 +32,8 @@ def _renormalize(Q: np.ndarray, P: np.ndarray) -> np.ndarray:
 class _OneVsRest(BaseCalibrator):
     """One-vs-rest map of each class's probability, then row renormalisation."""
 
+    _shift_invariant = True
+
     def _fit(self, logits, y_index, sample_weight):
         P = softmax_inplace(np.array(logits, dtype=np.float64))
         self._fit_columns(P, y_index, sample_weight)

@@ -13,14 +13,19 @@ from .._torch import resolve_device
 from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
 from ..utils._sklearn import Interval, StrOptions
-from ._scaling import _LBFGS_CONSTRAINTS, _warn_unconverged
+from ..utils._validation import effective_sample_size
+from ._scaling import (
+    _LBFGS_CONSTRAINTS,
+    _warn_unconverged,
+    fit_inverse_temperature,
+)
 
 __all__ = ["DirichletCalibrator", "DirichletCalibratorCV"]
 
 _KIND = {"full": "full", "diagonal": "diagonal", "fixed_diagonal": "scalar"}
 #: Gradient tolerance of the fold fits of DirichletCalibratorCV: ranking the
 #: candidates needs far less precision than the final fit.
-_CV_TOL = 1e-4
+_CV_TOL = 3e-5
 
 
 def log_probabilities(logits: np.ndarray) -> np.ndarray:
@@ -35,9 +40,11 @@ class DirichletCalibrator(BaseCalibrator):
     classifier (Kull et al., 2019). ``log p`` is ``log_softmax(X)`` for
     logits, and ``log(max(p, 1e-12))`` renormalised for probabilities, so the
     features never reach the ``log(float32 tiny) = -87`` of clipping at the
-    smallest float, which can dominate a fit. The map starts at the identity
-    (``W = I``, ``b = 0``) and is fitted full-batch by L-BFGS in float64 on
-    ``device``.
+    smallest float, which can dominate a fit. The map is fitted full-batch
+    by L-BFGS in float64 on ``device``, starting from temperature scaling
+    (``W = I / T0``, ``b = 0``, ``T0`` the NLL-optimal temperature); the
+    solver works on ``log p / T0``, so that it sees the same, well-scaled
+    problem whatever the logits' units. The objective is the published one.
 
     Regularisation follows the ``dirichletcal`` package: with ``reg_mu=None``
     the penalty is ``reg_lambda * ||[W | b]||^2`` (towards zero); with
@@ -116,6 +123,8 @@ class DirichletCalibrator(BaseCalibrator):
     True
     """
 
+    _shift_invariant = True
+
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "matrix": [StrOptions(set(_KIND))],
@@ -151,47 +160,60 @@ class DirichletCalibrator(BaseCalibrator):
         self.tol = tol
         self.max_iter = max_iter
 
-    def _penalties(self, n_classes: int) -> dict:
+    def _penalties(self, n_classes: int, beta: float) -> dict:
+        """The penalties on ``W`` and ``b``, written for ``W / beta``.
+
+        The solver works on the temperature-scaled log-probabilities
+        ``beta * log p`` (well scaled whatever the logits' units) and
+        penalises the map relative to them, ``W / beta``: the published
+        penalties on ``W`` are that times ``beta^2``.
+        """
         lam, mu = float(self.reg_lambda), self.reg_mu
         if mu is None:
             if self.reg_norm:
                 lam /= n_classes * (n_classes + 1)
-            return {"l2_diag": lam, "l2_off": lam, "l2_bias": lam, "diag_target": 0.0}
+            lam_w = lam * beta**2
+            return {
+                "l2_diag": lam_w,
+                "l2_off": lam_w,
+                "l2_bias": lam,
+                "diag_target": 0.0,
+            }
         mu = float(mu)
         if self.reg_norm:
             lam /= n_classes * (n_classes - 1)
             mu /= n_classes
-        return {"l2_off": lam, "l2_bias": mu}
+        return {"l2_off": lam * beta**2, "l2_bias": mu}
 
     def _fit(self, logits, y_index, sample_weight, init=()):
         n_classes = logits.shape[1]
         n_params = {"full": n_classes * (n_classes + 1), "diagonal": 2 * n_classes}
         n_params = n_params.get(self.matrix, 1)
-        if (
-            self.reg_lambda == 0
-            and not self.reg_mu
-            and 10 * n_params > np.sum(sample_weight)
-        ):
+        n_samples = effective_sample_size(sample_weight)
+        if self.reg_lambda == 0 and not self.reg_mu and 10 * n_params > n_samples:
             warnings.warn(
                 f"DirichletCalibrator without regularisation fits {n_params} "
-                f"parameters on {np.sum(sample_weight):.0f} samples (fewer than 10 "
+                f"parameters on {n_samples:.0f} samples (fewer than 10 "
                 "per parameter) and is likely to over-fit: set reg_lambda and "
                 "reg_mu, or use DirichletCalibratorCV to choose them.",
                 UserWarning,
                 stacklevel=4,
             )
+        # start from temperature scaling, on well-scaled features
+        beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
         fit = fit_affine_softmax(
             log_probabilities(logits),
             y_index,
             sample_weight,
             kind=_KIND[self.matrix],
             fit_intercept=self.matrix != "fixed_diagonal",
+            scale=beta,
             ref_row=self.ref_row,
             init=init,
             device=resolve_device(self.device),
             tol=self.tol,
             max_iter=self.max_iter,
-            **self._penalties(n_classes),
+            **self._penalties(n_classes, beta),
         )
         _warn_unconverged(type(self).__name__, fit.result, self.max_iter)
         coef = fit.coef
@@ -239,7 +261,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         Where the fits run.
     tol : float, default=1e-5
         L-BFGS gradient tolerance of the final fit (the fold fits use
-        ``max(tol, 1e-4)``).
+        ``max(tol, 3e-5)``).
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations per fit.
 
@@ -273,6 +295,8 @@ class DirichletCalibratorCV(BaseCalibrator):
     >>> len(cal.cv_results_["params"]), cal.reg_lambda_ in (1e-3, 1e-1)
     (4, True)
     """
+
+    _shift_invariant = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,

@@ -100,6 +100,8 @@ class PlattCalibrator(BaseCalibrator):
     True
     """
 
+    _shift_invariant = True
+
     def __init__(self, *, input="logits", classes=None):
         self.input = input
         self.classes = classes
@@ -245,6 +247,8 @@ class BetaCalibrator(BaseCalibrator):
     >>> beta.coef_.shape
     (3, 2)
     """
+
+    _shift_invariant = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,

@@ -21,16 +21,28 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
     """Parameterized temperature scaling (PTS): a temperature per sample.
 
     ``T(z) = |MLP(top-k sorted logits)|`` (clipped to [1e-12, 1e12]) and
-    ``p = softmax(z / T(z))``, with logits clipped to +-100 and ``k =
-    min(n_top, n_classes)``. The network (by default two hidden layers of 5
-    ReLU units, as in the paper) is trained with mini-batch Adam on the
-    Brier score, the paper's MSE loss, on a random ``1 - validation_fraction``
-    of the calibration set; training stops when the loss on the rest has not
-    improved for ``patience`` epochs, and the best epoch's weights are kept.
-    Unlike the paper (random initialisation), the output layer starts at
-    weight 0 and bias equal to the global temperature, so training starts
-    from temperature scaling. A temperature never changes the predicted
-    class.
+    ``p = softmax(z / T(z))``, with ``k = min(n_top, n_classes)``. The network
+    (by default two hidden layers of 5 ReLU units, as in the paper) is
+    trained with mini-batch Adam on the Brier score, the paper's MSE loss, on
+    a random ``1 - validation_fraction`` of the calibration set; training
+    stops when the loss on the rest has not improved for ``patience`` epochs,
+    and the best epoch's weights are kept. A temperature never changes the
+    predicted class.
+
+    Two departures from the paper make the method independent of the
+    logits' offset and scale, which the softmax ignores:
+
+    * the network reads ``z = (X - max(X)) / T0``, each row shifted so that
+      its largest logit is 0 and divided by the NLL-optimal global
+      temperature ``T0`` (``temperature_init_``); it is this ``z`` that is
+      clipped, at -100 (the paper clips raw logits at +-100, which sends
+      every row of logits offset by 150 to the uniform distribution);
+    * its output layer starts at weight 0 and bias 1 (the paper: random), so
+      training starts from temperature scaling and ``T`` is relative to
+      ``T0``.
+
+    Fitting on ``a * X + c`` (``a > 0``, ``c`` a constant per row) therefore
+    gives the same probabilities as fitting on ``X``.
 
     Parameters
     ----------
@@ -99,6 +111,9 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
     >>> bool(np.all(pts.predict(logits) == logits.argmax(axis=1)))
     True
     """
+
+    _shift_invariant = True
+    _keeps_argmax = "proba"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -173,12 +188,12 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         self.temperature_init_ = float(1.0 / beta)
         self.n_top_ = int(min(self.n_top, n_classes))
         self.coefs_, self.intercepts_, self.best_epoch_, self.n_epochs_ = fit_pts(
-            logits,
+            logits * beta,
             y_index,
             sample_weight,
             k=self.n_top_,
             hidden=tuple(int(h) for h in self.hidden_layer_sizes),
-            initial_temperature=self.temperature_init_,
+            initial_temperature=1.0,
             train_idx=np.sort(train_idx),
             val_idx=np.sort(val_idx),
             lr=self.learning_rate,
@@ -195,7 +210,7 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         return pts_predict_logits(
             self.coefs_,
             self.intercepts_,
-            logits,
+            logits / self.temperature_init_,
             self.n_top_,
             resolve_device(self.device),
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -13,10 +14,12 @@ from .._torch.kernels import (
     TemperatureObjective,
     class_temperature_search,
     fit_affine_softmax,
+    logit_scale,
 )
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import Interval, StrOptions
+from ..utils._validation import effective_sample_size
 
 __all__ = [
     "ClassTemperatureScaling",
@@ -34,7 +37,7 @@ _LBFGS_CONSTRAINTS = {
     "max_iter": [Interval(Integral, 1, None, closed="left")],
 }
 
-#: Inverse temperatures are searched in [exp(-16), exp(16)].
+#: Inverse temperatures times the logits' scale are searched in [exp(-16), exp(16)].
 _LOG_BETA_BOUND = 16.0
 
 
@@ -55,21 +58,27 @@ def fit_inverse_temperature(
     """NLL-optimal inverse temperature ``beta`` of ``softmax(beta * logits)``.
 
     Shared by every calibrator that starts from temperature scaling. Solves
-    the convex 1-D problem with :func:`~skcal._torch.newton_root_1d` over
-    ``beta`` in ``[exp(-16), exp(16)]`` and warns (``ConvergenceWarning``)
-    when the optimum lies outside or the solver did not converge.
+    the convex 1-D problem with :func:`~skcal._torch.newton_root_1d` on the
+    logits divided by their scale ``s`` (:func:`logit_scale`, the median
+    range of a row), over ``beta * s`` in ``[exp(-16), exp(16)]``, so that
+    neither the solve nor its bounds depend on the logits' units: logits
+    multiplied by ``a`` give ``beta / a``. Warns (``ConvergenceWarning``)
+    when the optimum lies outside the bounds or the solver did not converge.
 
     Returns
     -------
     OptimResult
-        ``result.x`` is ``beta``.
+        ``result.x`` is ``beta``, in the units of ``logits``.
     """
+    scale = logit_scale(logits)
     objective = TemperatureObjective(
-        logits, y_index, sample_weight, resolve_device(device)
+        logits, y_index, sample_weight, resolve_device(device), scale
     )
     bound = math.exp(_LOG_BETA_BOUND)
+    # start at beta = 1 when the logits' scale allows it
+    start = min(max(scale, 1.0 / bound), bound)
     result = newton_root_1d(
-        objective.derivatives, 1.0, 1.0 / bound, bound, xtol=tol, max_iter=max_iter
+        objective.derivatives, start, 1.0 / bound, bound, xtol=tol, max_iter=max_iter
     )
     if result.at_bound is not None:
         reason = (
@@ -80,8 +89,9 @@ def fit_inverse_temperature(
         )
         warnings.warn(
             f"Temperature scaling: the log-likelihood has no minimum for a "
-            f"temperature in [exp(-16), exp(16)] ({reason}); the temperature "
-            f"was set to the bound {1.0 / result.x:.4g}.",
+            f"temperature within exp(+-16) of the logits' scale {scale:.4g} (the "
+            f"median range of a row) ({reason}); the temperature was set to the "
+            f"bound {scale / result.x:.4g}.",
             ConvergenceWarning,
             stacklevel=4,
         )
@@ -92,7 +102,7 @@ def fit_inverse_temperature(
             ConvergenceWarning,
             stacklevel=4,
         )
-    return result
+    return replace(result, x=result.x / scale)
 
 
 class TemperatureScaling(BaseCalibrator):
@@ -101,12 +111,15 @@ class TemperatureScaling(BaseCalibrator):
     ``T`` minimises the (weighted) mean negative log-likelihood on the
     calibration set. The NLL is convex in the inverse temperature
     ``beta = 1 / T``; it is solved to machine precision by a safeguarded
-    Newton iteration on its derivative, in float64, on ``device``. ``beta``
-    is searched in ``[exp(-16), exp(16)]``: if the NLL has no minimum inside
-    (the scores separate the classes perfectly, or are unrelated or
-    anti-correlated with the labels) the bound is returned with a
-    ``ConvergenceWarning``, so the temperature is always positive and finite.
-    Temperature scaling never changes the predicted class.
+    Newton iteration on its derivative, in float64, on ``device``, on the
+    logits shifted to a row maximum of 0 and divided by their scale ``s``
+    (the median range of a row), so that the result does not depend on the
+    logits' offset or units: fitting on ``a * X + c`` gives ``a * T``.
+    ``T / s`` is searched in ``[exp(-16), exp(16)]``: if the NLL has no
+    minimum inside (the scores separate the classes perfectly, or are
+    unrelated or anti-correlated with the labels) the bound is returned with
+    a ``ConvergenceWarning``, so the temperature is always positive and
+    finite. Temperature scaling never changes the predicted class.
 
     Parameters
     ----------
@@ -157,6 +170,9 @@ class TemperatureScaling(BaseCalibrator):
     array([1., 1.])
     """
 
+    _shift_invariant = True
+    _keeps_argmax = "proba"
+
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "device": _DEVICE,
@@ -198,16 +214,19 @@ class _AffineScaling(BaseCalibrator):
         return {"l2_diag": self.l2_reg_, "l2_bias": self.l2_reg_}
 
     def _fit(self, logits, y_index, sample_weight):
-        # frequency semantics: a weight of 2 counts as two samples
-        n_samples = float(np.sum(sample_weight))
+        # weights are relative: n is Kish's effective sample size
+        n_samples = effective_sample_size(sample_weight)
         self.l2_reg_ = (
             logits.shape[1] / n_samples if self.l2_reg == "auto" else float(self.l2_reg)
         )
+        beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
+        self.temperature_init_ = float(1.0 / beta)
         fit = fit_affine_softmax(
             logits,
             y_index,
             sample_weight,
             kind=self._kind,
+            scale=beta,
             device=resolve_device(self.device),
             tol=self.tol,
             max_iter=self.max_iter,
@@ -222,13 +241,19 @@ class _AffineScaling(BaseCalibrator):
 class VectorScaling(_AffineScaling):
     """Vector scaling: ``softmax(z * w + b)`` with one scale and offset per class.
 
-    Fitted by full-batch L-BFGS on the weighted mean negative log-likelihood
-    plus ``l2_reg * (||w - 1||^2 + ||b||^2)``, in float64 on ``device``,
-    starting from the identity map (``w = 1``, ``b = 0``). The default
-    ``l2_reg="auto"`` is ``n_classes / n_samples``: a fixed-precision prior
-    whose weight shrinks as the calibration set grows (the ridge scaling of
-    structured matrix scaling, Berta et al. 2026). It keeps the fit finite
-    when the calibration scores are (nearly) separable or a class is absent;
+    The map is written relative to temperature scaling, ``w = (1 + d) / T0``
+    with ``T0`` the NLL-optimal temperature (``temperature_init_``), and
+    fitted by full-batch L-BFGS on the weighted mean negative log-likelihood
+    plus ``l2_reg * (||d||^2 + ||b||^2)``, in float64 on ``device``, starting
+    from temperature scaling (``d = 0``, ``b = 0``). So the ridge shrinks the
+    map toward temperature scaling, not toward the uncalibrated identity: the
+    training NLL is never above temperature scaling's, and the fit does not
+    depend on the logits' units (logits multiplied by ``a`` give ``w / a``
+    and the same probabilities). The default ``l2_reg="auto"`` is
+    ``n_classes / n_samples``: a fixed-precision prior whose weight shrinks
+    as the calibration set grows (the ridge scaling of structured matrix
+    scaling, Berta et al. 2026). It keeps the fit finite when the
+    calibration scores are (nearly) separable or a class is absent;
     ``l2_reg=0`` is the unregularised method of Guo et al. Vector scaling can
     change the predicted class.
 
@@ -239,8 +264,9 @@ class VectorScaling(_AffineScaling):
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
     l2_reg : float or "auto", default="auto"
-        Ridge penalty pulling the map towards the identity; ``"auto"`` is
-        ``n_classes / n_samples`` (``n_samples`` is the sum of the sample
+        Ridge penalty pulling the map towards temperature scaling; ``"auto"``
+        is ``n_classes / n_samples`` (``n_samples`` is Kish's effective
+        sample size ``(sum w)^2 / sum w^2``, the number of rows for equal
         weights).
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the fit runs.
@@ -253,6 +279,9 @@ class VectorScaling(_AffineScaling):
     ----------
     coef_ : ndarray of shape (n_classes,)
         Per-class scales ``w``.
+    temperature_init_ : float
+        Temperature of the temperature scaling the map starts from and is
+        shrunk toward.
     l2_reg_ : float
         The ridge penalty used.
     intercept_ : ndarray of shape (n_classes,)
@@ -305,16 +334,21 @@ class VectorScaling(_AffineScaling):
 class MatrixScaling(_AffineScaling):
     """Matrix scaling: ``softmax(z W^T + b)``, a full affine map of the logits.
 
-    Fitted by full-batch L-BFGS on the weighted mean negative log-likelihood
-    plus ``l2_reg * (||W - I||_F^2 + ||b||^2) + off_diagonal_reg *
-    sum_{i != j} W_ij^2``, in float64 on ``device``, from the identity map.
-    With ``C`` classes it has ``C^2 + C`` parameters and over-fits small
-    calibration sets without regularisation. The default ``l2_reg="auto"``
-    is ``n_classes / n_samples``, a fixed-precision prior whose weight
-    shrinks as the calibration set grows; ``off_diagonal_reg`` further
-    shrinks the interactions between classes (as ODIR does); ``l2_reg=0``
-    is the unregularised method of Guo et al. On ``input="proba"`` it is
-    Dirichlet calibration (Kull et al., 2019) with a ridge penalty.
+    The map is written relative to temperature scaling, ``W = (I + D) / T0``
+    with ``T0`` the NLL-optimal temperature (``temperature_init_``), and
+    fitted by full-batch L-BFGS on the weighted mean negative log-likelihood
+    plus ``l2_reg * (||D||_F^2 + ||b||^2) + off_diagonal_reg * sum_{i != j}
+    D_ij^2``, in float64 on ``device``, from temperature scaling (``D = 0``,
+    ``b = 0``): the ridge shrinks toward temperature scaling, the training
+    NLL is never above temperature scaling's, and the fit does not depend on
+    the logits' units. With ``C`` classes it has ``C^2 + C`` parameters and
+    over-fits small calibration sets without regularisation. The default
+    ``l2_reg="auto"`` is ``n_classes / n_samples``, a fixed-precision prior
+    whose weight shrinks as the calibration set grows; ``off_diagonal_reg``
+    further shrinks the interactions between classes (as ODIR does);
+    ``l2_reg=0`` is the unregularised method of Guo et al. On
+    ``input="proba"`` it is Dirichlet calibration (Kull et al., 2019) with a
+    ridge penalty toward temperature scaling.
 
     Parameters
     ----------
@@ -323,11 +357,11 @@ class MatrixScaling(_AffineScaling):
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
     l2_reg : float or "auto", default="auto"
-        Ridge penalty on ``W - I`` and ``b``; ``"auto"`` is
-        ``n_classes / n_samples`` (``n_samples`` is the sum of the sample
-        weights).
+        Ridge penalty on ``D`` and ``b``; ``"auto"`` is ``n_classes /
+        n_samples`` (``n_samples`` is Kish's effective sample size, the
+        number of rows for equal weights).
     off_diagonal_reg : float, default=0.0
-        Extra ridge penalty on the off-diagonal entries of ``W``.
+        Extra ridge penalty on the off-diagonal entries of ``D``.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the fit runs.
     tol : float, default=1e-5
@@ -339,8 +373,11 @@ class MatrixScaling(_AffineScaling):
     ----------
     coef_ : ndarray of shape (n_classes, n_classes)
         The matrix ``W``.
+    temperature_init_ : float
+        Temperature of the temperature scaling the map starts from and is
+        shrunk toward.
     l2_reg_ : float
-        The ridge penalty used on ``W - I`` and ``b``.
+        The ridge penalty used on ``D`` and ``b``.
     intercept_ : ndarray of shape (n_classes,)
         The offsets ``b``.
     n_iter_ : int
@@ -470,6 +507,14 @@ class ClassTemperatureScaling(BaseCalibrator):
     >>> bool(np.all(cts.predict(logits) == logits.argmax(axis=1)))
     True
     """
+
+    @property
+    def _shift_invariant(self):
+        return self.mode == "predicted"  # a temperature per column is not
+
+    @property
+    def _keeps_argmax(self):
+        return "proba" if self.mode == "predicted" else None
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,

@@ -100,8 +100,8 @@ class SMARTCalibrator(BaseCalibrator):
     gap_mean_ : float
         Mean logit gap of the calibration set.
     gap_std_ : float
-        Standard deviation (unbiased) of the calibration logit gaps; 1 when
-        they are all equal.
+        Standard deviation (``ddof=0``, weighted) of the calibration logit
+        gaps; 1 when they are all equal.
     gap_range_ : tuple of float
         Smallest and largest logit gap of the calibration samples with
         positive weight.
@@ -144,8 +144,13 @@ class SMARTCalibrator(BaseCalibrator):
     at the NLL-optimal global temperature, found by Newton's method in the
     same streaming pass), so training starts from temperature scaling; the
     hidden layers are initialised like ``torch.nn.Linear`` from
-    ``random_state``. Sample weights weight
-    the gap statistics and the objective as frequencies.
+    ``random_state``. Sample weights weight the gap statistics and the
+    objective; only their ratios matter (multiplying them all by a constant
+    changes nothing), and an integer weight counts like repeated rows. For
+    both to hold, the gaps are standardised by their ``ddof=0`` standard
+    deviation, where the reference code uses the unbiased one: a rescaling of
+    the network's input by ``sqrt((n - 1) / n)`` (0.5% at 100 samples), which
+    its first layer absorbs.
 
     References
     ----------
@@ -167,6 +172,9 @@ class SMARTCalibrator(BaseCalibrator):
     >>> smart.predict_temperature(logits).shape
     (500,)
     """
+
+    _shift_invariant = True
+    _keeps_argmax = "proba"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -312,14 +320,3 @@ class SMARTCalibrator(BaseCalibrator):
         return smart_predict_temperature(
             self._state(), logits, resolve_device(self.device)
         )
-
-    def predict(self, X) -> np.ndarray:
-        """Most probable class of each sample: the argmax of the scores ``X``.
-
-        A temperature never changes the ranking of a row, so this is also the
-        argmax of :meth:`predict_proba`, without the rounding ties that a
-        very large temperature can create between nearly equal scores.
-        """
-        check_is_fitted(self)
-        logits = self._validate_scores(X, reset=False)
-        return self.classes_[np.argmax(logits, axis=1)]

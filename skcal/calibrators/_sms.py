@@ -10,6 +10,7 @@ from .._torch import resolve_device
 from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
 from ..utils._sklearn import Interval
+from ..utils._validation import effective_sample_size
 from ._dirichlet import log_probabilities
 from ._scaling import _LBFGS_CONSTRAINTS, _warn_unconverged, fit_inverse_temperature
 
@@ -93,6 +94,8 @@ class StructuredMatrixScaling(BaseCalibrator):
     ((5, 5), 2.0)
     """
 
+    _shift_invariant = True
+
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "lambda_intercept": [Interval(Real, 0, None, closed="left")],
@@ -140,7 +143,7 @@ class StructuredMatrixScaling(BaseCalibrator):
         return np.log(p, out=p)
 
     def _fit(self, logits, y_index, sample_weight):
-        n_samples = float(np.sum(sample_weight))
+        n_samples = effective_sample_size(sample_weight)
         n_classes = logits.shape[1]
         z = self._log_floor(logits)
         self.beta_ = float(

@@ -19,6 +19,21 @@ from ._sklearn import _check_sample_weight
 PROBA_EPS = 1e-12
 #: Tolerance on ``|row sum - 1|`` for an array to count as probabilities.
 SUM_TOL = 1e-4
+#: Largest absolute logit accepted: beyond it, differences of logits overflow.
+MAX_LOGIT = 1e300
+
+
+def sum_tolerance(dtype) -> float:
+    """Tolerance on ``|row sum - 1|`` for probabilities stored in ``dtype``.
+
+    ``SUM_TOL``, or four units in the last place of 1 for coarser floats
+    (float16: 3.9e-3), whose rounding alone moves a renormalised row's sum by
+    more than ``SUM_TOL``.
+    """
+    dtype = np.dtype(dtype) if dtype is not None else np.dtype(np.float64)
+    if not np.issubdtype(dtype, np.floating):
+        return SUM_TOL
+    return max(SUM_TOL, 4.0 * float(np.finfo(dtype).eps))
 
 
 def check_finite(X: np.ndarray, name: str = "X") -> None:
@@ -86,22 +101,46 @@ def looks_like_probabilities(X: np.ndarray, tol: float = SUM_TOL) -> bool:
     return bool(np.all(np.abs(X.sum(axis=1, dtype=np.float64) - 1.0) <= tol))
 
 
-def scores_to_logits(X: np.ndarray, input: str, name: str = "X") -> np.ndarray:
+def check_scores_shape(X, name: str = "X") -> None:
+    """Raise skcal's advice for scores that are not 2-D with >= 2 columns.
+
+    Called before scikit-learn's own validation, whose advice for 1-D input
+    (``reshape(-1, 1)``) would lead a binary user to a second error.
+    """
+    shape = np.shape(X)
+    if len(shape) != 2 or shape[1] < 2:
+        raise ValueError(
+            f"{name} must have shape (n_samples, n_classes) with at least 2 columns, "
+            f"one per class; got shape {shape}. For a binary decision function d, "
+            "pass np.column_stack([-d, d]); for probabilities p of the positive "
+            "class, np.column_stack([1 - p, p]) (or use skcal.CalibratedClassifier)."
+        )
+
+
+def scores_to_logits(
+    X: np.ndarray, input: str, name: str = "X", *, tol: float = SUM_TOL
+) -> np.ndarray:
     """Turn validated 2-D scores into logits (log-probabilities for probas).
 
     ``input="logits"`` returns ``X`` itself (never modified) and warns when it
-    looks like probabilities; ``input="proba"`` returns
-    ``log(max(p, PROBA_EPS))`` of the validated, renormalised rows in float64.
+    looks like probabilities; logits beyond ``MAX_LOGIT`` in absolute value
+    are refused. ``input="proba"`` returns ``log(max(p, PROBA_EPS))`` of the
+    validated, renormalised rows in float64 (``tol``: the row-sum tolerance,
+    see :func:`sum_tolerance`).
     """
-    if X.ndim != 2 or X.shape[1] < 2:
-        raise ValueError(
-            f"{name} must have shape (n_samples, n_classes) with at least 2 columns, "
-            f"one per class; got shape {X.shape}. For a binary decision function d, "
-            "pass np.column_stack([-d, d]) (or use skcal.CalibratedClassifier)."
-        )
+    check_scores_shape(X, name)
     check_finite(X, name)
     if input == "proba":
-        return np.log(np.maximum(check_probabilities(X, name), PROBA_EPS))
+        return np.log(np.maximum(check_probabilities(X, name, tol=tol), PROBA_EPS))
+    largest = float(np.abs(X).max(initial=0.0))
+    if largest > MAX_LOGIT:
+        raise ValueError(
+            f"{name} holds logits as large as {largest:.3g} in absolute value; "
+            f"skcal accepts up to {MAX_LOGIT:g}, beyond which differences of "
+            "logits overflow. Logits this large carry no more information than "
+            f"their ranking: rescale them (e.g. {name} / np.abs({name}).max() * "
+            "100) before calibrating."
+        )
     if looks_like_probabilities(X):
         warnings.warn(
             f"input='logits' but every row of {name} lies in [0, 1] and sums to 1: "
@@ -188,14 +227,44 @@ def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
     )
 
 
-def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray:
-    """Non-negative float64 weights of length ``n_samples``, ones if None."""
-    return _check_sample_weight(
+def check_sample_weight(
+    sample_weight, n_samples: int, *, relative: bool = False
+) -> np.ndarray:
+    """Non-negative float64 weights of length ``n_samples``, ones if None.
+
+    With ``relative`` the weights are returned divided by their maximum (a new
+    array): calibrators and metrics only use weights relative to each other,
+    so multiplying them all by a positive constant, from 1e-300 to 1e300,
+    changes nothing and no sum or product of weights can overflow or
+    underflow.
+    """
+    weights = _check_sample_weight(
         sample_weight,
         np.empty((n_samples, 0)),
         dtype=np.float64,
         ensure_non_negative=True,
     )
+    if relative:
+        top = weights.max(initial=0.0)
+        if top > 0:
+            weights = weights / top
+    return weights
+
+
+def effective_sample_size(sample_weight: np.ndarray) -> float:
+    """Kish's effective number of samples, ``(sum w)^2 / sum w^2``.
+
+    Equal to the number of rows for equal weights, unchanged when every weight
+    is multiplied by the same constant, and not counting zero-weight rows:
+    the ``n`` of every sample-size-dependent default (a ridge ``C / n``, a
+    small-data warning).
+    """
+    w = np.asarray(sample_weight, dtype=np.float64)
+    top = w.max(initial=0.0)
+    if top <= 0:
+        return 0.0
+    w = w / top
+    return float(w.sum() ** 2 / np.dot(w, w))
 
 
 def check_proba_targets(y_true, y_proba, *, labels=None, sample_weight=None):
@@ -210,6 +279,7 @@ def check_proba_targets(y_true, y_proba, *, labels=None, sample_weight=None):
     y_index : ndarray of shape (n_samples,), column of each label
     sample_weight : ndarray of shape (n_samples,)
     """
+    tol = sum_tolerance(getattr(y_proba, "dtype", None))
     y_proba = check_array(
         y_proba,
         ensure_2d=False,
@@ -227,9 +297,41 @@ def check_proba_targets(y_true, y_proba, *, labels=None, sample_weight=None):
         )
     y_true = column_or_1d(y_true)
     check_consistent_length(y_true, y_proba)
-    proba = check_probabilities(y_proba, "y_proba", renormalize=False)
+    proba = check_probabilities(y_proba, "y_proba", tol=tol, renormalize=False)
     _, y_index = resolve_classes(y_true, proba.shape[1], labels, name="labels")
-    sample_weight = check_sample_weight(sample_weight, proba.shape[0])
+    sample_weight = check_sample_weight(sample_weight, proba.shape[0], relative=True)
     if proba.shape[0] == 0:
         raise ValueError("Found 0 samples; metrics need at least one.")
     return proba, y_index, sample_weight
+
+
+def check_class_weight(class_weight, n_classes: int, *, frequencies=None):
+    """Validated class weights of shape ``(n_classes,)``, normalised to sum 1.
+
+    ``None`` gives uniform weights; ``"frequency"`` gives ``frequencies``
+    (the weighted class counts, which the caller passes); otherwise one
+    finite, non-negative number per class with a positive sum. Multiplying
+    every weight by a constant changes nothing (they are divided by their
+    maximum before summing, so nothing overflows).
+    """
+    if class_weight is None:
+        return np.full(n_classes, 1.0 / n_classes)
+    if isinstance(class_weight, str):
+        if class_weight != "frequency" or frequencies is None:
+            raise ValueError(
+                f"class_weight must be None, 'frequency' or one weight per class; "
+                f"got {class_weight!r}."
+            )
+        cw = np.asarray(frequencies, dtype=np.float64)
+    else:
+        cw = np.asarray(class_weight, dtype=np.float64).reshape(-1)
+        if cw.shape != (n_classes,) or not np.all(np.isfinite(cw)) or np.any(cw < 0):
+            raise ValueError(
+                f"class_weight must hold {n_classes} finite, non-negative numbers "
+                f"(one per column of y_proba); got {class_weight!r}."
+            )
+    top = cw.max(initial=0.0)
+    if top <= 0:
+        raise ValueError("class_weight sums to 0; give some class a positive weight.")
+    cw = cw / top
+    return cw / cw.sum()

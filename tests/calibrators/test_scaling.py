@@ -93,8 +93,26 @@ def test_temperature_handles_huge_logits(device):
     assert ts.temperature_ == pytest.approx(sklearn_temperature(X, y), rel=1e-4)
 
 
-def _scipy_affine_fit(X, y, matrix, l2_diag=0.0, l2_off=0.0, l2_bias=0.0):
-    """Independent reference: the same objective in numpy, solved by scipy."""
+def _scipy_inverse_temperature(X, y):
+    """NLL-optimal inverse temperature by scipy's bounded scalar search."""
+    res = minimize_scalar(
+        lambda t: nll(np.exp(t) * X, y),
+        bounds=(-10.0, 10.0),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
+    return float(np.exp(res.x))
+
+
+def _scipy_affine_fit(X, y, matrix, l2_diag=0.0, l2_off=0.0, l2_bias=0.0, ts=True):
+    """Independent reference: the same objective in numpy, solved by scipy.
+
+    With ``ts`` the map is ``beta * (I + delta)``, ``beta`` the inverse
+    temperature of temperature scaling, and the ridge acts on ``delta``
+    (shrinkage toward temperature scaling); otherwise ``beta = 1``.
+    """
+    beta = _scipy_inverse_temperature(X, y) if ts else 1.0
+    X = beta * X
     n, c = X.shape
     onehot = np.eye(c)[y]
     shape = (c, c) if matrix else (c,)
@@ -128,7 +146,7 @@ def _scipy_affine_fit(X, y, matrix, l2_diag=0.0, l2_off=0.0, l2_bias=0.0):
     )
     delta, b = res.x[:size].reshape(shape), res.x[size:]
     W = np.eye(c) + delta if matrix else 1 + delta
-    return W, b, res.fun
+    return beta * W, b, res.fun
 
 
 @pytest.mark.parametrize("l2_reg", [0.0, 0.01])

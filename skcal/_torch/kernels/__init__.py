@@ -16,7 +16,7 @@ from ._smart import (
 )
 from ._soft_ece import soft_binned_ece
 from ._softmax import softmax_inplace
-from ._temperature import TemperatureObjective
+from ._temperature import TemperatureObjective, logit_scale
 from ._vq import calibrated_logits as vq_calibrated_logits
 from ._vq import fit_calibra, fit_divide
 from ._vq import head_log_proba as vq_head_log_proba
@@ -24,6 +24,7 @@ from ._vq import head_log_proba as vq_head_log_proba
 __all__ = [
     "AffineFit",
     "TemperatureObjective",
+    "logit_scale",
     "binned_ece",
     "class_temperature_search",
     "fit_affine_softmax",

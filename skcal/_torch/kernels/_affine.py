@@ -7,10 +7,15 @@
 * ``"diagonal"``: ``diag(1 + delta)`` (vector scaling);
 * ``"scalar"``: ``(1 + s) I`` (temperature scaling on log-probabilities).
 
-All parameters start at zero, i.e. at the identity map. With ``ref_row`` the
-map is expressed, for the penalties and the returned parameters, relative to
-its last row (``W - 1 w_C^T``, ``b - b_C``): the softmax is unchanged, and
-this is the identifiable parametrisation of the ``dirichletcal`` package.
+The features may be pre-multiplied by a ``scale`` (the inverse temperature of
+temperature scaling): the map is then ``scale * W``, so that the solver works
+on well-scaled features whatever the logits' units, and the penalties act on
+the relative map ``W``. All parameters start at zero, i.e. at ``W = I``: the
+identity map, or temperature scaling when ``scale`` is its inverse
+temperature. With ``ref_row`` the map is expressed, for the penalties and the
+returned parameters, relative to its last row (``W - 1 w_C^T``, ``b - b_C``):
+the softmax is unchanged, and this is the identifiable parametrisation of the
+``dirichletcal`` package.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from .._optim import OptimResult, minimize_lbfgs
 class AffineFit:
     """Fitted parameters (numpy, CPU) and the solver outcome.
 
-    ``coef`` is the full ``(C, C)`` matrix ``W`` (for ``"diagonal"`` without
-    ``ref_row``: the vector of its diagonal) and ``intercept`` is ``b``.
+    ``coef`` is the full ``(C, C)`` matrix ``scale * W`` applied to the
+    logits (for ``"diagonal"`` without ``ref_row``: the vector of its
+    diagonal) and ``intercept`` is ``b``.
     """
 
     coef: np.ndarray
@@ -50,6 +56,7 @@ def fit_affine_softmax(
     l2_off: float = 0.0,
     l2_bias: float = 0.0,
     diag_target: float = 1.0,
+    scale: float = 1.0,
     ref_row: bool = False,
     init: tuple = (),
     device: torch.device,
@@ -58,17 +65,19 @@ def fit_affine_softmax(
 ) -> AffineFit:
     """Minimise weighted mean NLL plus ridge penalties with L-BFGS.
 
-    The objective is ``sum_i w_i CE(z_i W^T + b, y_i) / sum_i w_i
+    The objective is ``sum_i w_i CE(scale z_i W^T + b, y_i) / sum_i w_i
     + l2_diag ||diag(W) - diag_target||^2 + l2_off ||offdiag(W)||^2
     + l2_bias ||b||^2``, with ``W`` and ``b`` taken relative to their last
-    row when ``ref_row`` is set, starting from the identity map, or from
+    row when ``ref_row`` is set, starting from ``W = I``, ``b = 0``, or from
     ``init`` (the ``raw`` parameters of an earlier fit of the same shape).
+    Non-finite parameters at the end (a diverged solve) raise a ValueError:
+    a fit never returns them.
     """
     if kind not in ("full", "diagonal", "scalar"):
         raise ValueError(f"unknown kind {kind!r}")
     n_classes = logits.shape[1]
     f64 = dict(dtype=torch.float64, device=device)
-    z = to_tensor(logits, device, torch.float64)
+    z = to_tensor(logits, device, torch.float64) * scale
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight / sample_weight.sum(), device, torch.float64)
     shape = {"full": (n_classes, n_classes), "diagonal": (n_classes,), "scalar": (1,)}
@@ -114,6 +123,13 @@ def fit_affine_softmax(
     result = minimize_lbfgs(loss_fn, params, max_iter=max_iter, tol=tol)
     with torch.no_grad():
         W, b = effective()
+        W = W * scale
+    if not (bool(torch.isfinite(W).all()) and bool(torch.isfinite(b).all())):
+        raise ValueError(
+            "The affine calibration map diverged to non-finite values on these "
+            "scores. Check them for extreme or degenerate values, or add "
+            "regularisation."
+        )
     return AffineFit(
         coef=to_numpy(W),
         intercept=to_numpy(b),

@@ -11,7 +11,8 @@ from .._convert import to_numpy, to_tensor
 from .._optim import train_adam
 from .._random import make_generator
 
-#: Logits are clipped to +-LOGIT_CLIP before the network and the softmax.
+#: Logits (shifted to a row maximum of 0 and divided by the global temperature
+#: by the caller) are clipped to +-LOGIT_CLIP before the network and softmax.
 LOGIT_CLIP = 100.0
 
 

@@ -335,8 +335,10 @@ def fit_smart(
     top2 = torch.topk(z, 2, dim=1).values
     gaps = top2[:, 0] - top2[:, 1]
     gap_mean = (w @ gaps) / w_sum
-    dof = w_sum - 1.0 if float(w_sum) > 1.0 else w_sum
-    gap_std = torch.sqrt((w @ (gaps - gap_mean) ** 2) / dof)
+    # ddof=0: unchanged when every weight is scaled and equal for integer
+    # weights and repeated rows (the reference's unbiased std differs by
+    # sqrt(n / (n - 1)), a rescaling of the input that the first layer absorbs)
+    gap_std = torch.sqrt((w @ (gaps - gap_mean) ** 2) / w_sum)
     if float(gap_std) == 0.0:  # all gaps equal: no scale to standardise by
         gap_std = torch.ones_like(gap_std)
     positive = gaps[w > 0]

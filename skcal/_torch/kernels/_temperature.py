@@ -11,13 +11,30 @@ from .._convert import to_tensor
 CHUNK_ENTRIES = 1 << 21
 
 
+def logit_scale(logits: np.ndarray) -> float:
+    """A scale of the logits: the median range ``max - min`` of a row.
+
+    Rows of equal entries do not count (1 when every row is constant). It is
+    raised to at least ``1e-280`` times the largest range, so that dividing
+    any row by it stays finite. Scaling the logits by ``a > 0`` scales it by
+    ``a``: solvers that work on ``logits / scale`` see the same problem
+    whatever the logits' units.
+    """
+    ranges = np.ptp(logits, axis=1).astype(np.float64)
+    positive = ranges[ranges > 0]
+    if positive.size == 0:
+        return 1.0
+    return float(max(np.median(positive), positive.max() * 1e-280))
+
+
 class TemperatureObjective:
-    """Weighted mean NLL of ``softmax(beta * z)`` as a function of ``beta``.
+    """Weighted mean NLL of ``softmax(beta * z / scale)`` as a function of ``beta``.
 
     The NLL is convex in the inverse temperature ``beta``; :meth:`derivatives`
     returns its first and second derivative, the input of a 1-D Newton solve.
-    Rows are shifted by their maximum once (softmax is shift invariant), so
-    every exponent is ``<= 0`` and no per-iteration max is needed. Work is
+    Rows are shifted by their maximum and divided by ``scale`` once (softmax
+    is shift invariant), so every exponent is ``<= 0``, no per-iteration max
+    is needed, and the solve does not depend on the logits' units. Work is
     done in float64, in row chunks, so memory stays bounded for any ``n``.
 
     Parameters
@@ -27,6 +44,8 @@ class TemperatureObjective:
         Column of the true class of each sample.
     sample_weight : ndarray of shape (n_samples,)
     device : torch.device
+    scale : float, default=1.0
+        The logits are divided by it (see :func:`logit_scale`).
     """
 
     def __init__(
@@ -35,6 +54,7 @@ class TemperatureObjective:
         y_index: np.ndarray,
         sample_weight: np.ndarray,
         device: torch.device,
+        scale: float = 1.0,
     ) -> None:
         n, c = logits.shape
         step = max(1, CHUNK_ENTRIES // max(c, 1))
@@ -43,7 +63,8 @@ class TemperatureObjective:
         self.chunks = []
         for start in range(0, n, step):
             z = to_tensor(logits[start : start + step], device)
-            z = z - z.max(dim=1, keepdim=True).values
+            shifted = z.double() - z.max(dim=1, keepdim=True).values.double()
+            z = (shifted / scale).to(z.dtype)
             z_true = z.gather(1, y[start : start + step, None]).squeeze(1)
             self.chunks.append((z, z_true.double(), weights[start : start + step]))
 
