@@ -275,3 +275,60 @@ def test_unavailable_cuda_is_a_clear_error(data):
     X, y = data
     with pytest.raises(ValueError, match="CUDA is not available"):
         TemperatureScaling(device="cuda").fit(X, y)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_one_dimensional_scores_get_skcal_advice(cls, data):
+    """sklearn's reshape(-1, 1) advice would lead a binary user to a 2nd error."""
+    X, y = data
+    binary = (y > 1).astype(int)
+    with pytest.raises(ValueError, match=r"np\.column_stack\(\[-d, d\]\)"):
+        make_estimator(cls, device="cpu").fit(X[:, 0] - X[:, 1], binary)
+    est = make_estimator(cls, device="cpu").fit(X[:, :2], binary)
+    with pytest.raises(ValueError, match="at least 2 columns"):
+        est.predict_proba(X[:, 0])
+
+
+def test_logits_beyond_1e300_are_refused_clearly(data):
+    X, y = data
+    with pytest.raises(ValueError, match="accepts up to 1e\\+300"):
+        TemperatureScaling(device="cpu").fit(X * 1e302, y)
+    huge = X / np.abs(X).max() * 1e300  # the largest accepted
+    ts = TemperatureScaling(device="cpu").fit(huge, y)
+    ref = TemperatureScaling(device="cpu").fit(X, y)
+    np.testing.assert_allclose(ts.predict_proba(huge), ref.predict_proba(X), rtol=1e-9)
+    with pytest.raises(ValueError, match="accepts up to 1e\\+300"):
+        ts.predict_proba(X * 1e302)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_float16_probabilities_renormalised_in_float16_are_accepted(cls, data):
+    """Their row sums are off by ~5e-4, beyond the float64 tolerance of 1e-4."""
+    X, y = data
+    P16 = softmax(X, axis=1).astype(np.float16)
+    P16 = P16 / P16.sum(axis=1, keepdims=True)
+    assert np.abs(P16.astype(np.float64).sum(axis=1) - 1).max() > 1e-4
+    est = make_estimator(cls, input="proba", device="cpu").fit(P16, y)
+    proba = est.predict_proba(P16)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    # but a float16 row that is far from summing to 1 is still refused
+    bad = P16.copy()
+    bad[0] *= np.float16(0.9)
+    with pytest.raises(ValueError, match="sum to 1"):
+        est.predict_proba(bad)
+
+
+def test_sample_weights_are_relative(data):
+    X, y = data
+    w = np.random.default_rng(2).uniform(0.1, 2.0, size=len(y))
+    ref = TemperatureScaling(device="cpu").fit(X, y, sample_weight=w)
+    for c in (1e-300, 3.7e-150, 1e150, 1e300):
+        scaled = TemperatureScaling(device="cpu").fit(X, y, sample_weight=w * c)
+        assert scaled.temperature_ == pytest.approx(ref.temperature_, rel=1e-12)
+        assert scaled.score(X, y, sample_weight=w * c) == pytest.approx(
+            ref.score(X, y, sample_weight=w), rel=1e-12
+        )
+    original = w.copy()
+    TemperatureScaling(device="cpu").fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(w, original)  # not modified in place

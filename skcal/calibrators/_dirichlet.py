@@ -253,8 +253,9 @@ class DirichletCalibratorCV(BaseCalibrator):
     reg_norm : bool, default=False
         See :class:`DirichletCalibrator`.
     cv : int, default=5
-        Number of stratified folds (reduced, with a warning from
-        scikit-learn, when a class has fewer samples).
+        Number of stratified folds. A class with fewer than ``cv`` samples is
+        missing from some folds (with a warning); fewer than ``cv`` samples
+        in every class is an error.
     random_state : int, RandomState instance or None, default=None
         Shuffling of the folds.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
@@ -346,6 +347,36 @@ class DirichletCalibratorCV(BaseCalibrator):
             **regs,
         )
 
+    def _folds(self, logits, y_index):
+        """Stratified folds, with skcal's own message when a class is small."""
+        counts = np.bincount(y_index)
+        counts = counts[counts > 0]
+        name = f"DirichletCalibratorCV(cv={self.cv})"
+        if counts.max() < self.cv:
+            raise ValueError(
+                f"{name} needs at least {self.cv} samples of some class to make "
+                f"{self.cv} stratified folds, but the largest class has "
+                f"{counts.max()}. Lower cv, or use DirichletCalibrator with "
+                "fixed reg_lambda / reg_mu on so few samples."
+            )
+        if counts.min() < self.cv:
+            warnings.warn(
+                f"{name}: {np.count_nonzero(counts < self.cv)} class(es) have "
+                f"fewer than cv={self.cv} samples (the smallest has "
+                f"{counts.min()}), so some folds are fitted without them. Lower "
+                "cv if the selected regularisation looks unstable.",
+                UserWarning,
+                stacklevel=4,
+            )
+        splitter = StratifiedKFold(
+            self.cv, shuffle=True, random_state=self.random_state
+        )
+        # stratify on the labels themselves: the folds do not depend on the
+        # column order of X
+        with warnings.catch_warnings():  # sklearn's warning names neither
+            warnings.filterwarnings("ignore", "The least populated class")
+            return list(splitter.split(logits, self.classes_[y_index]))
+
     def _fit(self, logits, y_index, sample_weight):
         lambdas = sorted({float(v) for v in self.reg_lambdas}, reverse=True)
         mus = (
@@ -355,13 +386,8 @@ class DirichletCalibratorCV(BaseCalibrator):
         )
         grid = [{"reg_lambda": lam, "reg_mu": mu} for lam, mu in product(lambdas, mus)]
         n_classes = logits.shape[1]
-        splitter = StratifiedKFold(
-            self.cv, shuffle=True, random_state=self.random_state
-        )
         scores = np.zeros((len(grid), self.cv))
-        # stratify on the labels themselves: the folds do not depend on the
-        # column order of X
-        folds = list(splitter.split(logits, self.classes_[y_index]))
+        folds = self._folds(logits, y_index)
         for f, (train, test) in enumerate(folds):
             raw = ()  # warm start along the path, strongest penalty first
             for g, regs in enumerate(grid):

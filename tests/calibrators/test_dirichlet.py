@@ -13,6 +13,7 @@ from skcal import (
     MatrixScaling,
     TemperatureScaling,
 )
+from skcal.exceptions import ConvergenceWarning
 from skcal.utils._testing import make_miscalibrated_logits
 
 
@@ -217,3 +218,36 @@ def test_unregularised_fit_with_few_samples_per_parameter_warns():
         warnings.simplefilter("error")
         DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2, device="cpu").fit(X, y)
         DirichletCalibrator(matrix="diagonal", device="cpu").fit(X, y)
+
+
+@pytest.mark.parametrize("factor", [1e100, 1e200])
+@pytest.mark.parametrize("cls", [DirichletCalibrator, DirichletCalibratorCV])
+def test_huge_logits_give_finite_sane_fits(cls, factor):
+    """Was: NaN coef_ with a ConvergenceWarning and NaN predictions."""
+    X, y = make_miscalibrated_logits(300, 3, temperature=2.0, random_state=20)
+    X_huge = X * factor
+    params = dict(reg_lambdas=[1e-2], reg_mus=[1e-2], cv=3, random_state=0)
+    params = params if cls is DirichletCalibratorCV else {"reg_lambda": 0.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = cls(**params, device="cpu").fit(X_huge, y)
+    assert np.isfinite(est.coef_).all() and np.isfinite(est.intercept_).all()
+    proba = est.predict_proba(X_huge)
+    assert np.isfinite(proba).all()
+    # logits this large are one-hot probabilities: the map stays finite and
+    # keeps the accuracy of the scores
+    assert np.mean(est.predict(X_huge) == y) >= np.mean(X.argmax(1) == y) - 0.02
+
+
+def test_cv_with_too_few_samples_names_cv_and_the_calibrator():
+    X, y = make_miscalibrated_logits(8, 2, temperature=2.0, random_state=21)
+    y = np.array([0, 1] * 4)
+    with pytest.raises(ValueError, match=r"DirichletCalibratorCV\(cv=5\) needs"):
+        DirichletCalibratorCV(cv=5, device="cpu").fit(X, y)
+    X, y = make_miscalibrated_logits(60, 3, temperature=2.0, random_state=22)
+    y[y == 2] = 0
+    y[:3] = 2  # a class with 3 samples and cv=5
+    with pytest.warns(UserWarning, match=r"DirichletCalibratorCV\(cv=5\): 1 class"):
+        DirichletCalibratorCV(
+            cv=5, reg_lambdas=[1e-2], reg_mus=[1e-2], device="cpu"
+        ).fit(X, y)

@@ -236,3 +236,57 @@ def test_regularisation_keeps_nearly_separable_fits_sane():
     nll_auto = nll(auto.decision_function(X_test), y_test)
     assert nll_auto < nll_raw
     assert np.abs(auto.coef_).max() < np.abs(raw.coef_).max()
+
+
+AFFINE = [VectorScaling, MatrixScaling]
+
+
+@pytest.mark.parametrize("cls", [TemperatureScaling, *AFFINE])
+@pytest.mark.parametrize("factor", [1e-30, 1e30, 1e100, 1e200])
+def test_fit_does_not_depend_on_the_logits_units(cls, factor):
+    """Logits times a: same probabilities (was: NaN coef_ at 1e100, a negative
+    coef_ at 1e30 that dropped the training accuracy from 0.645 to 0.055)."""
+    X, y = make_miscalibrated_logits(600, 5, temperature=2.0, random_state=13)
+    ref = cls(device="cpu").fit(X, y)
+    est = cls(device="cpu").fit(X * factor, y)
+    np.testing.assert_allclose(
+        est.predict_proba(X * factor), ref.predict_proba(X), atol=1e-6
+    )
+    coef = getattr(est, "coef_", None)
+    if coef is not None:
+        np.testing.assert_allclose(coef * factor, ref.coef_, rtol=1e-5, atol=1e-8)
+    assert (est.predict(X * factor) == ref.predict(X)).all()
+
+
+@pytest.mark.parametrize("cls", AFFINE)
+@pytest.mark.parametrize("l2_reg", [0.0, 1e-3, "auto", 1.0, 100.0])
+def test_training_nll_never_above_temperature_scaling(cls, l2_reg):
+    """The ridge shrinks toward TS, so no ridge can make the fit worse than TS
+    on its own data, even on badly scaled, offset logits."""
+    X, y = make_miscalibrated_logits(400, 6, temperature=3.0, random_state=14)
+    X = 40.0 * X + np.linspace(-200, 200, 6)  # large and offset per class
+    ts = TemperatureScaling(device="cpu").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = cls(l2_reg=l2_reg, device="cpu").fit(X, y)
+    assert est.temperature_init_ == pytest.approx(ts.temperature_, rel=1e-12)
+    assert nll(est.decision_function(X), y) <= nll(X / ts.temperature_, y) + 1e-12
+    if l2_reg == 100.0:  # a strong ridge stays near temperature scaling
+        np.testing.assert_allclose(est.predict_proba(X), ts.predict_proba(X), atol=0.02)
+
+
+@pytest.mark.parametrize("cls", AFFINE)
+def test_fixed_ridge_weights_equal_repetitions(cls):
+    """With a fixed l2_reg nothing depends on n: integer weights = repeats."""
+    X, y = make_miscalibrated_logits(300, 4, temperature=2.0, random_state=15)
+    w = np.random.default_rng(3).integers(0, 4, size=len(y))
+    a = cls(l2_reg=0.01, tol=1e-9, device="cpu").fit(X, y, sample_weight=w)
+    b = cls(l2_reg=0.01, tol=1e-9, device="cpu").fit(
+        np.repeat(X, w, 0), np.repeat(y, w)
+    )
+    np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), atol=1e-7)
+    # and the default ridge counts Kish's effective n: scale-free weights
+    c = cls(tol=1e-9, device="cpu").fit(X, y, sample_weight=w * 1e-200)
+    d = cls(tol=1e-9, device="cpu").fit(X, y, sample_weight=w)
+    assert c.l2_reg_ == pytest.approx(4 * np.dot(w, w) / w.sum() ** 2, rel=1e-12)
+    np.testing.assert_allclose(c.predict_proba(X), d.predict_proba(X), atol=1e-9)

@@ -148,7 +148,9 @@ def test_initial_loss_is_the_objective_at_the_temperature_scaling_start(loss):
     model = SMARTCalibrator(loss=loss, max_epochs=3, random_state=0, device="cpu")
     model.fit(X, y)
     ts = TemperatureScaling(device="cpu").fit(X, y)
-    assert model.temperature_init_ == pytest.approx(ts.temperature_, rel=1e-5)
+    # float32 tolerances: the start and the recorded losses come from float32
+    # passes, the references are float64 (3e-5 relative seen on one CPU)
+    assert model.temperature_init_ == pytest.approx(ts.temperature_, rel=2e-4)
     p = softmax(X / model.temperature_init_, axis=1)
     onehot = np.eye(5)[y]
     correct = (p.argmax(1) == y).astype(float)
@@ -158,7 +160,7 @@ def test_initial_loss_is_the_objective_at_the_temperature_scaling_start(loss):
         "brier": ((p - onehot) ** 2).sum(1).mean(),
         "mse": ((p.max(1) - correct) ** 2).mean(),
     }[loss]
-    assert model.loss_curve_[0] == pytest.approx(expected, rel=1e-5)
+    assert model.loss_curve_[0] == pytest.approx(expected, rel=2e-4)
 
 
 def test_the_best_state_is_restored_not_the_last():
@@ -172,7 +174,10 @@ def test_the_best_state_is_restored_not_the_last():
     assert model.best_epoch_ == int(np.argmin(curve))
     assert curve[-1] > curve.min() + 1e-4
     final = soft_expected_calibration_error(y, model.predict_proba(X))
-    assert final == pytest.approx(curve.min(), rel=1e-5)
+    # the curve is the float32 training loss, final a float64 SoftECE: they
+    # agree to float32 rounding (3e-7 seen on one CPU), far below the 1e-4
+    # that separates the best epoch from the last
+    assert final == pytest.approx(curve.min(), abs=2e-5)
 
 
 def test_beats_temperature_scaling_on_gap_dependent_miscalibration():

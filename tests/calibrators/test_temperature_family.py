@@ -130,3 +130,30 @@ def test_pts_is_reproducible_and_small_inputs_work():
     assert small.fit(X3, y3).n_top_ == 3
     with pytest.raises(ValueError, match="at least 4"):
         small.fit(X3[:3], y3[:3] * 0 + np.array([0, 1, 2]))
+
+
+@pytest.mark.parametrize("shift", [150.0, -1e4, 1e6])
+def test_pts_ignores_a_constant_added_to_every_logit(shift):
+    """Was: logits + 150 clipped to +-100 gave uniform probabilities and
+    changed 78% of the predictions."""
+    X, y = make_miscalibrated_logits(600, 5, temperature=2.0, random_state=30)
+    params = dict(random_state=0, max_epochs=30, device="cpu")
+    ref = ParameterizedTemperatureScaling(**params).fit(X, y)
+    est = ParameterizedTemperatureScaling(**params).fit(X + shift, y)
+    np.testing.assert_allclose(
+        est.predict_proba(X + shift), ref.predict_proba(X), atol=1e-9
+    )
+    np.testing.assert_array_equal(est.predict(X + shift), X.argmax(axis=1))
+
+
+def test_pts_does_not_depend_on_the_logits_units():
+    """Was: logits of size ~1e4 changed 51% of the predicted classes."""
+    X, y = make_miscalibrated_logits(600, 5, temperature=2.0, random_state=31)
+    params = dict(random_state=0, max_epochs=30, device="cpu")
+    ref = ParameterizedTemperatureScaling(**params).fit(X, y)
+    est = ParameterizedTemperatureScaling(**params).fit(X * 5e3, y)
+    assert est.temperature_init_ == pytest.approx(5e3 * ref.temperature_init_)
+    np.testing.assert_allclose(
+        est.predict_proba(X * 5e3), ref.predict_proba(X), atol=1e-9
+    )
+    np.testing.assert_array_equal(est.predict(X * 5e3), X.argmax(axis=1))
