@@ -143,10 +143,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
             dtype=[np.float64, np.float32],
             ensure_all_finite=False,
         )
-        logits = scores_to_logits(X, self.input, tol=tol)
-        if self.input == "logits" and self._shift_invariant:
-            logits = logits - logits.max(axis=1, keepdims=True)
-        return logits
+        return scores_to_logits(X, self.input, tol=tol, shift=self._shift_invariant)
 
     def _validate_fit_data(self, X, y, sample_weight):
         logits = self._validate_scores(X, reset=True)

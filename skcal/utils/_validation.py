@@ -92,15 +92,6 @@ def check_probabilities(
     return P
 
 
-def looks_like_probabilities(X: np.ndarray, tol: float = SUM_TOL) -> bool:
-    """True if every entry is in [0, 1] and every row sums to one."""
-    if X.ndim != 2 or X.shape[1] < 2 or X.size == 0:
-        return False
-    if X.min() < 0 or X.max() > 1:
-        return False
-    return bool(np.all(np.abs(X.sum(axis=1, dtype=np.float64) - 1.0) <= tol))
-
-
 def check_scores_shape(X, name: str = "X") -> None:
     """Raise skcal's advice for scores that are not 2-D with >= 2 columns.
 
@@ -118,21 +109,35 @@ def check_scores_shape(X, name: str = "X") -> None:
 
 
 def scores_to_logits(
-    X: np.ndarray, input: str, name: str = "X", *, tol: float = SUM_TOL
+    X: np.ndarray,
+    input: str,
+    name: str = "X",
+    *,
+    tol: float = SUM_TOL,
+    shift: bool = False,
 ) -> np.ndarray:
     """Turn validated 2-D scores into logits (log-probabilities for probas).
 
-    ``input="logits"`` returns ``X`` itself (never modified) and warns when it
-    looks like probabilities; logits beyond ``MAX_LOGIT`` in absolute value
-    are refused. ``input="proba"`` returns ``log(max(p, PROBA_EPS))`` of the
+    ``input="logits"`` returns ``X`` itself (never modified), or with
+    ``shift`` a new array ``X - X.max(axis=1)``; it warns when ``X`` looks
+    like probabilities, and refuses logits beyond ``MAX_LOGIT`` in absolute
+    value. ``input="proba"`` returns ``log(max(p, PROBA_EPS))`` of the
     validated, renormalised rows in float64 (``tol``: the row-sum tolerance,
-    see :func:`sum_tolerance`).
+    see :func:`sum_tolerance`). Logits are checked in one pass for the row
+    maxima and one for the row minima, which also tell whether every entry
+    is finite (NaN and inf propagate to them).
     """
     check_scores_shape(X, name)
-    check_finite(X, name)
+    if X.shape[0] == 0:
+        return X
     if input == "proba":
+        check_finite(X, name)
         return np.log(np.maximum(check_probabilities(X, name, tol=tol), PROBA_EPS))
-    largest = float(np.abs(X).max(initial=0.0))
+    row_max, row_min = X.max(axis=1), X.min(axis=1)
+    with np.errstate(invalid="ignore"):
+        largest = max(float(np.max(np.abs(row_max))), float(np.max(np.abs(row_min))))
+    if not np.isfinite(largest):
+        check_finite(X, name)  # raises, naming the first bad row
     if largest > MAX_LOGIT:
         raise ValueError(
             f"{name} holds logits as large as {largest:.3g} in absolute value; "
@@ -141,7 +146,12 @@ def scores_to_logits(
             f"their ranking: rescale them (e.g. {name} / np.abs({name}).max() * "
             "100) before calibrating."
         )
-    if looks_like_probabilities(X):
+    if (
+        X.shape[1] >= 2
+        and row_min.min() >= 0
+        and row_max.max() <= 1
+        and np.all(np.abs(X.sum(axis=1, dtype=np.float64) - 1.0) <= tol)
+    ):
         warnings.warn(
             f"input='logits' but every row of {name} lies in [0, 1] and sums to 1: "
             "these look like probabilities. Pass input='proba' if they are; the "
@@ -149,6 +159,8 @@ def scores_to_logits(
             InputWarning,
             stacklevel=3,
         )
+    if shift:
+        return X - row_max[:, None]
     return X
 
 
