@@ -91,7 +91,7 @@ def test_dirichlet_matches_the_reference_objective(reg_lambda, reg_mu, ref_row, 
 
 def test_unregularised_dirichlet_is_matrix_scaling_on_log_probabilities():
     X, y = make_miscalibrated_logits(1000, 3, temperature=2.0, random_state=2)
-    dc = DirichletCalibrator(tol=1e-7, device="cpu").fit(X, y)
+    dc = DirichletCalibrator(reg_lambda=0.0, tol=1e-7, device="cpu").fit(X, y)
     ms = MatrixScaling(l2_reg=0.0, tol=1e-7, device="cpu").fit(
         log_softmax(X, axis=1), y
     )
@@ -213,11 +213,12 @@ def test_no_warning_on_default_fit():
 def test_unregularised_fit_with_few_samples_per_parameter_warns():
     X, y = make_miscalibrated_logits(300, 6, temperature=2.0, random_state=11)
     with pytest.warns(UserWarning, match="42 parameters on 300 samples"):
-        DirichletCalibrator(device="cpu").fit(X, y)
+        DirichletCalibrator(reg_lambda=0.0, device="cpu").fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DirichletCalibrator(reg_lambda=1e-2, reg_mu=1e-2, device="cpu").fit(X, y)
-        DirichletCalibrator(matrix="diagonal", device="cpu").fit(X, y)
+        DirichletCalibrator(reg_lambda=0, matrix="diagonal", device="cpu").fit(X, y)
+        DirichletCalibrator(device="cpu").fit(X, y)  # the regularised default
 
 
 @pytest.mark.parametrize("factor", [1e100, 1e200])
@@ -251,3 +252,45 @@ def test_cv_with_too_few_samples_names_cv_and_the_calibrator():
         DirichletCalibratorCV(
             cv=5, reg_lambdas=[1e-2], reg_mus=[1e-2], device="cpu"
         ).fit(X, y)
+
+
+def test_default_shrinks_toward_temperature_scaling_with_the_sms_ridge():
+    """reg_lambda='auto': W = beta (I + D) on log p, ridge C/n on diag(D) and
+    b, C(C-1)/n on offdiag(D), solved independently by scipy."""
+    from scipy.optimize import minimize_scalar
+
+    X, y = make_miscalibrated_logits(300, 4, temperature=2.0, random_state=23)
+    X = X + np.array([0.3, -0.2, 0.0, 0.1])
+    n, c = X.shape
+    L = log_softmax(X, axis=1)
+
+    def nll_of(logits):
+        return -np.mean(log_softmax(logits, axis=1)[np.arange(n), y])
+
+    t = minimize_scalar(
+        lambda t: nll_of(np.exp(t) * L),
+        bounds=(-10, 10),
+        method="bounded",
+        options={"xatol": 1e-12},
+    ).x
+    beta = np.exp(t)
+    lam_d, lam_o = c / n, c * (c - 1) / n
+    eye, off = np.eye(c), 1 - np.eye(c)
+
+    def fun(theta):
+        D, b = theta[: c * c].reshape(c, c), theta[c * c :]
+        return (
+            nll_of(beta * L @ (eye + D).T + b)
+            + lam_d * (np.sum(np.diag(D) ** 2) + np.sum(b**2))
+            + lam_o * np.sum((D * off) ** 2)
+        )
+
+    res = minimize(fun, np.zeros(c * c + c), method="BFGS", options={"gtol": 1e-10})
+    D, b = res.x[: c * c].reshape(c, c), res.x[c * c :]
+    dc = DirichletCalibrator(tol=1e-9, device="cpu").fit(X, y)
+    np.testing.assert_allclose(dc.coef_, beta * (eye + D), atol=1e-5)
+    np.testing.assert_allclose(dc.intercept_, b, atol=1e-5)
+    ts = TemperatureScaling(device="cpu").fit(X, y)
+    assert nll_of(dc.decision_function(X)) <= nll_of(X / ts.temperature_) + 1e-12
+    with pytest.raises(ValueError, match="reg_mu selects ODIR"):
+        DirichletCalibrator(reg_mu=1e-3, device="cpu").fit(X, y)
