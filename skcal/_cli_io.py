@@ -33,6 +33,8 @@ import numpy as np
 MATRIX_PREFIXES = {"logits": "logit_", "proba": "proba_", "embeddings": "emb_"}
 #: npz key of each per-sample vector -> column name in CSV/Parquet files
 VECTOR_COLUMNS = {"labels": "label", "predict": "predict"}
+#: npz keys of arrays with one entry per class, not per sample: never a column
+PER_CLASS_KEYS = frozenset({"classes", "coef", "intercept"})
 FORMATS = {".npz": "npz", ".csv": "csv", ".parquet": "parquet"}
 
 
@@ -127,7 +129,14 @@ class ArrayFile:
                 f"{self.path} has no {self.describe(key)}, {why}; its {kind}: "
                 f"{found or 'none'}."
             )
-        return self.arrays[key]
+        value = self.arrays[key]
+        if not isinstance(value, np.ndarray):  # an npz member that is no .npy
+            raise CLIError(
+                f"member {key!r} of {self.path} is not a numpy array (it is not "
+                "in .npy format); write the file with numpy.savez(path, "
+                f"{key}=...)."
+            )
+        return value
 
     def matrix(self, key: str, why: str) -> np.ndarray:
         """``key`` as a finite float64 matrix with at least one row."""
@@ -182,6 +191,8 @@ def _read_npz(path: str) -> dict:
                 "labels=..., logits=...)."
             )
         with np.load(path, allow_pickle=False) as data:
+            # members that are not .npy files come back as bytes: kept, so
+            # that using one is a clear error (ArrayFile.require)
             return {key: data[key] for key in data.files}
     except CLIError:
         raise
@@ -201,13 +212,21 @@ def _read_frame(path: str, fmt: str):
     pd = _pandas(path)
     try:
         if fmt == "csv":
-            return pd.read_csv(path)
-        return pd.read_parquet(path)
+            frame = pd.read_csv(path)
+        else:
+            frame = pd.read_parquet(path)
     except ImportError:
         raise CLIError(_PARQUET_ENGINE.format(verb="reading", path=path)) from None
     except (OSError, ValueError) as exc:  # parser errors are ValueErrors
         message = " ".join(str(exc).split())
         raise CLIError(f"cannot read {path} as {fmt}: {message}") from None
+    if len(frame) == 0:
+        raise CLIError(
+            f"{path} has no rows (columns: "
+            f"{', '.join(map(str, frame.columns[:12])) or 'none'}); give one row "
+            "per sample."
+        )
+    return frame
 
 
 def _frame_to_arrays(frame, path: str) -> dict:
@@ -259,9 +278,10 @@ def _column_values(series, path: str, column: str) -> np.ndarray:
 def write_arrays(path: str, arrays: dict) -> None:
     """Write per-sample arrays (and, in npz, any other array) to ``path``.
 
-    The first array sets the number of samples. CSV and Parquet files get
-    the per-sample arrays only, under the column names of the module
-    docstring.
+    CSV and Parquet files get the per-sample arrays only, under the column
+    names of the module docstring: the per-class arrays
+    (``PER_CLASS_KEYS``, such as ``classes``) are left out by name,
+    whatever their length.
     """
     fmt = file_format(path)
     arrays = {
@@ -285,11 +305,12 @@ def write_arrays(path: str, arrays: dict) -> None:
 
 
 def _table_columns(arrays: dict) -> dict:
-    n_samples = len(next(iter(arrays.values())))
+    per_sample = {k: v for k, v in arrays.items() if k not in PER_CLASS_KEYS}
+    lengths = {key: len(value) for key, value in per_sample.items()}
+    if len(set(lengths.values())) > 1:  # a bug of the caller, not of the input
+        raise ValueError(f"per-sample arrays of different lengths: {lengths}")
     columns = {}
-    for key, value in arrays.items():
-        if len(value) != n_samples:  # e.g. classes: npz only
-            continue
+    for key, value in per_sample.items():
         if value.ndim == 2:
             prefix = MATRIX_PREFIXES.get(key, key + "_")
             columns.update({f"{prefix}{j}": value[:, j] for j in range(value.shape[1])})

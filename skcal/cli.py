@@ -483,6 +483,22 @@ def _fit_and_apply(estimator, data: _CalibrationData, prog: str):
     return elapsed, proba, predict
 
 
+def _check_apply_labels(y_apply, classes, args) -> None:
+    """A CLIError naming the --apply file if it has labels the fit never saw."""
+    known = set(np.asarray(classes).tolist())
+    unseen = {label for label in np.unique(y_apply).tolist() if label not in known}
+    if unseen:
+        shown = sorted(unseen, key=str)
+        raise CLIError(
+            f"labels of --apply {args.apply} include {len(unseen)} label(s) that "
+            f"are not among the classes of --fit {args.fit}: {shown[:10]}"
+            f"{' ...' if len(shown) > 10 else ''}; the calibrator's classes: "
+            f"{np.asarray(classes).tolist()[:20]}. Drop those rows from --apply, or "
+            "fix their labels (in an .npz --fit file, an array 'classes' gives "
+            "the label of each column)."
+        )
+
+
 def _calibrate_rows(name, data: _CalibrationData, proba, predict, classes):
     """Metrics before and after calibration on the --apply labels, if any."""
     if data.y_apply is None:
@@ -508,6 +524,8 @@ def _cmd_calibrate(args) -> int:
     report(f"fitting {name} on {len(data.y_fit)} samples ({data.key}) ...")
     elapsed, proba, predict = _fit_and_apply(estimator, data, prog)
     classes = estimator.classes_
+    if data.y_apply is not None:
+        _check_apply_labels(data.y_apply, classes, args)
     rows = _calibrate_rows(name, data, proba, predict, classes)
     labels = {} if data.y_apply is None else {"labels": data.y_apply}
     arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
@@ -859,6 +877,11 @@ def run_benchmark(
 
     report = report or (lambda message: None)
     methods = list(all_estimators() if methods is None else methods)
+    if not methods:
+        raise ValueError(
+            "methods is empty: pass None to run every calibrator, or a list of "
+            "(name, class) pairs."
+        )
     values, notes = {}, set()
     for i in range(seeds):
         backbone, results, seed_notes = _benchmark_seed(
@@ -910,12 +933,31 @@ def format_benchmark(result: dict) -> str:
     return format_table(rows, ["method", *result["metrics"]])
 
 
+def _parse_methods(text: str | None):
+    """``[(name, class), ...]`` of ``--methods A,B,...``; None (all) if not given.
+
+    Raises
+    ------
+    CLIError
+        If the list is empty or has an empty name (``""``, ``","``,
+        ``"ts,,vs"``); the message lists the valid methods.
+    """
+    if text is None:
+        return None
+    names = [m.strip() for m in text.split(",")]
+    if not any(names) or not all(names):
+        what = "no method" if not any(names) else "an empty name"
+        raise CLIError(
+            f"--methods {text!r} has {what}: give one or more comma-separated "
+            "calibrators, or leave out --methods to run them all. Valid methods "
+            f"(case-insensitive; aliases in parentheses): {_method_list()}."
+        )
+    return list(dict(resolve_method(m) for m in names).items())
+
+
 def _cmd_benchmark(args) -> int:
+    methods = _parse_methods(args.methods)
     _check_device(args.device)
-    methods = None
-    if args.methods:
-        chosen = [resolve_method(m) for m in args.methods.split(",") if m.strip()]
-        methods = list(dict(chosen).items())
     result = run_benchmark(
         args.dataset,
         methods,

@@ -405,3 +405,108 @@ def test_benchmark_reports_mean_and_std_of_the_seeds(capsys):
     assert set(tokens[2::3]) == {"±"} and set(tokens[3::3]) == {"0.0000", "0.00"}
     for metric in _BENCHMARK_COLUMNS:
         assert means[metric] == f"{ts[metric][1]:.4f}", metric
+
+
+# ------------------------------------------ malformed inputs (issue 15, item 7)
+def _last_error_line(capsys, command):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err, "no error message"
+    assert err[-1].startswith(f"skcal {command}: error: "), err
+    return err[-1]
+
+
+@pytest.mark.parametrize("role", ["fit", "apply", "evaluate"])
+def test_csv_with_a_header_and_no_rows_is_a_clear_error(
+    score_files, tmp_path, capsys, role
+):
+    pytest.importorskip("pandas")
+    cal, test, _, _ = score_files
+    empty = tmp_path / "empty.csv"
+    empty.write_text("label,logit_0,logit_1,logit_2\n")
+    out = tmp_path / "out.npz"
+    if role == "evaluate":
+        argv = ["evaluate", str(empty)]
+    else:
+        files = {"fit": str(cal), "apply": str(test), role: str(empty)}
+        argv = ["calibrate", "--method", "ts", "--fit", files["fit"]]
+        argv += ["--apply", files["apply"], "--out", str(out)]
+    assert main(argv) == 2
+    err = _last_error_line(capsys, argv[0])
+    assert f"{empty} has no rows" in err and "label, logit_0" in err
+    assert not out.exists()
+
+
+def test_npz_member_that_is_not_an_array_is_a_clear_error(
+    score_files, tmp_path, capsys
+):
+    import zipfile
+
+    cal, test, _, _ = score_files
+    odd = tmp_path / "odd.npz"
+    with zipfile.ZipFile(cal) as source, zipfile.ZipFile(odd, "w") as target:
+        target.writestr("logits.npy", source.read("logits.npy"))
+        target.writestr("labels.npy", b"0,1,2,0,1")  # not in .npy format
+        target.writestr("README.txt", b"an unused member is ignored")
+    out = tmp_path / "out.npz"
+    argv = ["calibrate", "--method", "ts", "--fit", str(odd), "--apply", str(test)]
+    assert main([*argv, "--out", str(out)]) == 2
+    err = _last_error_line(capsys, "calibrate")
+    assert f"member 'labels' of {odd} is not a numpy array" in err
+    assert "numpy.savez" in err and not out.exists()
+    assert main(["evaluate", str(odd)]) == 2
+    assert "is not a numpy array" in _last_error_line(capsys, "evaluate")
+
+
+def test_table_output_has_no_classes_column_when_rows_equal_classes(
+    score_files, tmp_path, capsys
+):
+    pd = pytest.importorskip("pandas")
+    cal, _, (z_cal, y_cal), (z_test, y_test) = score_files
+    three = tmp_path / "three.npz"  # as many rows as classes
+    np.savez(three, logits=z_test[:3], labels=y_test[:3])
+    out = tmp_path / "o.csv"
+    argv = ["calibrate", "--method", "ts", "--fit", str(cal), "--apply", str(three)]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0, capsys.readouterr().err
+    written = pd.read_csv(out)
+    columns = ["label", "predict", "proba_0", "proba_1", "proba_2"]
+    assert list(written.columns) == columns
+    reference = TemperatureScaling(device="cpu").fit(z_cal, y_cal)
+    np.testing.assert_allclose(
+        written[columns[2:]].to_numpy(),
+        reference.predict_proba(z_test[:3]),
+        rtol=0,
+        atol=1e-10,
+    )
+    # the npz output keeps classes
+    assert main([*argv, "--out", str(tmp_path / "o.npz"), "--quiet"]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "o.npz")["classes"], [0, 1, 2])
+
+
+@pytest.mark.parametrize("methods", ["", ",", " , ", "ts,,vs"])
+def test_benchmark_methods_without_a_name_are_an_error(capsys, methods):
+    argv = ["benchmark", "--dataset", "synthetic", "--seeds", "1"]
+    assert main([*argv, "--methods", methods, "--quiet"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()[-1]
+    assert err.startswith(f"skcal benchmark: error: --methods {methods!r} has ")
+    assert all(name in err for name, _ in all_estimators())  # the valid names
+    assert captured.out == ""  # nothing was run
+
+
+def test_unseen_label_in_the_apply_file_names_the_file(score_files, tmp_path, capsys):
+    cal, _, _, (z_test, y_test) = score_files
+    apply = tmp_path / "unseen.npz"
+    np.savez(apply, logits=z_test[:20], labels=np.r_[y_test[:19], 7])
+    out = tmp_path / "out.npz"
+    argv = ["calibrate", "--method", "ts", "--fit", str(cal), "--apply", str(apply)]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 2
+    err = _last_error_line(capsys, "calibrate")
+    assert f"labels of --apply {apply} include 1 label(s)" in err
+    assert f"--fit {cal}: [7]" in err and not out.exists()
+
+
+def test_run_benchmark_refuses_an_empty_method_list():
+    from skcal.cli import run_benchmark
+
+    with pytest.raises(ValueError, match="methods is empty"):
+        run_benchmark("synthetic", [], seeds=1)

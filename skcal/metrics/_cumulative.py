@@ -164,16 +164,24 @@ def _cumulative(scores, targets, w, statistic):
     return float(value), float(sigma)
 
 
-def _cumulative_all(y_true, y_proba, statistic, mode, sample_weight, labels):
+def _cumulative_all(
+    y_true, y_proba, statistic, mode, sample_weight, labels, class_weight=None
+):
+    """Statistic and sigma of each score column, and the class weights.
+
+    ``class_weight`` is checked in every mode (it is used by ``"classwise"``
+    only), before the statistics are computed.
+    """
     proba, y_index, w = check_proba_targets(
         y_true, y_proba, labels=labels, sample_weight=sample_weight
     )
+    cw = _class_weights(class_weight, proba, y_index, w)
     if mode == "top_label":
         pairs = [top_label(proba, y_index)]
     else:
         pairs = [(proba[:, k], y_index == k) for k in range(proba.shape[1])]
     stats = np.array([_cumulative(s, t.astype(float), w, statistic) for s, t in pairs])
-    return stats[:, 0], stats[:, 1], proba, y_index, w
+    return stats[:, 0], stats[:, 1], cw
 
 
 _CUMULATIVE_PARAMS = {
@@ -233,7 +241,8 @@ def cumulative_calibration_error(
         range (mean 1.60); see :func:`cumulative_calibration_test` for the
         p-values.
     class_weight : array-like of shape (n_classes,) or "frequency", default=None
-        Class weights of ``mode="classwise"`` (uniform by default).
+        Class weights of ``mode="classwise"`` (uniform by default); checked,
+        and unused, in the top-label mode.
     sample_weight : array-like of shape (n_samples,), default=None
         Sample weights.
     labels : array-like of shape (n_classes,), default=None
@@ -258,14 +267,14 @@ def cumulative_calibration_error(
     >>> round(cumulative_calibration_error(y_true, y_proba, statistic="kuiper"), 4)
     0.175
     """
-    values, sigmas, proba, y_index, w = _cumulative_all(
-        y_true, y_proba, statistic, mode, sample_weight, labels
+    values, sigmas, cw = _cumulative_all(
+        y_true, y_proba, statistic, mode, sample_weight, labels, class_weight
     )
     if normalize:
         values = values / np.maximum(sigmas, np.finfo(np.float64).tiny)
     if mode == "top_label":
         return float(values[0])
-    return float(np.dot(_class_weights(class_weight, proba, y_index, w), values))
+    return float(np.dot(cw, values))
 
 
 @validate_params(_CUMULATIVE_PARAMS, prefer_skip_nested_validation=True)
@@ -319,7 +328,7 @@ def cumulative_calibration_test(
     >>> bool(cumulative_calibration_test(y, p**2).pvalue < 1e-6)  # miscalibrated
     True
     """
-    values, sigmas, _, _, _ = _cumulative_all(
+    values, sigmas, _ = _cumulative_all(
         y_true, y_proba, statistic, mode, sample_weight, labels
     )
     normalized = values / np.maximum(sigmas, np.finfo(np.float64).tiny)

@@ -7,7 +7,7 @@ from numbers import Integral
 import numpy as np
 
 from ..utils._sklearn import Interval, StrOptions, validate_params
-from ..utils._validation import check_proba_targets
+from ..utils._validation import check_class_weight, check_proba_targets
 from ._binning import binned_calibration_error, binned_statistics
 
 __all__ = [
@@ -211,8 +211,8 @@ def classwise_calibration_error(
     closed : {"left", "right"}, default="left"
         Bin-edge convention, see :func:`expected_calibration_error`.
     class_weight : array-like of shape (n_classes,), default=None
-        Non-negative weight of each class, normalised to sum to 1; uniform by
-        default.
+        Finite, non-negative weight of each class, normalised to sum to 1;
+        uniform by default.
     sample_weight : array-like of shape (n_samples,), default=None
         Sample weights.
     labels : array-like of shape (n_classes,), default=None
@@ -235,16 +235,7 @@ def classwise_calibration_error(
         y_true, y_proba, labels=labels, sample_weight=sample_weight
     )
     n_classes = proba.shape[1]
-    if class_weight is None:
-        cw = np.full(n_classes, 1.0 / n_classes)
-    else:
-        cw = np.asarray(class_weight, dtype=np.float64)
-        if cw.shape != (n_classes,) or np.any(cw < 0) or cw.sum() <= 0:
-            raise ValueError(
-                f"class_weight must hold {n_classes} non-negative weights (one per "
-                f"column of y_proba) with a positive sum; got {cw!r}."
-            )
-        cw = cw / cw.sum()
+    cw = check_class_weight(class_weight, n_classes)
     errors = np.array(
         [
             binned_calibration_error(

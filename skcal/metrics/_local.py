@@ -15,7 +15,11 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .._torch import resolve_device, to_numpy, to_tensor
 from .._torch.kernels import grouped_kernel_sums, local_errors
 from ..utils._sklearn import Interval, StrOptions, validate_params
-from ..utils._validation import check_finite, check_proba_targets
+from ..utils._validation import (
+    check_class_weight,
+    check_finite,
+    check_proba_targets,
+)
 from ._binning import assign_bins, bin_edges
 from ._ece import BINNED_METRIC_PARAMS
 
@@ -133,21 +137,13 @@ def _features_in_space(features, space, n_samples: int) -> np.ndarray:
 
 
 def _class_weights(class_weight, proba, y_index, w) -> np.ndarray:
+    """:func:`check_class_weight`, with the weighted class counts for
+    ``"frequency"``."""
     n_classes = proba.shape[1]
-    if class_weight is None:
-        cw = np.full(n_classes, 1.0 / n_classes)
-    elif isinstance(class_weight, str):  # "frequency"
-        cw = np.bincount(y_index, weights=w, minlength=n_classes)
-    else:
-        cw = np.asarray(class_weight, dtype=np.float64).reshape(-1)
-        if cw.shape != (n_classes,) or np.any(cw < 0) or not np.all(np.isfinite(cw)):
-            raise ValueError(
-                f"class_weight must hold {n_classes} non-negative finite numbers "
-                f"(one per column of y_proba); got {class_weight!r}."
-            )
-    if cw.sum() <= 0:
-        raise ValueError("class_weight sums to 0; give some class a positive weight.")
-    return cw / cw.sum()
+    frequencies = None
+    if isinstance(class_weight, str):
+        frequencies = np.bincount(y_index, weights=w, minlength=n_classes)
+    return check_class_weight(class_weight, n_classes, frequencies=frequencies)
 
 
 #: Rough cost of one exp, in multiply-adds, for choosing the kernel pass.
@@ -209,12 +205,14 @@ def _anchor_errors(
     labels,
     device,
     with_ess,
+    class_weight=None,
 ):
     """Per-anchor LCE (and ESS), shape (n_samples, n_classes), NaN outside
-    the kept bins."""
+    the kept bins; ``class_weight`` is only checked, before the kernel runs."""
     proba, y_index, w = check_proba_targets(
         y_true, y_proba, labels=labels, sample_weight=sample_weight
     )
+    _class_weights(class_weight, proba, y_index, w)  # fail fast
     n, n_classes = proba.shape
     phi = _features_in_space(features, space, n)
     dev = resolve_device(device)
@@ -226,10 +224,15 @@ def _anchor_errors(
     groups = []  # (class, members) of every kept confidence bin
     for k in range(n_classes):
         bins = assign_bins(proba[:, k], edges, closed="left")
-        counts = np.bincount(bins, weights=w, minlength=n_bins)
+        # a bin's support is its effective number of samples (Kish): the
+        # count for equal weights, unchanged when every weight is scaled
+        w_sum = np.bincount(bins, weights=w, minlength=n_bins)
+        w_sq = np.bincount(bins, weights=w * w, minlength=n_bins)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            support = np.where(w_sq > 0, w_sum**2 / w_sq, 0.0)
         groups += [
             (k, np.flatnonzero(bins == b))
-            for b in np.flatnonzero(counts > min_bin_size)
+            for b in np.flatnonzero(support > min_bin_size)
         ]
     resid = proba - (y_index[:, None] == np.arange(n_classes))
     if not with_ess and _one_kernel_pass_is_cheaper(groups, phi.shape[1]):
@@ -280,7 +283,8 @@ _PARAMS_DOC = """    y_true : array-like of shape (n_samples,)
         Equal-width bins of each class's probability; neighbours are taken
         within the same bin.
     min_bin_size : float, default=20
-        Only bins with more than this many samples (total weight) are used.
+        Only bins with more than this many samples are used (with sample
+        weights: Kish's effective number ``(sum w)^2 / sum w^2`` of the bin).
     space : "pca", LocalSpace or None, default="pca"
         ``"pca"``: standardise ``features`` and project them on their first
         50 principal components, fitted on ``features``; a fitted
@@ -407,6 +411,7 @@ def local_calibration_error(
         labels=labels,
         device=device,
         with_ess=False,
+        class_weight=class_weight,
     )
     return _summarise(lce, w, class_weight, proba, y_index, "mean")
 
@@ -469,6 +474,7 @@ def max_local_calibration_error(
         labels=labels,
         device=device,
         with_ess=False,
+        class_weight=class_weight,
     )
     return _summarise(lce, w, class_weight, proba, y_index, "max")
 
@@ -548,6 +554,7 @@ def local_calibration_errors(
         labels=labels,
         device=device,
         with_ess=False,
+        class_weight=class_weight,
     )
     return LocalCalibrationErrors(
         lce=_summarise(lce, w, class_weight, proba, y_index, "mean"),
@@ -578,9 +585,10 @@ def effective_sample_size(
 
     Kish's ``ESS_k(i) = (sum_{j != i} K_ij)^2 / sum_{j != i} K_ij^2`` over
     the other samples of ``i``'s class-``k`` confidence bin, with the kernel
-    of :func:`local_calibration_error`; with weights, neighbour ``j`` counts
-    ``w_j`` times (``(sum w_j K_ij)^2 / sum w_j K_ij^2``). 0 when the
-    neighbourhood weight is at most 1e-12.
+    of :func:`local_calibration_error`; with weights, Kish's
+    ``(sum w_j K_ij)^2 / sum (w_j K_ij)^2``, unchanged when every weight is
+    multiplied by a constant. 0 when the neighbourhood weight is at most
+    1e-12.
 
     Parameters
     ----------

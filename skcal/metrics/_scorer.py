@@ -7,6 +7,10 @@ import copy
 from sklearn.metrics import get_scorer as _sklearn_get_scorer
 from sklearn.metrics import get_scorer_names as _sklearn_get_scorer_names
 
+# The base class of scikit-learn's scorers (what make_scorer builds on): its
+# __call__, set_score_request and metadata requests are what make skcal's
+# scorers route metadata exactly as scikit-learn's do.
+from ..utils._sklearn import _BaseScorer
 from ._cumulative import cumulative_calibration_error, ecce_binned_mean
 from ._ece import (
     classwise_calibration_error,
@@ -25,7 +29,7 @@ __all__ = [
 ]
 
 
-class CalibrationScorer:
+class CalibrationScorer(_BaseScorer):
     """Scorer that evaluates a probability metric on ``predict_proba``.
 
     Usable wherever scikit-learn takes ``scoring=`` (``GridSearchCV``,
@@ -33,6 +37,16 @@ class CalibrationScorer:
     the label ``estimator.classes_[j]``, so test folds that miss a class are
     scored correctly. Errors are negated (``greater_is_better=False``) so that
     higher is better, as scikit-learn expects.
+
+    The scorer is a scikit-learn scorer (it subclasses the class that
+    :func:`sklearn.metrics.make_scorer` returns instances of), so it takes
+    part in metadata routing as scikit-learn's own scorers do: with
+    ``sklearn.set_config(enable_metadata_routing=True)``, metadata such as
+    ``sample_weight`` passed to ``cross_validate(..., params=...)`` or
+    ``GridSearchCV.fit`` reach the metric only once requested with
+    ``scorer.set_score_request(sample_weight=True)``, and passing them
+    unrequested is an error. Without routing, ``sample_weight`` is the only
+    metadata a scorer takes.
 
     Parameters
     ----------
@@ -42,6 +56,15 @@ class CalibrationScorer:
         Multiplier of the metric; -1 for errors.
     **kwargs
         Fixed keyword arguments of the metric (e.g. ``n_bins=10``).
+
+    Attributes
+    ----------
+    metric : callable
+        The metric.
+    sign : int
+        Its multiplier.
+    kwargs : dict
+        Its fixed keyword arguments.
 
     Examples
     --------
@@ -59,26 +82,48 @@ class CalibrationScorer:
     _x_is_features = False
 
     def __init__(self, metric, *, sign: int = -1, **kwargs) -> None:
-        self.metric = metric
-        self.sign = sign
-        self.kwargs = kwargs
+        super().__init__(metric, sign, kwargs, response_method="predict_proba")
 
-    def __call__(self, estimator, X, y_true, sample_weight=None) -> float:
+    @property
+    def metric(self):
+        return self._score_func
+
+    @property
+    def sign(self) -> int:
+        return self._sign
+
+    @property
+    def kwargs(self) -> dict:
+        return self._kwargs
+
+    def _score(self, method_caller, estimator, X, y_true, **kwargs) -> float:
+        """The signed metric of ``estimator.predict_proba(X)``.
+
+        ``kwargs`` are the routed metadata (or ``sample_weight`` without
+        routing). ``predict_proba`` is called directly rather than through
+        scikit-learn's ``method_caller``, which keeps only the positive
+        column of a binary problem and needs a classifier.
+        """
+        self._warn_overlap(
+            message=(
+                "There is an overlap between set kwargs of this scorer instance and"
+                " passed metadata. Please pass them either as kwargs of the scorer"
+                " or metadata, but not both."
+            ),
+            kwargs=kwargs,
+        )
         proba = estimator.predict_proba(X)
-        labels = getattr(estimator, "classes_", None)
-        features = (X,) if self._x_is_features else ()
-        return self.sign * self.metric(
-            y_true,
-            proba,
-            *features,
-            sample_weight=sample_weight,
-            labels=labels,
-            **self.kwargs,
+        defaults = {"labels": getattr(estimator, "classes_", None)}
+        if self._x_is_features:
+            defaults["features"] = X
+        return self._sign * self._score_func(
+            y_true, proba, **{**defaults, **self._kwargs, **kwargs}
         )
 
     def __repr__(self) -> str:
-        args = "".join(f", {k}={v!r}" for k, v in self.kwargs.items())
-        return f"{type(self).__name__}({self.metric.__name__}, sign={self.sign}{args})"
+        args = "".join(f", {k}={v!r}" for k, v in self._kwargs.items())
+        metric = getattr(self.metric, "__name__", None) or repr(self.metric)
+        return f"{type(self).__name__}({metric}, sign={self.sign}{args})"
 
 
 class LocalCalibrationScorer(CalibrationScorer):
@@ -89,7 +134,7 @@ class LocalCalibrationScorer(CalibrationScorer):
     ``features=X`` and ``space=space``. With the default ``space="pca"``
     each test fold is projected on its own PCA; pass a :class:`LocalSpace`
     fitted on reference features to score every fold and every candidate in
-    one fixed space.
+    one fixed space. Metadata routing as in :class:`CalibrationScorer`.
 
     Parameters
     ----------
@@ -155,8 +200,8 @@ def get_scorer(scoring):
     Returns
     -------
     callable
-        ``scorer(estimator, X, y, sample_weight=None) -> float``, higher is
-        better.
+        ``scorer(estimator, X, y, *, sample_weight=None) -> float``, higher
+        is better.
 
     Examples
     --------

@@ -101,7 +101,10 @@ def smooth_expected_calibration_error(
     return_bandwidth : bool, default=False
         Also return the width used.
     sample_weight : array-like of shape (n_samples,), default=None
-        Frequency weights (a weight of 2 counts like two samples).
+        Sample weights; only their ratios matter. They are rescaled to a mean
+        of 1, so that integer weights act like repeated rows but for the
+        density floor ``1e-4`` of relplot, which is then relative to the
+        number of rows given.
     labels : array-like of shape (n_classes,), default=None
         Label of each column of ``y_proba``.
 
@@ -134,6 +137,9 @@ def smooth_expected_calibration_error(
     conf, correct = top_label(proba, y_index)
     conf = np.clip(conf, 0.0, 1.0)
     residuals = conf - correct
+    # weights of mean 1: relplot's unit weights when unweighted, and the
+    # density floor _DENSITY_EPS is unchanged when every weight is scaled
+    w = w * (len(w) / w.sum())
 
     def value(sigma):
         return _smooth_ece(conf, residuals, w, sigma)

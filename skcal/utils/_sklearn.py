@@ -5,6 +5,7 @@ exactly one file.
 """
 
 from sklearn.base import _fit_context
+from sklearn.metrics._scorer import _BaseScorer
 from sklearn.utils._param_validation import (
     HasMethods,
     Interval,
@@ -15,6 +16,7 @@ from sklearn.utils.validation import _check_sample_weight
 
 __all__ = [
     "HasMethods",
+    "_BaseScorer",
     "Interval",
     "StrOptions",
     "_check_sample_weight",

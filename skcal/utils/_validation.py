@@ -336,7 +336,10 @@ def check_class_weight(class_weight, n_classes: int, *, frequencies=None):
             )
         cw = np.asarray(frequencies, dtype=np.float64)
     else:
-        cw = np.asarray(class_weight, dtype=np.float64).reshape(-1)
+        try:
+            cw = np.asarray(class_weight, dtype=np.float64)
+        except (TypeError, ValueError):
+            cw = np.full(n_classes + 1, np.nan)  # reported below
         if cw.shape != (n_classes,) or not np.all(np.isfinite(cw)) or np.any(cw < 0):
             raise ValueError(
                 f"class_weight must hold {n_classes} finite, non-negative numbers "

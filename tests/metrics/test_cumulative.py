@@ -175,3 +175,69 @@ def test_pvalues_are_uniform_under_perfect_calibration():
         assert ks < 0.12, statistic
     result = cumulative_calibration_test(y, p**1.5, mode="classwise")
     assert result.pvalue.shape == (2,) and (result.pvalue < 1e-6).all()
+
+
+# ------------------------------------------- class weights (issue 15, item 6)
+CLASS_WEIGHT_METRICS = {
+    "ecce_binned_mean": ecce_binned_mean,
+    "cumulative_classwise": lambda *a, **k: cumulative_calibration_error(
+        *a, mode="classwise", **k
+    ),
+    # unused by the top-label mode, but still checked
+    "cumulative_top_label": cumulative_calibration_error,
+}
+
+
+def _per_class(func, y, P, w):
+    """The metric of each class alone (a one-hot class_weight)."""
+    return [func(y, P, sample_weight=w, class_weight=np.eye(4)[k]) for k in range(4)]
+
+
+def _class_weight_problem(c=4, n=400, seed=9):
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.ones(c), size=n)
+    y = (rng.uniform(size=(n, 1)) > P.cumsum(1)).sum(1)
+    return y, P, rng.uniform(0.5, 2.0, n)
+
+
+@pytest.mark.parametrize(
+    "class_weight, message",
+    [
+        ([np.nan, 1, 1, 1], "class_weight must hold 4 finite, non-negative numbers"),
+        ([np.inf, 1, 1, 1], "class_weight must hold 4 finite, non-negative numbers"),
+        ([1, -1, 1, 1], "class_weight must hold 4 finite, non-negative numbers"),
+        ([1, 1, 1], "class_weight must hold 4 finite, non-negative numbers"),
+        ([1, 1, 1, 1, 1], "class_weight must hold 4 finite, non-negative numbers"),
+        ([0, 0, 0, 0], "class_weight sums to 0"),
+    ],
+    ids=["nan", "inf", "negative", "too short", "too long", "all zero"],
+)
+@pytest.mark.parametrize("metric", list(CLASS_WEIGHT_METRICS))
+def test_bad_class_weight_is_rejected(metric, class_weight, message):
+    y, P, w = _class_weight_problem()
+    with pytest.raises(ValueError, match=message):
+        CLASS_WEIGHT_METRICS[metric](y, P, sample_weight=w, class_weight=class_weight)
+
+
+@pytest.mark.parametrize("scale", [2.0**-1070, 1e-300, 1e300, 2.0**1021])
+@pytest.mark.parametrize("metric", ["ecce_binned_mean", "cumulative_classwise"])
+def test_class_weight_scale_changes_nothing(metric, scale):
+    # 10 * 2**1021 overflows a plain sum; 2**-1070 is subnormal
+    func = CLASS_WEIGHT_METRICS[metric]
+    y, P, w = _class_weight_problem()
+    per_class = _per_class(func, y, P, w)
+    cw = np.array([1.0, 2.0, 3.0, 4.0])
+    got = func(y, P, sample_weight=w, class_weight=cw * scale)
+    assert got == pytest.approx(np.dot(cw, per_class) / cw.sum(), rel=1e-12)
+
+
+@pytest.mark.parametrize("weight_scale", [1e-300, 1.0, 1e300])
+@pytest.mark.parametrize("metric", ["ecce_binned_mean", "cumulative_classwise"])
+def test_frequency_class_weight(metric, weight_scale):
+    func = CLASS_WEIGHT_METRICS[metric]
+    y, P, w = _class_weight_problem()
+    per_class = _per_class(func, y, P, w)
+    # the weighted class frequencies, by a plain loop
+    freq = np.array([sum(wi for yi, wi in zip(y, w) if yi == k) for k in range(4)])
+    got = func(y, P, sample_weight=w * weight_scale, class_weight="frequency")
+    assert got == pytest.approx(np.dot(freq, per_class) / freq.sum(), rel=1e-12)

@@ -239,3 +239,40 @@ def test_invalid_parameters_raise():
         expected_calibration_error([0, 1], [[0.5, 0.5]] * 2, n_bins=0)
     with pytest.raises(ValueError, match="strategy"):
         expected_calibration_error([0, 1], [[0.5, 0.5]] * 2, strategy="kmeans")
+
+
+# ------------------------------------------- class weights (issue 15, item 6)
+def _bad_class_weights(c):
+    """Invalid class weights for ``c`` classes -> the start of the error."""
+    ones = [1.0] * (c - 1)
+    must_hold = f"class_weight must hold {c} finite, non-negative numbers"
+    return {
+        "nan": ([np.nan, *ones], must_hold),
+        "inf": ([np.inf, *ones], must_hold),
+        "-inf": ([-np.inf, *ones], must_hold),
+        "negative": ([-1.0, *ones], must_hold),
+        "too short": (ones, must_hold),
+        "too long": ([1.0, *ones, 1.0], must_hold),
+        "all zero": ([0.0] * c, "class_weight sums to 0"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_class_weights(4)))
+def test_classwise_rejects_bad_class_weight(case):
+    y, p, w = random_problem(seed=7, c=4)
+    class_weight, message = _bad_class_weights(4)[case]
+    with pytest.raises(ValueError, match=message):
+        classwise_calibration_error(y, p, sample_weight=w, class_weight=class_weight)
+
+
+@pytest.mark.parametrize("scale", [2.0**-1070, 1e-300, 1.0, 1e300, 2.0**1021])
+def test_classwise_class_weight_scale_changes_nothing(scale):
+    # 10 * 2**1021 overflows a plain sum; 2**-1070 is subnormal
+    y, p, w = random_problem(seed=8, c=4)
+    per_class = [
+        classwise_calibration_error(y, p, sample_weight=w, class_weight=np.eye(4)[k])
+        for k in range(4)
+    ]
+    cw = np.array([1.0, 2.0, 3.0, 4.0])
+    got = classwise_calibration_error(y, p, sample_weight=w, class_weight=cw * scale)
+    assert got == pytest.approx(np.dot(cw, per_class) / cw.sum(), rel=1e-12)

@@ -34,7 +34,9 @@ def dense_reference(y, proba, phi, w, bandwidth, n_bins, min_bin_size):
                 bins[i] -= 1
         for b in range(n_bins):
             members = np.flatnonzero(bins == b)
-            if w[members].sum() <= min_bin_size:
+            wm = w[members]
+            support = wm.sum() ** 2 / np.sum(wm**2) if np.sum(wm**2) > 0 else 0.0
+            if support <= min_bin_size:  # Kish's effective number of samples
                 continue
             for i in members:
                 num = den = s1 = s2 = 0.0
@@ -46,7 +48,7 @@ def dense_reference(y, proba, phi, w, bandwidth, n_bins, min_bin_size):
                     den += w[j] * kij
                     if j != i:
                         s1 += w[j] * kij
-                        s2 += w[j] * kij**2
+                        s2 += (w[j] * kij) ** 2  # Kish, weighted
                 lce[i, k] = num / den
                 ess[i, k] = s1**2 / s2 if s1 > 1e-12 else 0.0
     per_class_mean, per_class_max = [], []
@@ -150,6 +152,10 @@ def test_order_invariance_and_weights_as_repetitions():
         y[perm], proba[perm], phi[perm], **kwargs
     ) == pytest.approx(local_calibration_error(y, proba, phi, **kwargs), rel=1e-12)
     counts = np.random.default_rng(1).integers(0, 3, 200)
+    # integer weights act as repetitions in the kernel means; the support of
+    # a bin is Kish's effective number (scale-free), which repetitions
+    # change, so compare with every non-empty bin kept
+    kwargs["min_bin_size"] = 0
     for metric in (local_calibration_error, max_local_calibration_error):
         weighted = metric(y, proba, phi, sample_weight=counts, **kwargs)
         repeated = metric(
@@ -159,6 +165,13 @@ def test_order_invariance_and_weights_as_repetitions():
             **kwargs,
         )
         assert weighted == pytest.approx(repeated, rel=1e-10)
+    # and scaling every weight changes nothing, whatever the bins kept
+    kwargs["min_bin_size"] = 8
+    for metric in (local_calibration_error, max_local_calibration_error):
+        base = metric(y, proba, phi, sample_weight=counts, **kwargs)
+        for c in (1e-300, 1e300):
+            scaled = metric(y, proba, phi, sample_weight=counts * c, **kwargs)
+            assert scaled == pytest.approx(base, rel=1e-12)
 
 
 def make_calibrated(n, seed, distort=False):
@@ -338,3 +351,60 @@ def test_far_from_origin_features_and_zero_weights():
     ess = effective_sample_size(y, proba, phi, sample_weight=w, **kwargs)
     profile = ess_profile(y, proba, phi, sample_weight=w, n_quantiles=3, **kwargs)
     assert profile.count.sum() == np.sum(ess[30:] > 0)
+
+
+CLASS_WEIGHT_METRICS = {
+    "local_calibration_error": local_calibration_error,
+    "max_local_calibration_error": max_local_calibration_error,
+    "local_calibration_errors": local_calibration_errors,
+}
+
+
+@pytest.mark.parametrize(
+    "class_weight, message",
+    [
+        ([np.nan, 1, 1], "class_weight must hold 3 finite, non-negative numbers"),
+        ([np.inf, 1, 1], "class_weight must hold 3 finite, non-negative numbers"),
+        ([1, -1, 1], "class_weight must hold 3 finite, non-negative numbers"),
+        ([1, 1], "class_weight must hold 3 finite, non-negative numbers"),
+        ([1, 1, 1, 1], "class_weight must hold 3 finite, non-negative numbers"),
+        ([0, 0, 0], "class_weight sums to 0"),
+    ],
+    ids=["nan", "inf", "negative", "too short", "too long", "all zero"],
+)
+@pytest.mark.parametrize("metric", list(CLASS_WEIGHT_METRICS))
+def test_bad_class_weight_is_rejected_before_the_kernel(
+    metric, class_weight, message, monkeypatch
+):
+    y, proba, phi, w = random_problem(n=200, seed=6)
+
+    def no_kernel(*args, **kwargs):
+        raise AssertionError("the kernel ran before class_weight was checked")
+
+    monkeypatch.setattr(local_metrics, "_features_in_space", no_kernel)
+    with pytest.raises(ValueError, match=message):
+        CLASS_WEIGHT_METRICS[metric](
+            y, proba, phi, space=None, sample_weight=w, class_weight=class_weight
+        )
+
+
+@pytest.mark.parametrize("scale", [2.0**-1070, 1e300, 2.0**1021])
+def test_class_weight_scale_changes_nothing(scale):
+    # 6 * 2**1021 overflows a plain sum; 2**-1070 is subnormal
+    y, proba, phi, w = random_problem(n=300, seed=5)
+    kwargs = dict(bandwidth=1.0, min_bin_size=5, space=None, sample_weight=w)
+    cw = np.array([1.0, 2.0, 3.0])
+    for reduce in (local_calibration_error, max_local_calibration_error):
+        per_class = [
+            reduce(y, proba, phi, class_weight=np.eye(3)[k], **kwargs) for k in range(3)
+        ]
+        got = reduce(y, proba, phi, class_weight=cw * scale, **kwargs)
+        assert got == pytest.approx(np.dot(cw, per_class) / cw.sum(), rel=1e-12)
+    both = local_calibration_errors(y, proba, phi, class_weight=cw * scale, **kwargs)
+    assert both.lce == pytest.approx(
+        local_calibration_error(y, proba, phi, class_weight=cw, **kwargs), rel=1e-12
+    )
+    assert both.mlce == pytest.approx(
+        max_local_calibration_error(y, proba, phi, class_weight=cw, **kwargs),
+        rel=1e-12,
+    )

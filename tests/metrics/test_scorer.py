@@ -95,3 +95,190 @@ def test_cross_validate_with_several_scorers():
     for name in scoring:
         assert np.all(np.isfinite(res[f"test_{name}"]))
         assert np.all(res[f"test_{name}"] <= 0)
+
+
+# -------------------------------------------- metadata routing (issue 15, item 11)
+import sklearn  # noqa: E402
+from sklearn.exceptions import UnsetMetadataPassedError  # noqa: E402
+from sklearn.metrics import make_scorer  # noqa: E402
+
+from skcal.metrics import (  # noqa: E402
+    LocalCalibrationScorer,
+    local_calibration_error,
+)
+
+ROUTING_SCORERS = [
+    "neg_expected_calibration_error",
+    "neg_cumulative_calibration_error",
+]
+
+
+def _sklearn_scorer(name):
+    """scikit-learn's own scorer (make_scorer) around the same metric."""
+    return make_scorer(
+        SCORERS[name], response_method="predict_proba", greater_is_better=False
+    )
+
+
+def _routing_problem():
+    X, y = make_miscalibrated_logits(450, 3, temperature=2.0, random_state=7)
+    w = np.random.default_rng(7).uniform(0.05, 3.0, len(y))
+    return X, y, w
+
+
+def _cross_validate(scoring, X, y, fit_request=False, **params):
+    estimator = VectorScaling(device="cpu")
+    if sklearn.get_config()["enable_metadata_routing"]:
+        estimator.set_fit_request(sample_weight=fit_request)
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    res = cross_validate(estimator, X, y, scoring=scoring, cv=cv, params=params)
+    return res, list(cv.split(X, y))
+
+
+def _fold_scores(name, X, y, splits, score_w=None, fit_w=None):
+    """The metric on each test fold, recomputed without any scorer."""
+    scores = []
+    for train, test in splits:
+        fit_params = {} if fit_w is None else {"sample_weight": fit_w[train]}
+        est = VectorScaling(device="cpu").fit(X[train], y[train], **fit_params)
+        sw = None if score_w is None else score_w[test]
+        proba = est.predict_proba(X[test])
+        scores.append(-SCORERS[name](y[test], proba, sample_weight=sw))
+    return np.array(scores)
+
+
+@pytest.mark.parametrize(
+    "score_request, fit_request",
+    [
+        ("unset", False),
+        ("unset", True),
+        (True, False),
+        ("alias", False),
+        (False, False),
+        (False, True),
+    ],
+)
+@pytest.mark.parametrize("name", ROUTING_SCORERS)
+def test_routing_weights_exactly_as_sklearn_scorers_do(
+    name, score_request, fit_request
+):
+    X, y, w = _routing_problem()
+    with sklearn.config_context(enable_metadata_routing=True):
+        ours, theirs = get_scorer(name), _sklearn_scorer(name)
+        key = "sample_weight"
+        if score_request == "alias":
+            key = "scoring_weight"
+            ours.set_score_request(sample_weight=key)
+            theirs.set_score_request(sample_weight=key)
+        elif score_request != "unset":
+            ours.set_score_request(sample_weight=score_request)
+            theirs.set_score_request(sample_weight=score_request)
+        params = {key: w, "fit_request": fit_request}
+        # scikit-learn's own scorer first: whether it refuses the weights (and
+        # with which error) follows the scikit-learn version; ours must agree
+        try:
+            reference, splits = _cross_validate(theirs, X, y, **params)
+        except Exception as error:  # compared with ours just below
+            with pytest.raises(type(error)) as ours_error:
+                _cross_validate(ours, X, y, **params)
+            assert str(ours_error.value).replace(repr(ours), "SCORER") == str(
+                error
+            ).replace(repr(theirs), "SCORER")
+            assert score_request == "unset" or not (score_request or fit_request)
+            return
+        # one scorer (scorer.__call__) and several (sklearn's multimetric path)
+        alone, _ = _cross_validate(ours, X, y, **params)
+        both, _ = _cross_validate({"ours": ours, "theirs": theirs}, X, y, **params)
+    np.testing.assert_allclose(alone["test_score"], reference["test_score"], rtol=1e-10)
+    np.testing.assert_allclose(both["test_ours"], reference["test_score"], rtol=1e-10)
+    np.testing.assert_allclose(both["test_theirs"], reference["test_score"])
+    if score_request == "unset":  # older scikit-learn (1.6) ignores them
+        return
+    weighted = score_request is not False
+    fit_w = w if fit_request else None
+    expected = _fold_scores(name, X, y, splits, w if weighted else None, fit_w)
+    np.testing.assert_allclose(reference["test_score"], expected, rtol=1e-10)
+    # the weights matter: the other choice gives other scores
+    other = _fold_scores(name, X, y, splits, None if weighted else w, fit_w)
+    assert not np.allclose(alone["test_score"], other, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ROUTING_SCORERS)
+def test_without_routing_scorers_behave_as_before(name):
+    X, y, w = _routing_problem()
+    assert not sklearn.get_config()["enable_metadata_routing"]
+    ours, theirs = get_scorer(name), _sklearn_scorer(name)
+    for scorer in (ours, theirs):  # requests need routing
+        with pytest.raises(RuntimeError, match="metadata routing is enabled"):
+            scorer.set_score_request(sample_weight=True)
+    # cross_validate's params go to fit only: the scores are unweighted
+    scoring = {"ours": ours, "theirs": theirs}
+    both, splits = _cross_validate(scoring, X, y, sample_weight=w)
+    expected = _fold_scores(name, X, y, splits, fit_w=w)
+    np.testing.assert_allclose(both["test_ours"], expected, rtol=1e-10)
+    np.testing.assert_allclose(both["test_ours"], both["test_theirs"], rtol=1e-10)
+    # called directly, the scorer takes sample_weight, and nothing else
+    est = VectorScaling(device="cpu").fit(X, y)
+    expected = -SCORERS[name](y, est.predict_proba(X), sample_weight=w)
+    assert ours(est, X, y, sample_weight=w) == pytest.approx(expected, rel=1e-12)
+    assert theirs(est, X, y, sample_weight=w) == pytest.approx(expected, rel=1e-12)
+    for scorer in (ours, theirs):
+        with pytest.raises(ValueError, match="enable_metadata_routing"):
+            scorer(est, X, y, other_metadata=w)
+
+
+def test_grid_search_routes_weights_to_the_scorer():
+    X, y, w = _routing_problem()
+    name = "neg_expected_calibration_error"
+    grid = {"off_diagonal_reg": [0.0, 10.0]}
+    results = {}
+    with sklearn.config_context(enable_metadata_routing=True):
+        for kind, scorer in (
+            ("ours", get_scorer(name)),
+            ("theirs", _sklearn_scorer(name)),
+        ):
+            scorer.set_score_request(sample_weight=True)
+            estimator = MatrixScaling(device="cpu").set_fit_request(sample_weight=False)
+            search = GridSearchCV(estimator, grid, scoring=scorer, cv=3)
+            results[kind] = search.fit(X, y, sample_weight=w).cv_results_
+    for k in range(3):
+        np.testing.assert_allclose(
+            results["ours"][f"split{k}_test_score"],
+            results["theirs"][f"split{k}_test_score"],
+            rtol=1e-10,
+        )
+
+
+def test_requests_do_not_leak_into_the_registry():
+    name = "neg_expected_calibration_error"
+    with sklearn.config_context(enable_metadata_routing=True):
+        get_scorer(name).set_score_request(sample_weight=True)
+        fresh = get_scorer(name).get_metadata_routing()
+        assert fresh.score.requests.get("sample_weight") is None  # unset
+
+
+def test_local_scorer_routes_weights():
+    X, y = make_miscalibrated_logits(600, 3, random_state=8)
+    w = np.random.default_rng(8).uniform(0.05, 3.0, len(y))
+    scorer = LocalCalibrationScorer(local_calibration_error, space=None, bandwidth=2.0)
+    cv = StratifiedKFold(2, shuffle=True, random_state=0)
+    with sklearn.config_context(enable_metadata_routing=True):
+        estimator = VectorScaling(device="cpu").set_fit_request(sample_weight=False)
+        with pytest.raises((UnsetMetadataPassedError, TypeError), match="sample_w"):
+            cross_validate(
+                estimator, X, y, scoring=scorer, cv=cv, params={"sample_weight": w}
+            )
+        scorer.set_score_request(sample_weight=True)
+        res = cross_validate(
+            estimator, X, y, scoring=scorer, cv=cv, params={"sample_weight": w}
+        )
+    for k, (train, test) in enumerate(cv.split(X, y)):
+        est = VectorScaling(device="cpu").fit(X[train], y[train])
+        proba = est.predict_proba(X[test])
+        kwargs = dict(space=None, bandwidth=2.0)
+        weighted = local_calibration_error(
+            y[test], proba, X[test], sample_weight=w[test], **kwargs
+        )
+        assert res["test_score"][k] == pytest.approx(-weighted, rel=1e-10)
+        unweighted = local_calibration_error(y[test], proba, X[test], **kwargs)
+        assert weighted != pytest.approx(unweighted, rel=1e-6)

@@ -59,7 +59,9 @@ def local_errors(
     -------
     lce : Tensor of shape (m,)
     ess : Tensor of shape (m,) or None
-        0 where the neighbourhood weight is at most 1e-12.
+        Kish's effective number of neighbours, ``(sum_j w_j K_ij)^2 / sum_j
+        (w_j K_ij)^2`` over ``j != i``; 0 where the neighbourhood weight is at
+        most 1e-12.
     """
     m = phi.shape[0]
     # (2, m), contiguous: both k @ rhs[:, cols].T and rhs[:, rows] @ k read k
@@ -69,6 +71,7 @@ def local_errors(
     if with_ess:  # neighbour sums of K and K^2, self excluded (no cancellation)
         nb = torch.zeros(m, dtype=phi.dtype, device=phi.device)
         nb2 = torch.zeros(m, dtype=phi.dtype, device=phi.device)
+        weight_sq = weight * weight
     for rows, cols, k, diagonal in _kernel_tiles(phi, bandwidth):
         part = k @ rhs[:, cols].T
         sums[rows] += part
@@ -83,10 +86,10 @@ def local_errors(
         else:
             nb[rows] += part[:, 1]
             nb[cols] += part_t[:, 1]
-        k.mul_(k)
-        nb2[rows] += k @ weight[cols]
+        k.mul_(k)  # Kish: sums of (w_j K_ij)^2, unchanged when w is scaled
+        nb2[rows] += k @ weight_sq[cols]
         if not diagonal:
-            nb2[cols] += weight[rows] @ k
+            nb2[cols] += weight_sq[rows] @ k
     lce = sums[:, 0] / sums[:, 1]
     if not with_ess:
         return lce, None
