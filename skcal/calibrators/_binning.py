@@ -29,6 +29,26 @@ def _renormalize(Q: np.ndarray, P: np.ndarray) -> np.ndarray:
     return Q
 
 
+def _present_classes(y_index, sample_weight, n_classes: int) -> np.ndarray:
+    """Whether each class has a calibration sample of positive weight."""
+    return np.bincount(y_index[sample_weight > 0], minlength=n_classes) > 0
+
+
+def _mean_step_map(maps):
+    """The mean of step maps ``(edges, values)`` (bins ``[l, u)``, clipped).
+
+    Each map is constant on the intervals between consecutive points of
+    the union of all edges, so the mean is exactly a step map on that
+    union, valued at each interval's left end.
+    """
+    edges = np.unique(np.concatenate([e for e, _ in maps]))
+    if edges.size == 1:  # every bin of every map is the same point
+        edges = np.repeat(edges, 2)
+    left = edges[:-1]
+    values = np.mean([v[assign_bins(left, e, "left")] for e, v in maps], axis=0)
+    return edges, values
+
+
 class _OneVsRest(BaseCalibrator):
     """One-vs-rest map of each class's probability, then row renormalisation."""
 
@@ -54,7 +74,11 @@ class IsotonicCalibrator(_OneVsRest):
     sum to 1, after flooring them at 1e-12 (a class never positive in a
     range of scores would otherwise get probability 0 and an infinite log
     loss). A row whose calibrated values are all 0 keeps its original
-    probabilities instead of a 0/0.
+    probabilities instead of a 0/0. A class with no calibration sample (of
+    positive weight) gets the mean of the other classes' maps (a
+    piecewise-linear map on the union of their knots): nothing was learned
+    about it, so it is calibrated as the average class, where a fit to its
+    all-negative labels would give it probability 0 (1e-12) everywhere.
 
     Parameters
     ----------
@@ -99,12 +123,25 @@ class IsotonicCalibrator(_OneVsRest):
         self.classes = classes
 
     def _fit_columns(self, P, y_index, sample_weight):
-        self.thresholds_, self.values_ = [], []
-        for k in range(P.shape[1]):
+        n_classes = P.shape[1]
+        present = _present_classes(y_index, sample_weight, n_classes)
+        self.thresholds_, self.values_ = [None] * n_classes, [None] * n_classes
+        for k in np.flatnonzero(present):
             iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
             iso.fit(P[:, k], (y_index == k).astype(np.float64), sample_weight)
-            self.thresholds_.append(np.asarray(iso.X_thresholds_, dtype=np.float64))
-            self.values_.append(np.asarray(iso.y_thresholds_, dtype=np.float64))
+            self.thresholds_[k] = np.asarray(iso.X_thresholds_, dtype=np.float64)
+            self.values_[k] = np.asarray(iso.y_thresholds_, dtype=np.float64)
+        if not present.all():
+            # no positive example: the mean of the other classes' maps, a
+            # piecewise-linear map on the union of their knots
+            knots = np.unique(
+                np.concatenate([self.thresholds_[k] for k in np.flatnonzero(present)])
+            )
+            values = np.mean(
+                [self._map_column(k, knots) for k in np.flatnonzero(present)], axis=0
+            )
+            for k in np.flatnonzero(~present):
+                self.thresholds_[k], self.values_[k] = knots, values
 
     def _map_column(self, k, p):
         x, v = self.thresholds_[k], self.values_[k]
@@ -121,7 +158,12 @@ class HistogramBinningCalibrator(_OneVsRest):
     bin gets the bin's frequency of ``y == k`` (Zadrozny & Elkan 2001); rows
     are renormalised to sum to 1 after flooring the values at 1e-12. A bin
     without calibration samples keeps the mean of its edges; a row whose
-    calibrated values are all 0 keeps its original probabilities.
+    calibrated values are all 0 keeps its original probabilities. A class
+    with no calibration sample (of positive weight) gets the mean of the
+    other classes' maps (a step map on the union of their bin edges):
+    nothing was learned about it, so it is calibrated as the average class,
+    where a fit to its all-negative labels would give it probability 0
+    (1e-12) everywhere.
 
     Parameters
     ----------
@@ -137,10 +179,12 @@ class HistogramBinningCalibrator(_OneVsRest):
 
     Attributes
     ----------
-    bin_edges_ : list of ndarray of shape (n_bins + 1,)
-        Per class, the bin edges.
-    bin_values_ : list of ndarray of shape (n_bins,)
-        Per class, the calibrated probability of each bin.
+    bin_edges_ : list of ndarray
+        Per class, the bin edges (``n_bins + 1`` of them; for a class
+        without calibration samples, the union of the others' edges).
+    bin_values_ : list of ndarray
+        Per class, the calibrated probability of each bin (one fewer than
+        its edges).
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
     n_features_in_ : int
@@ -170,8 +214,10 @@ class HistogramBinningCalibrator(_OneVsRest):
         self.strategy = strategy
 
     def _fit_columns(self, P, y_index, sample_weight):
-        self.bin_edges_, self.bin_values_ = [], []
-        for k in range(P.shape[1]):
+        n_classes = P.shape[1]
+        present = _present_classes(y_index, sample_weight, n_classes)
+        self.bin_edges_, self.bin_values_ = [None] * n_classes, [None] * n_classes
+        for k in np.flatnonzero(present):
             edges = bin_edges(P[:, k], self.n_bins, self.strategy, sample_weight)
             idx = assign_bins(P[:, k], edges, "left")
             total = np.bincount(idx, weights=sample_weight, minlength=self.n_bins)
@@ -180,8 +226,18 @@ class HistogramBinningCalibrator(_OneVsRest):
             )
             centre = (edges[:-1] + edges[1:]) / 2
             values = np.divide(hits, total, out=centre.copy(), where=total > 0)
-            self.bin_edges_.append(edges)
-            self.bin_values_.append(values)
+            self.bin_edges_[k], self.bin_values_[k] = edges, values
+        if not present.all():
+            # no positive example: the mean of the other classes' maps, a
+            # step map on the union of their edges
+            edges, values = _mean_step_map(
+                [
+                    (self.bin_edges_[k], self.bin_values_[k])
+                    for k in np.flatnonzero(present)
+                ]
+            )
+            for k in np.flatnonzero(~present):
+                self.bin_edges_[k], self.bin_values_[k] = edges, values
 
     def _map_column(self, k, p):
         return self.bin_values_[k][assign_bins(p, self.bin_edges_[k], "left")]

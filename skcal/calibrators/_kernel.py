@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -21,30 +22,49 @@ from .._torch.kernels import (
     local_net_predict,
 )
 from ..base import BaseLocalCalibrator
+from ..exceptions import MissingClassWarning
 from ..utils._sklearn import Interval, StrOptions
 from ._scaling import _DEVICE
 
 __all__ = ["KCalCalibrator", "LocalNetCalibrator"]
 
 
-def _split(y_index, fraction, n_samples, seed, name):
-    """Stratified (when possible) split of ``range(n_samples)``."""
+def _split(y_index, fraction, n_samples, seed, name, sample_weight=None):
+    """Stratified (when possible) split of ``range(n_samples)``.
+
+    A class with a single sample (of positive weight, when ``sample_weight``
+    is given) puts it in the second part (the kernel's memory, the network's
+    training part), so that the class is not lost from what predicts.
+    """
     if n_samples < 4:
         raise ValueError(
             f"{name} splits the calibration set in two parts of at least 2 "
             f"samples each, so it needs at least 4 samples; got {n_samples}."
         )
     n_first = min(max(2, int(round(fraction * n_samples))), n_samples - 2)
-    counts = np.bincount(y_index)
+    rows = np.arange(n_samples)
+    counted = np.ones(n_samples, bool) if sample_weight is None else sample_weight > 0
+    counts = np.bincount(y_index[counted], minlength=int(y_index.max()) + 1)
+    pinned = counted & (counts[y_index] == 1)
+    if pinned.any() and np.count_nonzero(~pinned) >= n_first + 1:
+        first, second = _split_rows(y_index, rows[~pinned], n_first, seed)
+        return first, np.sort(np.concatenate([second, rows[pinned]]))
+    return _split_rows(y_index, rows, n_first, seed)
+
+
+def _split_rows(y_index, rows, n_first, seed):
+    """``rows`` split in ``n_first`` and the rest, stratified when possible."""
+    labels = y_index[rows]
+    counts = np.bincount(labels)
     present = np.count_nonzero(counts)
     stratify = (
-        y_index
+        labels
         if counts[counts > 0].min() >= 2
-        and min(n_first, n_samples - n_first) >= present
+        and min(n_first, len(rows) - n_first) >= present
         else None
     )
     first, second = train_test_split(
-        np.arange(n_samples), train_size=n_first, stratify=stratify, random_state=seed
+        rows, train_size=n_first, stratify=stratify, random_state=seed
     )
     return np.sort(first), np.sort(second)
 
@@ -150,8 +170,18 @@ class KCalCalibrator(BaseLocalCalibrator):
     coincides with a memory sample, e.g. when predicting on the memory
     itself) are dropped, so such predictions are leave-one-out. Where every
     kernel value underflows, the nearest memory samples decide (the
-    reference returns a uniform vector there). A class absent from the
-    memory has probability 0.
+    reference returns a uniform vector there).
+
+    **A class absent from the memory has probability 0.** KCal predicts
+    from its memory alone and has no head to fall back to, so a class
+    without calibration samples (listed in ``classes``, with a
+    :class:`~skcal.exceptions.MissingClassWarning`) gets probability 0
+    everywhere, and its samples an infinite log loss; the other classes'
+    predictions are those of the same kernel classifier without it. A class
+    with a single calibration sample keeps it in the memory; one that
+    still has none there (an unstratifiable split) is warned about too.
+    Without ``classes`` the columns are the labels seen in ``y``: pass
+    ``classes`` to keep a column for a class that ``y`` lacks.
 
     References
     ----------
@@ -231,7 +261,12 @@ class KCalCalibrator(BaseLocalCalibrator):
         rng = check_random_state(self.random_state)
         split_seed, torch_seed, fold_seed = rng.randint(np.iinfo(np.int32).max, size=3)
         train, memory = _split(
-            y_index, self.projection_fraction, n_samples, split_seed, "KCalCalibrator"
+            y_index,
+            self.projection_fraction,
+            n_samples,
+            split_seed,
+            "KCalCalibrator",
+            sample_weight,
         )
         # weights are frequencies: a zero-weight row is no sample at all
         train = train[sample_weight[train] > 0]
@@ -242,12 +277,27 @@ class KCalCalibrator(BaseLocalCalibrator):
                 f"the projection's training part ({train.size}) or in the memory "
                 f"({memory.size}); give more samples a positive weight."
             )
+        in_y = np.bincount(y_index, weights=sample_weight, minlength=n_classes) > 0
+        in_memory = np.bincount(y_index[memory], minlength=n_classes) > 0
+        lost = self.classes_[in_y & ~in_memory]
+        if lost.size:
+            warnings.warn(
+                f"KCalCalibrator: {lost.size} class(es) of y have no sample in "
+                f"the kernel's memory (the part of the calibration set that does "
+                f"not train the projection): {lost.tolist()[:10]}. KCal gives "
+                "them probability 0; lower projection_fraction or add samples.",
+                MissingClassWarning,
+                stacklevel=3,
+            )
         X = np.asarray(X, dtype=np.float64)
         self.mean_ = np.average(X[train], axis=0, weights=sample_weight[train])
-        var = np.average(
-            (X[train] - self.mean_) ** 2, axis=0, weights=sample_weight[train]
-        )
-        self.scale_ = np.where(var > 0, np.sqrt(var), 1.0)
+        # the spread per feature, computed on deviations divided by their
+        # largest absolute value, so that squaring cannot overflow
+        dev_train = X[train] - self.mean_
+        top = np.max(np.abs(dev_train), axis=0, initial=0.0)
+        top = np.where(top > 0, top, 1.0)
+        var = np.average((dev_train / top) ** 2, axis=0, weights=sample_weight[train])
+        self.scale_ = np.where(var > 0, top * np.sqrt(var), 1.0)
         Z = (X - self.mean_) / self.scale_
         dev = resolve_device(self.device)
         self.projection_, self.bandwidth_init_, self.best_epoch_, self.n_epochs_ = (
@@ -398,6 +448,9 @@ class LocalNetCalibrator(BaseLocalCalibrator):
     best_epoch_, n_epochs_ : int
         Epoch whose parameters were kept (0: the initial, identity-like
         network), and epochs run.
+    present_classes_ : ndarray of shape (n_classes,), dtype=bool
+        Whether each class has samples (of positive weight) in the training
+        part; the others get the mean logit map of these.
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
     n_features_in_ : int
@@ -405,6 +458,19 @@ class LocalNetCalibrator(BaseLocalCalibrator):
 
     Notes
     -----
+    **A class without calibration samples** (absent from ``y``, with a
+    :class:`~skcal.exceptions.MissingClassWarning`, or from the training
+    part) has no kernel estimate: ``p_ker`` is 0 for it by construction,
+    not by evidence, and training toward it would teach the network that
+    the class never occurs. So the losses run over the present classes
+    only (softmax and JS distance over them), and after training the
+    absent class's logit parameters (its columns of ``Wc`` and ``bc``, and
+    of ``a_cls``, ``b_cls`` when they are per class) are the mean of the
+    present classes': nothing was learned about the class, so it gets the
+    correction common to all classes, as the one-vs-rest calibrators give
+    such a class the mean of the others' maps. With every class present
+    this is the method as published.
+
     The reference feeds the raw embeddings to the hidden layer; here they
     are standardised first (the same affine map at prediction time), so
     the ``N(0, 0.01^2)`` initialisation means the same for any feature
@@ -515,6 +581,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
             n_samples,
             split_seed,
             "LocalNetCalibrator",
+            sample_weight,
         )
         positive = sample_weight > 0
         train, val = train[positive[train]], val[positive[val]]
@@ -525,6 +592,14 @@ class LocalNetCalibrator(BaseLocalCalibrator):
                 "samples a positive weight."
             )
         self.space_ = LocalSpace(n_components=self.n_components).fit(X[train])
+        self.present_classes_ = (
+            np.bincount(
+                y_index[train],
+                weights=sample_weight[train],
+                minlength=len(self.classes_),
+            )
+            > 0
+        )
         h, z, pi = self._inputs(X)
         self.network_, self.best_epoch_, self.n_epochs_ = fit_local_net(
             h,
@@ -548,6 +623,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
             seed=int(torch_seed),
             device=resolve_device(self.device),
             verbose=self.verbose,
+            present=self.present_classes_,
         )
 
     def _predict_proba(self, X):

@@ -11,7 +11,8 @@ from .._torch.kernels import softmax_inplace
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import StrOptions
-from ._binning import _renormalize
+from ..utils._validation import effective_sample_size
+from ._binning import _present_classes, _renormalize
 
 __all__ = ["BetaCalibrator", "PlattCalibrator"]
 
@@ -40,17 +41,31 @@ def _class_log_odds(logits: np.ndarray) -> np.ndarray:
     return z - rest
 
 
+def smoothed_counts(positive, w):
+    """Platt's ``(N+, N-)`` as effective counts, scale-free in the weights.
+
+    ``N+ = n_eff * sum(w[positive]) / sum(w)`` and ``N- = n_eff - N+``, with
+    ``n_eff`` Kish's effective sample size: the counts for unit (or equal)
+    weights, unchanged when every weight is multiplied by a constant.
+    """
+    n_eff = effective_sample_size(w)
+    fraction = w[positive].sum() / w.sum()
+    return n_eff * fraction, n_eff * (1.0 - fraction)
+
+
 def fit_platt(s, positive, w):
     """Platt's sigmoid ``1 / (1 + exp(-(a s + b)))`` by Newton's method.
 
     Targets are Platt's smoothed labels, ``(N+ + 1) / (N+ + 2)`` for
-    positives and ``1 / (N- + 2)`` for negatives (``N`` weighted), and the
-    weighted log loss is minimised from ``a = 0``, ``b = log((N- + 1) / (N+ +
-    1))`` by :func:`_fit_logistic`. Returns ``(a, b, converged)``.
+    positives and ``1 / (N- + 2)`` for negatives (``N`` the effective counts
+    of :func:`smoothed_counts`), and the weighted log loss is minimised from
+    ``a = 0``, ``b = log((N+ + 1) / (N- + 1))`` (Platt's start: ``q`` is
+    Laplace's estimate of the positive rate) by :func:`_fit_logistic`.
+    Returns ``(a, b, converged)``.
     """
-    n_pos, n_neg = w[positive].sum(), w[~positive].sum()
+    n_pos, n_neg = smoothed_counts(positive, w)
     t = np.where(positive, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
-    start = np.array([0.0, np.log((n_neg + 1) / (n_pos + 1))])
+    start = np.array([0.0, np.log((n_pos + 1) / (n_neg + 1))])
     coef, b, ok = _fit_logistic(s[:, None], t, w, fit_intercept=True, start=start)
     return coef[0], b, ok
 
@@ -65,6 +80,23 @@ class PlattCalibrator(BaseCalibrator):
     to sum to 1 (floored at 1e-12, as the other one-vs-rest calibrators).
     With two classes this is the classic Platt scaling of the decision value
     ``z_1 - z_0``, and the rows need no renormalisation.
+
+    Platt's targets are ``(N+ + 1) / (N+ + 2)`` for the positives and ``1 /
+    (N- + 2)`` for the negatives. With sample weights ``N+`` and ``N-`` are
+    effective counts, ``N+ = n_eff * W+ / W`` and ``N- = n_eff * W- / W``
+    (``W+``, ``W-``, ``W`` the weight of the positives, of the negatives and
+    in all, ``n_eff = W^2 / sum w^2`` Kish's effective sample size): the
+    counts for unit weights, and unchanged when every weight is multiplied
+    by a constant.
+
+    A class with no calibration sample (of positive weight) gets the mean
+    of the other classes' maps, ``a_k = mean_j a_j`` and ``b_k = mean_j
+    b_j``: nothing was learned about it, so it is calibrated as the average
+    class (the hierarchical, empirical-Bayes answer), which keeps its
+    probability on the scale of the model's own and of the other
+    calibrated classes. A fit to its all-negative targets would give it
+    ``1 / (N- + 2)`` everywhere; keeping its raw probability would keep the
+    model's miscalibration for it alone.
 
     Parameters
     ----------
@@ -111,11 +143,15 @@ class PlattCalibrator(BaseCalibrator):
         n_classes = S.shape[1]
         self.coef_, self.intercept_ = np.empty(n_classes), np.empty(n_classes)
         failed = []
-        for k in range(n_classes):
+        present = _present_classes(y_index, sample_weight, n_classes)
+        for k in np.flatnonzero(present):
             a, b, ok = fit_platt(S[:, k], y_index == k, sample_weight)
             self.coef_[k], self.intercept_[k] = a, b
             if not ok:
-                failed.append(k)
+                failed.append(int(k))
+        # no positive example: the mean of the other classes' maps
+        self.coef_[~present] = self.coef_[present].mean()
+        self.intercept_[~present] = self.intercept_[present].mean()
         if failed:
             warnings.warn(
                 f"PlattCalibrator: Newton's method did not converge for classes "
@@ -130,42 +166,83 @@ class PlattCalibrator(BaseCalibrator):
         return np.log(np.maximum(_renormalize(Q, P), 1e-300))
 
 
+def _backtrack(loss, theta, step, current):
+    """``(theta - scale * step, loss)`` for the largest ``scale = 2^-j`` that
+    does not increase the loss (``j < 40``), or None."""
+    scale = 1.0
+    for _ in range(40):
+        candidate = theta - scale * step
+        new = loss(candidate)
+        if new <= current:
+            return candidate, new
+        scale /= 2
+    return None
+
+
 def _fit_logistic(F, targets, w, *, fit_intercept, start=None, max_iter=100, tol=1e-10):
     """Weighted, unregularised logistic regression by damped Newton steps.
 
     ``targets`` are labels in [0, 1] (booleans, or Platt's smoothed ones);
-    the fit starts at ``start`` (zeros by default, intercept last). Returns
-    ``(coef, intercept, converged)``; the Hessian gets a 1e-12 relative
-    ridge so that a flat direction does not stop the solve.
+    the fit starts at ``start`` (zeros by default, intercept last). Each
+    Newton step is halved until the loss does not increase; where that
+    fails (far from the optimum, in a region where the sigmoid saturates
+    and the Hessian vanishes) Boehning's step ``B^-1 g`` with the bound
+    ``B = X^T W X / 4 >= H`` is taken, which never increases the loss. The
+    fit has converged when the full Newton step is below ``tol`` (relative
+    to ``theta``) or Newton's predicted decrease ``g^T H^-1 g`` is below
+    the rounding of the loss, or when no step decreases the loss and that
+    predicted decrease is below 1e-9 of it. The features are divided by
+    their largest absolute value first (Newton's iterates do not depend on
+    it, and nothing overflows). Returns ``(coef, intercept, converged)``;
+    the Hessian gets a 1e-12 relative ridge so that a flat direction does
+    not stop the solve.
     """
-    X = np.column_stack([F, np.ones(len(F))]) if fit_intercept else F
+    # Newton is invariant to scaling the features: solve on features scaled
+    # to at most 1 in absolute value, so that no product of two overflows
+    # (class log-odds reach 1e300 for logits of that size)
+    F = np.asarray(F, dtype=np.float64)
+    scale = np.max(np.abs(F), axis=0, initial=0.0)
+    scale = np.where((scale > 0) & np.isfinite(scale), scale, 1.0)
+    F = F / scale
+    if fit_intercept:
+        X, scale = np.column_stack([F, np.ones(len(F))]), np.append(scale, 1.0)
+    else:
+        X = F
     t = np.asarray(targets, dtype=np.float64)
     theta = np.zeros(X.shape[1]) if start is None else np.array(start, dtype=float)
+    theta = theta * scale
 
     def loss(theta):
         f = X @ theta
         return -np.sum(w * (t * log_expit(f) + (1 - t) * log_expit(-f)))
 
+    def ridged(H):
+        H[np.diag_indices_from(H)] += 1e-12 * (1 + np.abs(np.diag(H)))
+        return H
+
+    bound = ridged((X * (w / 4)[:, None]).T @ X)
     current, converged = loss(theta), False
     for _ in range(max_iter):
         p = expit(X @ theta)
         g = X.T @ (w * (p - t))
-        H = (X * (w * p * (1 - p))[:, None]).T @ X
-        H[np.diag_indices_from(H)] += 1e-12 * (1 + np.abs(np.diag(H)))
+        H = ridged((X * (w * p * (1 - p))[:, None]).T @ X)
         step = np.linalg.solve(H, g)
-        scale = 1.0
-        while scale > 1e-10:
-            new = loss(theta - scale * step)
-            if new <= current:
-                break
-            scale /= 2
-        else:
-            converged = True
+        small = np.max(np.abs(step)) <= tol * (1 + np.max(np.abs(theta)))
+        # Newton's predicted decrease below the rounding of the loss
+        flat = g @ step <= 4 * np.finfo(np.float64).eps * (1 + abs(current))
+        if small or flat:
+            theta, converged = theta - step, True
             break
-        theta, current = theta - scale * step, new
-        if np.max(np.abs(scale * step)) <= tol * (1 + np.max(np.abs(theta))):
-            converged = True
+        moved = _backtrack(loss, theta, step, current)
+        if moved is None:
+            moved = _backtrack(loss, theta, np.linalg.solve(bound, g), current)
+        if moved is None:
+            # no decrease in either direction: the loss is flat to rounding;
+            # converged if Newton's predicted decrease is as small
+            converged = bool(g @ step <= 1e-9 * (1.0 + abs(current)))
             break
+        theta, current = moved
+    theta = theta / scale
     if fit_intercept:
         return theta[:-1], theta[-1], converged
     return theta, 0.0, converged
@@ -209,7 +286,11 @@ class BetaCalibrator(BaseCalibrator):
     ``"am"`` fixes ``a = b`` (logistic calibration of ``logit s``); ``"ab"``
     fixes the midpoint at 1/2 (``c = (a - b) ln
     2``, no intercept). Rows are renormalised (floored at 1e-12) over the
-    classes; with two classes use it on either column.
+    classes; with two classes use it on either column. A class with no
+    calibration sample (of positive weight) gets the mean of the other
+    classes' ``(a, b, c)``, i.e. it is calibrated as the average class (an
+    unregularised fit to its all-negative labels would send its
+    probability to 0).
 
     Parameters
     ----------
@@ -266,13 +347,17 @@ class BetaCalibrator(BaseCalibrator):
         self.coef_ = np.empty((n_classes, 2))
         self.intercept_ = np.empty(n_classes)
         failed = []
-        for k in range(n_classes):
+        present = _present_classes(y_index, sample_weight, n_classes)
+        for k in np.flatnonzero(present):
             a, b, c, ok = fit_beta(
                 P[:, k], y_index == k, sample_weight, self.parameters
             )
             self.coef_[k], self.intercept_[k] = (a, b), c
             if not ok:
-                failed.append(k)
+                failed.append(int(k))
+        # no positive example: the mean of the other classes' maps
+        self.coef_[~present] = self.coef_[present].mean(axis=0)
+        self.intercept_[~present] = self.intercept_[present].mean()
         if failed:
             warnings.warn(
                 f"BetaCalibrator: Newton's method did not converge for classes "

@@ -13,6 +13,7 @@ from .._torch.kernels import gaussian_kde_2d, knn_sq_distances, softmax_inplace
 from ..base import BaseLocalCalibrator
 from ..utils._proba import replace_top_label
 from ..utils._sklearn import Interval
+from ..utils._validation import effective_sample_size
 from ._scaling import _DEVICE
 
 __all__ = ["ProCalCalibrator"]
@@ -22,6 +23,10 @@ _MIN_BANDWIDTH = 1e-3
 
 
 def _l2_normalize(X: np.ndarray) -> np.ndarray:
+    # rows divided by their largest absolute value first: the norm of
+    # entries beyond ~1e154 would overflow, and the direction is the same
+    top = np.max(np.abs(X), axis=1, keepdims=True)
+    X = X / np.where(top > 0, top, 1.0)
     norm = np.linalg.norm(X, axis=1, keepdims=True)
     return X / np.maximum(norm, 1e-12)
 
@@ -37,7 +42,7 @@ def _normal_reference(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
     total = weights.sum()
     mean = weights @ points / total
     std = np.sqrt(weights @ (points - mean) ** 2 / total)
-    n_eff = total**2 / (weights @ weights)
+    n_eff = effective_sample_size(weights)
     h = 1.06 * std * n_eff ** (-1.0 / (4 + points.shape[1]))
     return np.maximum(h, _MIN_BANDWIDTH)
 
@@ -58,8 +63,9 @@ class ProCalCalibrator(BaseLocalCalibrator):
     ``c_new = f1 / max(f1 + rho f0, 1e-10)``, ``rho = n_wrong / n_correct``.
 
     The predicted class gets ``c_new``; the other classes share ``1 -
-    c_new`` in proportion to their original probabilities (equally when
-    those are all 0). The new vector can rank another class first (e.g.
+    c_new`` in proportion to their original probabilities, computed from
+    the head's logits (exact even where those probabilities underflow to
+    0, at logit gaps beyond ~745). The new vector can rank another class first (e.g.
     ``[0.5, 0.3, 0.2]`` with ``c_new = 0.3`` becomes ``[0.3, 0.42, 0.28]``),
     so :meth:`predict` returns the original argmax, the class whose
     confidence was calibrated.
@@ -212,8 +218,9 @@ class ProCalCalibrator(BaseLocalCalibrator):
         return to_numpy(f1 / torch.clamp(f1 + self.ratio_ * f0, min=1e-10))
 
     def _predict_proba(self, X):
-        proba = softmax_inplace(self._logits(X))
-        top = proba.argmax(axis=1)
+        logits = self._logits(X)
+        proba = softmax_inplace(logits.copy())
+        top = np.argmax(logits, axis=1)
         conf = proba[np.arange(len(top)), top]
         prox = self._proximity(
             _l2_normalize(np.asarray(X, dtype=np.float64)), exclude_self=False
@@ -221,7 +228,7 @@ class ProCalCalibrator(BaseLocalCalibrator):
         new_conf = np.clip(
             self._calibrated_confidence(np.column_stack([conf, prox])), 0.0, 1.0
         )
-        return replace_top_label(proba, top, new_conf)
+        return replace_top_label(logits, top, new_conf)
 
     def predict(self, X) -> np.ndarray:
         """The original argmax of the head, as labels from ``classes_``.

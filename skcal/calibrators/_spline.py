@@ -6,7 +6,6 @@ from numbers import Integral
 
 import numpy as np
 from scipy.interpolate import CubicSpline
-from sklearn.utils.validation import check_is_fitted
 
 from .._torch.kernels import softmax_inplace
 from ..base import BaseCalibrator
@@ -68,7 +67,9 @@ class SplineCalibrator(BaseCalibrator):
     ``s_i`` maps to ``s_i + E'(t_i)``; a new confidence is mapped by linear
     interpolation between the calibration scores (constant beyond them) and
     clipped to [0, 1]. The other classes are rescaled to share ``1 - s~`` in
-    their original proportions (equally when they had no mass).
+    their original proportions, computed from the logits (exact even where
+    their probabilities underflow to 0, at logit gaps beyond ~745); in
+    :meth:`decision_function` ``s~`` and ``1 - s~`` are floored at 1e-300.
 
     Parameters
     ----------
@@ -126,6 +127,9 @@ class SplineCalibrator(BaseCalibrator):
     True
     """
 
+    _shift_invariant = True
+    _keeps_argmax = "predict"
+
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "n_knots": [Interval(Integral, 2, None, closed="left")],
@@ -138,7 +142,7 @@ class SplineCalibrator(BaseCalibrator):
 
     def _fit(self, logits, y_index, sample_weight):
         P = softmax_inplace(np.array(logits, dtype=np.float64))
-        top = P.argmax(axis=1)
+        top = np.argmax(logits, axis=1)
         keep = sample_weight > 0
         if keep.sum() < self.n_knots:
             raise ValueError(
@@ -166,17 +170,8 @@ class SplineCalibrator(BaseCalibrator):
 
     def _calibrated_logits(self, logits):
         P = softmax_inplace(np.array(logits, dtype=np.float64))
-        top = P.argmax(axis=1)
+        top = np.argmax(logits, axis=1)
         new = self._calibrated_confidence(P[np.arange(len(top)), top])
-        Q = replace_top_label(P, top, new)
-        return np.log(np.maximum(Q, 1e-300))
-
-    def predict(self, X) -> np.ndarray:
-        """The original argmax of ``X``, as labels from ``classes_``.
-
-        The spline calibrates the confidence of this class; the others are
-        rescaled and may rank above it in :meth:`predict_proba`.
-        """
-        check_is_fitted(self)
-        logits = self._validate_scores(X, reset=False)
-        return self.classes_[np.argmax(logits, axis=1)]
+        # in log space from the logits: exact proportions of the other
+        # classes even where their probabilities underflow
+        return replace_top_label(logits, top, new, log=True)

@@ -61,9 +61,10 @@ def soft_expected_calibration_error(
     ``SoftECE = (sum_b (W_b / N) |A_b - C_b|^q)^(1/q)``,
 
     ``W_b = sum_i w_ib``, ``A_b = sum_i w_ib a_i / (W_b + 1e-6)`` and
-    ``C_b = sum_i w_ib c_i / (W_b + 1e-6)`` (Guo et al., SMART, Eq. 8-10). It
-    is the objective of :class:`skcal.SMARTCalibrator`, computed by the same
-    kernel.
+    ``C_b = sum_i w_ib c_i / (W_b + 1e-6)`` (Guo et al., SMART, Eq. 8-10;
+    with sample weights the sums are weighted, ``N`` is the total weight and
+    the guard is ``1e-6`` times the mean weight). It is the objective of
+    :class:`skcal.SMARTCalibrator`, computed by the same kernel.
 
     Parameters
     ----------
@@ -85,7 +86,9 @@ def soft_expected_calibration_error(
         Charbonnier ``delta``: ``|r|`` becomes ``sqrt(r^2 + delta^2) - delta``
         (the ICML 2026 version of SMART uses 1e-3).
     sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights (frequencies).
+        Sample weights (frequencies). Only their ratios matter: multiplying
+        them all by a positive constant, from 1e-320 to 1e308, changes
+        nothing.
     labels : array-like of shape (n_classes,), default=None
         Label of each column of ``y_proba``, as in
         :func:`expected_calibration_error`.
@@ -147,7 +150,10 @@ def soft_binned_calibration_error(
     temperature)``. Per bin, ``C_b = sum_i u_ib c_i / max(U_b, 1e-5)`` and
     ``A_b`` likewise with the correctness ``a_i``, ``U_b = sum_i u_ib``, and
 
-    ``SB-ECE = (sum_b (U_b / N) |A_b - C_b|^p)^(1/p)``.
+    ``SB-ECE = (sum_b (U_b / N) |A_b - C_b|^p)^(1/p)``
+
+    (with sample weights the sums are weighted, ``N`` is the total weight
+    and the floor is ``1e-5`` times the mean weight).
 
     Uncertainty Baselines' implementation (``get_soft_binning_ece_tensor``)
     uses ``p = 2``; its ``decay`` option sets ``temperature = 1 / (n_bins^2
@@ -168,7 +174,9 @@ def soft_binned_calibration_error(
     p : float, default=2.0
         Norm of the bin gaps.
     sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights (frequencies).
+        Sample weights (frequencies). Only their ratios matter: multiplying
+        them all by a positive constant, from 1e-320 to 1e308, changes
+        nothing.
     labels : array-like of shape (n_classes,), default=None
         Label of each column of ``y_proba``.
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from scipy.spatial.distance import jensenshannon
+from scipy.special import logsumexp
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
@@ -169,6 +170,100 @@ def test_string_labels_and_missing_class(cls, data):
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
 
 
+# ------------------------------------------ a class absent from calibration
+ABSENT_PARAMS = {
+    "KCalCalibrator": {"max_epochs": 3, "n_folds": 5},
+    "LocalNetCalibrator": {"max_epochs": 10, "learning_rate": 1e-2, "bandwidth": 0.5},
+    "ProCalCalibrator": {},
+}
+
+
+def _nll(P, y):
+    return -np.mean(np.log(np.maximum(P[np.arange(len(y)), y], 1e-300)))
+
+
+@pytest.fixture(scope="module")
+def absent_data():
+    X, y, coef, intercept, _ = make_region_miscalibrated_embeddings(
+        2000, 5, n_features=8, random_state=3
+    )
+    return X[:1000], y[:1000], X[1000:], y[1000:], coef, intercept
+
+
+@pytest.mark.parametrize(
+    "cls, missing",
+    [
+        (ProCalCalibrator, 2),
+        (ProCalCalibrator, 4),
+        (KCalCalibrator, 2),
+        (LocalNetCalibrator, 4),
+    ],
+)
+def test_a_class_absent_from_calibration_leaves_the_others_intact(
+    cls, missing, absent_data
+):
+    # a 5-row head (or classes=range(5)) and integer labels in range(5) that
+    # lack one class: label j is column j, with a MissingClassWarning
+    X, y, Xt, yt, coef, intercept = absent_data
+    params = dict(ABSENT_PARAMS[cls.__name__], device="cpu")
+    if cls is KCalCalibrator:
+        params["classes"] = np.arange(5)  # KCal has no head to count classes
+    else:
+        params.update(coef=coef, intercept=intercept)
+    if cls is not ProCalCalibrator:
+        params["random_state"] = 0
+    keep = y != missing
+    with pytest.warns(MissingClassWarning, match=rf"\[{missing}\]"):
+        est = cls(**params).fit(X[keep], y[keep])
+    full = cls(**params).fit(X, y)
+    np.testing.assert_array_equal(est.classes_, np.arange(5))
+    P, P_full = est.predict_proba(Xt), full.predict_proba(Xt)
+    P0 = softmax_rows(Xt @ coef.T + intercept)
+    # (a) a probability vector on every row
+    assert P.shape == (len(Xt), 5) and np.isfinite(P).all()
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
+    others, absent = yt != missing, yt == missing
+    # (b) the other classes' accuracy: within 0.02 of the head's or of the
+    # same method fitted with every class (KCal is its own classifier)
+    accuracy = np.mean(est.predict(Xt)[others] == yt[others])
+    accuracy_full = np.mean(full.predict(Xt)[others] == yt[others])
+    accuracy_head = np.mean(P0[others].argmax(1) == yt[others])
+    assert accuracy >= min(accuracy_head, accuracy_full) - 0.02
+    # (c) the others' log loss: not above the head's or the full fit's by
+    # more than 0.1 nats (the methods train on data that differ)
+    bound = max(_nll(P0[others], yt[others]), _nll(P_full[others], yt[others]))
+    assert _nll(P[others], yt[others]) <= bound + 0.1
+    if cls is KCalCalibrator:
+        # documented: KCal predicts from its memory alone, the absent class
+        # gets probability 0 (there is no head to fall back to)
+        assert np.all(P[:, missing] == 0)
+    else:
+        # the absent class is calibrated like the others (ProCal: one
+        # top-label map; Local Nets: the mean logit map): at most log 2 nats
+        # above the head on its samples (Local Nets learned it away: +4)
+        assert _nll(P[absent], yt[absent]) <= _nll(P0[absent], yt[absent]) + np.log(2)
+    if cls is LocalNetCalibrator:
+        # trained over the present classes; the absent class's logit map is
+        # the mean of theirs (a_cls, b_cls are scalars for 5 classes)
+        assert not est.present_classes_[missing] and est.present_classes_.sum() == 4
+        present = est.present_classes_
+        for name in ("Wc", "bc"):
+            value = est.network_[name]
+            np.testing.assert_allclose(
+                value[..., missing], value[..., present].mean(axis=-1), rtol=1e-12
+            )
+
+
+def test_kcal_single_sample_classes_stay_in_the_memory(absent_data):
+    X, y, *_ = absent_data
+    rows = np.concatenate([np.flatnonzero(y != 3), np.flatnonzero(y == 3)[:1]])
+    est = KCalCalibrator(max_epochs=2, random_state=0, device="cpu")
+    est.fit(X[rows], y[rows])
+    assert 3 in est.memory_labels_
+    assert np.all(est.predict_proba(X)[:, 3] >= 0)
+    assert np.any(est.predict_proba(X)[:, 3] > 0)
+
+
 @pytest.mark.parametrize("cls", LOCAL)
 def test_bad_input_errors(cls, data):
     X, y, coef, intercept = data
@@ -270,9 +365,68 @@ def test_procal_rescaling_hand_case():
     est._calibrated_confidence = lambda points: np.array([0.3])
     np.testing.assert_allclose(est._predict_proba(X), [[0.3, 0.42, 0.28]])
     np.testing.assert_array_equal(est.predict(X), [0])
-    # all the non-predicted mass underflows: the rest is shared equally
-    X = np.array([[0.0, -1000.0, -1000.0]])
-    np.testing.assert_allclose(est._predict_proba(X), [[0.3, 0.35, 0.35]])
+    # the non-predicted mass underflows to 0: the rest is still shared in
+    # the proportions of the logits, e^0 : e^-1
+    X = np.array([[0.0, -1000.0, -1001.0]])
+    share = np.array([1.0, np.exp(-1.0)]) / (1 + np.exp(-1.0))
+    np.testing.assert_allclose(est._predict_proba(X), [[0.3, *(0.7 * share)]])
+
+
+def _procal_with_confidence(n_classes, confidence):
+    """A ProCal whose head is the identity and whose new confidence is fixed."""
+    est = ProCalCalibrator(device="cpu")
+    est.coef_, est.intercept_ = np.eye(n_classes), np.zeros(n_classes)
+    est.classes_, est.n_features_in_ = np.arange(n_classes), n_classes
+    est.embeddings_ = np.eye(n_classes)
+    est.n_neighbors_ = 1
+    est._calibrated_confidence = lambda points: np.full(len(points), confidence)
+    return est
+
+
+@pytest.mark.parametrize("gap", [700.0, 720.0, 740.0, 745.0, 750.0, 1e3, 1e6])
+def test_procal_huge_logit_gaps_keep_the_other_classes_proportions(gap):
+    # the others' mass is subnormal near a gap of 720 (the rescale overflowed
+    # to NaN rows) and 0 beyond ~745 (it was shared equally)
+    est = _procal_with_confidence(4, 0.8)
+    Z = np.array(
+        [
+            [0.0, -gap, -gap - 1.0, -gap - 3.0],
+            [-gap - 3.0, -gap - 0.5, 0.0, -gap],
+            [5.0, 5.0 - gap, 5.0 - gap, 5.0 - 2 * gap],
+        ]
+    )
+    expected = np.empty_like(Z)
+    for i, z in enumerate(Z):  # in log space, with scipy
+        k = z.argmax()
+        others = np.delete(np.arange(4), k)
+        expected[i, others] = np.log(0.2) + z[others] - logsumexp(z[others])
+        expected[i, k] = np.log(0.8)
+    proba = est._predict_proba(Z)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(proba, np.exp(expected), rtol=1e-9, atol=1e-300)
+    np.testing.assert_array_equal(est.predict(Z), Z.argmax(axis=1))
+
+
+def test_procal_huge_logits_of_a_fitted_model_stay_finite(data):
+    # embeddings are L2-normalised for the proximity, so scaling X only
+    # scales the head's logits: gaps of thousands, the same neighbours
+    X, y, coef, intercept = data
+    est = ProCalCalibrator(coef=coef, intercept=intercept, device="cpu").fit(X, y)
+    X_big = X * 400.0
+    Z = X_big @ coef.T + intercept
+    top2 = np.sort(Z, axis=1)[:, -2:]
+    gap = top2[:, 1] - top2[:, 0]
+    # rows whose other classes are subnormal (this overflowed), and 0
+    assert np.any((gap > 710) & (gap < 740)) and np.any(gap > 750)
+    proba = est.predict_proba(X_big)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    # the others keep their logits' order below the calibrated class
+    others = np.argsort(Z, axis=1)[:, :-1]
+    ranked = np.take_along_axis(proba, others, axis=1)
+    assert np.all(np.diff(ranked, axis=1) >= 0)
+    np.testing.assert_array_equal(est.predict(X_big), Z.argmax(axis=1))
 
 
 def test_procal_needs_wrong_predictions():
@@ -443,9 +597,11 @@ def test_kernel_estimate_is_leave_one_out():
     np.testing.assert_allclose(p2[1:].numpy(), onehot[[0, 0]])
 
 
-def test_local_net_batch_loss_matches_numpy():
+@pytest.mark.parametrize("absent", [None, 1])
+def test_local_net_batch_loss_matches_numpy(absent):
+    # with an absent class, softmax and JS run over the present classes
     rng = np.random.default_rng(2)
-    n, d, m, hidden, C = 40, 6, 4, 5, 3
+    n, d, m, hidden, C = 40, 6, 4, 5, 4
     params = {
         "W1": rng.normal(size=(d, hidden)),
         "b1": rng.normal(size=hidden),
@@ -459,7 +615,8 @@ def test_local_net_batch_loss_matches_numpy():
         "b_cls": rng.normal(size=C),
     }
     h, z, pi = rng.normal(size=(n, d)), rng.normal(size=(n, C)), rng.normal(size=(n, m))
-    y = rng.integers(0, C, size=n)
+    present = np.arange(C) != absent
+    y = rng.choice(np.flatnonzero(present), size=n)
     w = rng.uniform(0.2, 1.5, size=n)
     t = torch.as_tensor
     js, ce, total = batch_terms(
@@ -471,15 +628,17 @@ def test_local_net_batch_loss_matches_numpy():
         t(np.eye(C)[y]),
         t(w),
         1.5,
+        present=None if absent is None else t(present),
     )
     u = np.maximum(h @ params["W1"] + params["b1"], 0)
     e = u @ params["Ws"] + params["bs"] + params["a_sim"] * pi + params["b_sim"]
     logits = u @ params["Wc"] + params["bc"] + params["a_cls"] * z + params["b_cls"]
-    p_net = softmax_rows(logits)
+    p_net = softmax_rows(logits[:, present])
     K = np.exp(-((e[:, None] - e[None]) ** 2).sum(-1) / (2 * 1.5**2)) * w[None, :]
     np.fill_diagonal(K, 0.0)
     p_ker = K @ np.eye(C)[y] / K.sum(1, keepdims=True)
-    a, b = np.clip(p_net, 1e-4, 1 - 1e-4), np.clip(p_ker, 1e-4, 1 - 1e-4)
+    a = np.clip(p_net, 1e-4, 1 - 1e-4)
+    b = np.clip(p_ker[:, present], 1e-4, 1 - 1e-4)
     js_ref = np.array(
         [
             np.mean(
@@ -490,7 +649,7 @@ def test_local_net_batch_loss_matches_numpy():
                         1e-4,
                     )
                     ** 0.5
-                    for k in range(C)
+                    for k in range(a.shape[1])
                 ]
             )
             for i in range(n)
@@ -524,6 +683,31 @@ def test_scaling_all_weights_changes_nothing(cls, data):
     # Adam carries the rounding of the rescaled sums (~1e-16) over its steps
     # to ~1e-5 in the probabilities; ProCal has no training loop
     np.testing.assert_allclose(p2, p1, atol=1e-12 if cls is ProCalCalibrator else 1e-4)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e200, 1e300])
+def test_procal_weights_at_the_ends_of_the_float_range(data, scale):
+    # the bandwidth's n_eff = (sum w)^2 / sum w^2 overflowed at 1e200: NaN rows
+    X, y, coef, intercept = data
+    w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(y))
+    a = ProCalCalibrator(coef=coef, intercept=intercept, device="cpu").fit(X, y, w)
+    b = clone(a).fit(X, y, sample_weight=w * scale)
+    np.testing.assert_allclose(b.bandwidth_correct_, a.bandwidth_correct_, rtol=1e-12)
+    np.testing.assert_allclose(b.bandwidth_wrong_, a.bandwidth_wrong_, rtol=1e-12)
+    np.testing.assert_allclose(b.predict_proba(X), a.predict_proba(X), atol=1e-12)
+
+
+@pytest.mark.parametrize("value", [1e-320, 1e200, 1.7e308])
+def test_procal_equal_weights_of_any_size_are_no_weights(data, value):
+    X, y, coef, intercept = data
+    a = ProCalCalibrator(coef=coef, intercept=intercept, device="cpu").fit(X, y)
+    b = clone(a).fit(X, y, sample_weight=np.full(len(y), value))
+    # Scott's rule with n the number of samples, as statsmodels for no weights
+    points = a.points_correct_
+    n = len(points)
+    expected = 1.06 * points.std(axis=0) * n ** (-1.0 / 6)
+    np.testing.assert_allclose(b.bandwidth_correct_, expected, rtol=1e-12)
+    np.testing.assert_allclose(b.predict_proba(X), a.predict_proba(X), atol=1e-12)
 
 
 def test_procal_zero_weight_is_removal(data):

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from scipy.special import softmax
+from scipy.special import logsumexp, softmax
 
 from skcal import SplineCalibrator
 from skcal.metrics import expected_calibration_error
@@ -180,3 +180,57 @@ def test_too_few_samples_is_a_clear_error():
     w = np.array([1.0, 1.0, 0.0, 1.0, 1.0])
     with pytest.raises(ValueError, match="got 4"):
         SplineCalibrator(n_knots=5).fit(X, y, sample_weight=w)
+
+
+def _top_label_reference_log(Z, confidence):
+    """``log q``: top gets ``c``, the others ``1 - c`` by their logits' softmax."""
+    out = np.empty_like(Z)
+    for i, z in enumerate(Z):
+        k = z.argmax()
+        others = np.delete(np.arange(len(z)), k)
+        out[i, others] = np.log1p(-confidence[i]) + z[others] - logsumexp(z[others])
+        out[i, k] = np.log(confidence[i])
+    return out
+
+
+@pytest.mark.parametrize("gap", [700.0, 720.0, 740.0, 745.0, 750.0, 1e3, 1e6])
+def test_huge_logit_gaps_keep_the_other_classes_proportions(data, gap):
+    # the other classes' mass underflows (subnormal near 720, 0 beyond ~745):
+    # the rescale must neither overflow (it gave NaN rows) nor share it equally
+    X, y, _, _ = data
+    spline = SplineCalibrator().fit(X, y)
+    Z = np.array(
+        [
+            [0.0, -gap, -gap - 1.0, -gap - 3.0],
+            [-gap - 3.0, -gap - 0.5, 0.0, -gap],
+            [5.0, 5.0 - gap, 5.0 - gap, 5.0 - 2 * gap],
+        ]
+    )
+    s = softmax(Z, axis=1).max(axis=1)
+    c = np.clip(np.interp(s, spline.scores_, spline.calibrated_scores_), 0.0, 1.0)
+    assert np.all((0.5 < c) & (c < 1.0))  # the case that overflowed
+    expected = _top_label_reference_log(Z, c)
+    log_proba = spline.predict_log_proba(Z)
+    assert np.isfinite(log_proba).all()
+    # differences of logits of size ~gap are exact to a few ulps of gap
+    np.testing.assert_allclose(
+        log_proba, expected, rtol=1e-12, atol=8 * np.spacing(gap)
+    )
+    proba = spline.predict_proba(Z)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba, np.exp(expected), rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(spline.predict(Z), Z.argmax(axis=1))
+
+
+def test_exact_zero_probabilities_share_by_the_floored_logits(data):
+    # input="proba" reads p as log(max(p, 1e-12)): exact zeros are 1e-12
+    X, y, _, _ = data
+    spline = SplineCalibrator(input="proba").fit(softmax(X, axis=1), y)
+    P = np.array([[0.9, 0.1, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    c = np.clip(np.interp(P.max(1), spline.scores_, spline.calibrated_scores_), 0, 1)
+    assert np.all((0.0 < c) & (c < 1.0))
+    expected = np.exp(_top_label_reference_log(np.log(np.maximum(P, 1e-12)), c))
+    proba = spline.predict_proba(P)
+    np.testing.assert_allclose(proba, expected, rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(proba[1, [0, 2, 3]], (1 - c[1]) / 3, rtol=1e-12)

@@ -143,6 +143,39 @@ def test_weights_are_frequencies_and_order_does_not_matter():
     )
 
 
+@pytest.mark.parametrize(
+    "metric", [soft_expected_calibration_error, soft_binned_calibration_error]
+)
+@pytest.mark.parametrize("scale", [1e-300, 1e-100, 1e100, 1e200, 1e300])
+def test_weights_at_the_ends_of_the_float_range(metric, scale):
+    # weights are relative: their sums and the eps guard cannot overflow or
+    # underflow (1e200 overflowed the squared sums, 1e-320 gave NaN)
+    proba, y, conf, correct, w = random_case(80, 4, 5)
+    reference = (
+        smart_reference
+        if metric is soft_expected_calibration_error
+        else (karandikar_reference)
+    )
+    expected = reference(conf, correct, list(w))
+    assert metric(y, proba, sample_weight=w) == pytest.approx(expected, rel=1e-9)
+    assert metric(y, proba, sample_weight=w * scale) == pytest.approx(
+        expected, rel=1e-9
+    )
+
+
+@pytest.mark.parametrize(
+    "metric", [soft_expected_calibration_error, soft_binned_calibration_error]
+)
+@pytest.mark.parametrize("value", [1e-320, 5e-324, 1e-300, 1e300, 1.7e308])
+def test_equal_weights_of_any_size_are_no_weights(metric, value):
+    # subnormal equal weights too: they are all equal, so relative weights are 1
+    proba, y, *_ = random_case(80, 4, 6)
+    unweighted = metric(y, proba)
+    weighted = metric(y, proba, sample_weight=np.full(len(y), value))
+    assert np.isfinite(weighted)
+    assert weighted == pytest.approx(unweighted, rel=1e-12)
+
+
 def test_binary_1d_input_and_labels():
     rng = np.random.default_rng(4)
     p1 = rng.uniform(size=80)

@@ -71,18 +71,34 @@ def js_distance(p, q) -> torch.Tensor:
 
 
 def batch_terms(
-    params, h, z, pi, y, onehot, w, bandwidth, *, dropout=0.0, generator=None
+    params,
+    h,
+    z,
+    pi,
+    y,
+    onehot,
+    w,
+    bandwidth,
+    *,
+    dropout=0.0,
+    generator=None,
+    present=None,
 ):
     """Weighted sums of the JS term and of the kernel log loss over one batch.
 
     Returns ``(sum_i w_i JS_i, sum_i w_i CE_i, sum_i w_i)`` over the rows that
-    have a neighbour; ``CE_i = -log max(p_ker_i[y_i], 1e-6)``.
+    have a neighbour; ``CE_i = -log max(p_ker_i[y_i], 1e-6)``. With
+    ``present`` (a boolean mask of the classes) the network's softmax and the
+    JS distance run over those classes only: the others have no sample, so
+    their kernel estimate is 0 by construction, not evidence.
     """
     logits, e = forward(params, h, z, pi, dropout=dropout, generator=generator)
     p_ker, has_neighbour = kernel_estimate(e, onehot, w, bandwidth)
     w = w * has_neighbour
-    js = js_distance(torch.softmax(logits, dim=1), p_ker)
     p_true = p_ker.gather(1, y[:, None]).squeeze(1).clamp_min(1e-6)
+    if present is not None:
+        logits, p_ker = logits[:, present], p_ker[:, present]
+    js = js_distance(torch.softmax(logits, dim=1), p_ker)
     return (w * js).sum(), -(w * torch.log(p_true)).sum(), w.sum()
 
 
@@ -109,6 +125,7 @@ def fit_local_net(
     seed: int,
     device: torch.device,
     verbose: int = 0,
+    present: np.ndarray | None = None,
 ) -> tuple[dict, int, int]:
     """Train a Local Net; returns ``(params as numpy, best_epoch, n_epochs)``.
 
@@ -116,7 +133,10 @@ def fit_local_net(
     scales ``a`` at 1 and shifts ``b`` at ``N(0, 0.01^2)``, so the logits
     start at ``z`` and the embedding at ``pi``. Early stopping monitors the
     JS term on the validation rows (the log-loss term when ``lambda_js`` is
-    0), computed batch by batch like the training loss.
+    0), computed batch by batch like the training loss. ``present`` (boolean,
+    one per class) restricts the losses to those classes (see
+    :func:`batch_terms`) and the other classes then get the mean logit map
+    of the present ones (:func:`fill_absent_classes`); None is every class.
     """
     gen = make_generator(seed, device)
     n_classes, d_in, d_sim = z.shape[1], h.shape[1], pi.shape[1]
@@ -149,6 +169,10 @@ def fit_local_net(
     onehot = torch.nn.functional.one_hot(yt, n_classes).double()
     train = to_tensor(train_idx, device, torch.int64)
     val = to_tensor(val_idx, device, torch.int64)
+    if present is not None and np.all(present):
+        present = None
+    if present is not None:
+        present = to_tensor(np.asarray(present, dtype=bool), device, torch.bool)
 
     def terms(rows, generator):
         return batch_terms(
@@ -162,6 +186,7 @@ def fit_local_net(
             bandwidth,
             dropout=dropout,
             generator=generator,
+            present=present,
         )
 
     def loss(batch):
@@ -190,7 +215,27 @@ def fit_local_net(
         device=device,
         verbose=verbose,
     )
-    return {k: to_numpy(v) for k, v in params.items()}, best_epoch, n_epochs
+    state = {k: to_numpy(v) for k, v in params.items()}
+    if present is not None:
+        fill_absent_classes(state, to_numpy(present).astype(bool))
+    return state, best_epoch, n_epochs
+
+
+def fill_absent_classes(state: dict, present: np.ndarray) -> None:
+    """Give the classes outside ``present`` the mean logit map of the others.
+
+    The per-class parameters of the logits (the columns of ``Wc``, ``bc``,
+    and ``a_cls``, ``b_cls`` when they are vectors) of a class without
+    training samples received no gradient; they become the mean of the
+    present classes' columns, so that the class gets the correction common
+    to all classes and no class-specific one. In place.
+    """
+    absent = ~present
+    for name in ("Wc", "bc", "a_cls", "b_cls"):
+        value = state[name]
+        if value.shape[-1] != present.size:  # a scalar shared by all classes
+            continue
+        value[..., absent] = value[..., present].mean(axis=-1, keepdims=True)
 
 
 def local_net_predict(params: dict, h, z, pi, device, *, embedding: bool = False):
