@@ -17,6 +17,7 @@ from ._torch.kernels import softmax_inplace
 from .exceptions import MissingClassWarning
 from .utils._sklearn import StrOptions
 from .utils._validation import (
+    check_embeddings,
     check_finite,
     check_sample_weight,
     check_scores_shape,
@@ -26,6 +27,16 @@ from .utils._validation import (
 )
 
 __all__ = ["BaseCalibrator", "BaseLocalCalibrator"]
+
+
+def _is_one_dimensional(X) -> bool:
+    """Whether ``X`` is a 1-D array or a flat list (without converting it)."""
+    ndim = getattr(X, "ndim", None)
+    if ndim is not None:
+        return ndim == 1
+    return (
+        isinstance(X, (list, tuple)) and len(X) > 0 and all(np.isscalar(v) for v in X)
+    )
 
 
 def check_fit_targets(
@@ -134,7 +145,8 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------ validation
     def _validate_scores(self, X, *, reset: bool) -> np.ndarray:
-        check_scores_shape(X)
+        if _is_one_dimensional(X):  # skcal's advice before sklearn's reshape
+            check_scores_shape(np.asarray(X))
         tol = sum_tolerance(getattr(X, "dtype", None))
         X = validate_data(
             self,
@@ -288,7 +300,7 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
             dtype=[np.float64, np.float32],
             ensure_all_finite=False,
         )
-        check_finite(X, "X")
+        check_embeddings(X)
         return X
 
     def _head_columns(self, n_features: int):

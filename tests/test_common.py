@@ -14,7 +14,14 @@ COLUMNS_ARE_CLASSES = (
     "X must have one column per class: the check's X has fewer columns than y "
     "has classes, which a score calibrator rejects with a ValueError by design."
 )
+ONE_D_ADVICE = (
+    "For 1-D scores a score calibrator gives its own advice "
+    "(np.column_stack([-d, d]) for a binary decision function) instead of "
+    "scikit-learn's 'Reshape your data ... reshape(-1, 1)', which would lead a "
+    "binary user to a second error (tested in tests/test_base.py)."
+)
 EXPECTED_FAILED = {
+    "check_fit2d_predict1d": ONE_D_ADVICE,
     "check_classifiers_train": COLUMNS_ARE_CLASSES,
     "check_classifiers_classes": COLUMNS_ARE_CLASSES,
     "check_fit2d_1feature": COLUMNS_ARE_CLASSES,
@@ -67,12 +74,19 @@ RELATIVE_WEIGHTS = (
     "fits differ by the ridge. With a fixed l2_reg they agree (tested in "
     "tests/calibrators/test_scaling.py)."
 )
+EFFECTIVE_COUNTS = (
+    "Platt's smoothed targets (N+ + 1) / (N+ + 2) count the positives with "
+    "Kish's effective sample size, so that only the ratios of the weights "
+    "matter: a row repeated k times adds k to N+, a row of weight k less "
+    "(tests/calibrators/test_platt.py checks the targets and weight scaling)."
+)
 WEIGHTS_ARE_NOT_REPETITIONS = {
+    "PlattCalibrator": EFFECTIVE_COUNTS,
     "VectorScaling": RELATIVE_WEIGHTS,
+    "DirichletCalibrator": RELATIVE_WEIGHTS,
     "MatrixScaling": RELATIVE_WEIGHTS,
     "StructuredMatrixScaling": RELATIVE_WEIGHTS,
     "DirichletCalibratorCV": CV_SPLITS_ROWS,
-    "ParameterizedTemperatureScaling": STOCHASTIC_TRAINING,
     "SMARTCalibrator": FLOAT32_TRAINING,
     "KCalCalibrator": STOCHASTIC_TRAINING,
     "LocalNetCalibrator": STOCHASTIC_TRAINING,

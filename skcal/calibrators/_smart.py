@@ -18,6 +18,10 @@ from ._scaling import _DEVICE
 
 __all__ = ["SMARTCalibrator"]
 
+#: Largest gap to the row maximum a float32 training epoch handles (divided by
+#: temperatures down to 1e-6 it stays below float32's 3.4e38).
+_MAX_GAP = 1e30
+
 
 class SMARTCalibrator(BaseCalibrator):
     """SMART: a temperature per sample, read from the logit gap.
@@ -245,6 +249,15 @@ class SMARTCalibrator(BaseCalibrator):
             raise ValueError(
                 f"SMARTCalibrator needs at least 2 calibration samples to "
                 f"standardise the logit gaps; got {logits.shape[0]}."
+            )
+        spread = float(-logits.min())  # rows are shifted to a maximum of 0
+        if self.input == "logits" and spread > _MAX_GAP:
+            raise ValueError(
+                f"SMARTCalibrator trains in float32, whose range ends at 3.4e38, "
+                f"but X has a logit {spread:.3g} below its row's maximum (at most "
+                f"{_MAX_GAP:g} is accepted). Divide the logits by a constant "
+                "before calibrating, or use TemperatureScaling, which works at "
+                "any scale."
             )
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         fitted = fit_smart(

@@ -17,7 +17,7 @@ from .._torch.kernels import grouped_kernel_sums, local_errors
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import (
     check_class_weight,
-    check_finite,
+    check_embeddings,
     check_proba_targets,
 )
 from ._binning import assign_bins, bin_edges
@@ -93,13 +93,23 @@ class LocalSpace(TransformerMixin, BaseEstimator):
         """
         self._validate_params()
         X = validate_data(self, X, dtype=np.float64)
+        check_embeddings(X, "features")
+        if X.shape[0] < 2:
+            raise ValueError(
+                f"LocalSpace standardises and projects reference features, which "
+                f"needs at least 2 samples; got {X.shape[0]}. Fit it on more "
+                "samples, or pass space=None to use the features as given."
+            )
         self.scaler_ = StandardScaler().fit(X)
         self.n_components_ = int(min(self.n_components, *X.shape))
         # the covariance eigensolver is exact and deterministic, and fast when
         # there are many more samples than features
         solver = "covariance_eigh" if X.shape[0] >= X.shape[1] else "full"
         self.pca_ = PCA(n_components=self.n_components_, svd_solver=solver)
-        self.pca_.fit(self.scaler_.transform(X))
+        # constant features have no variance to explain (0 / 0 in the
+        # explained-variance ratio): every reference point maps to the origin
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.pca_.fit(self.scaler_.transform(X))
         return self
 
     def transform(self, X):
@@ -128,7 +138,7 @@ def _features_in_space(features, space, n_samples: int) -> np.ndarray:
             f"features must have one row per sample: y_proba has {n_samples} "
             f"rows, features has {features.shape[0]}."
         )
-    check_finite(features, "features")
+    check_embeddings(features, "features")
     if space is None:
         return features
     if isinstance(space, str):
@@ -230,9 +240,11 @@ def _anchor_errors(
         w_sq = np.bincount(bins, weights=w * w, minlength=n_bins)
         with np.errstate(invalid="ignore", divide="ignore"):
             support = np.where(w_sq > 0, w_sum**2 / w_sq, 0.0)
+        # a bin at the threshold up to rounding is dropped, whatever the
+        # weights' scale or the order of the sums
+        threshold = min_bin_size + 1e-9 * max(1.0, min_bin_size)
         groups += [
-            (k, np.flatnonzero(bins == b))
-            for b in np.flatnonzero(support > min_bin_size)
+            (k, np.flatnonzero(bins == b)) for b in np.flatnonzero(support > threshold)
         ]
     resid = proba - (y_index[:, None] == np.arange(n_classes))
     if not with_ess and _one_kernel_pass_is_cheaper(groups, phi.shape[1]):
@@ -725,10 +737,14 @@ def ess_profile(
         if not keep.any():
             continue
         e, a = ess[keep, k], np.abs(lce[keep, k])
-        edges = np.quantile(e, np.linspace(0.0, 1.0, n_quantiles + 1))
-        edges[0], edges[-1] = e.min() - 1e-12, e.max() + 1e-12
+        # bin on the ESS rounded to 1e-9 relative: values equal up to the
+        # rounding of the kernel sums (which depends on the row order) tie
+        unit = 10.0 ** (np.floor(np.log10(e.max())) - 9)
+        e_bin = np.round(e / unit) * unit
+        edges = np.quantile(e_bin, np.linspace(0.0, 1.0, n_quantiles + 1))
+        edges[0], edges[-1] = e_bin.min() - 1e-12, e_bin.max() + 1e-12
         edges = np.maximum.accumulate(edges)
-        idx = assign_bins(e, edges, closed="left")
+        idx = assign_bins(e_bin, edges, closed="left")
         count += np.bincount(idx, minlength=n_quantiles)
         ess_sum += np.bincount(idx, weights=e, minlength=n_quantiles)
         lce_sum += np.bincount(idx, weights=a, minlength=n_quantiles)

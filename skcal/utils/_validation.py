@@ -21,6 +21,9 @@ PROBA_EPS = 1e-12
 SUM_TOL = 1e-4
 #: Largest absolute logit accepted: beyond it, differences of logits overflow.
 MAX_LOGIT = 1e300
+#: Largest absolute embedding entry accepted: squared distances and variances
+#: of larger values overflow.
+MAX_EMBEDDING = 1e100
 
 
 def sum_tolerance(dtype) -> float:
@@ -350,3 +353,16 @@ def check_class_weight(class_weight, n_classes: int, *, frequencies=None):
         raise ValueError("class_weight sums to 0; give some class a positive weight.")
     cw = cw / top
     return cw / cw.sum()
+
+
+def check_embeddings(X: np.ndarray, name: str = "X") -> None:
+    """Raise a clear error for non-finite or overflowing embeddings."""
+    check_finite(X, name)
+    largest = float(np.abs(X).max(initial=0.0))
+    if largest > MAX_EMBEDDING:
+        raise ValueError(
+            f"{name} holds embeddings as large as {largest:.3g} in absolute "
+            f"value; skcal accepts up to {MAX_EMBEDDING:g}, beyond which "
+            "squared distances overflow. Rescale them (e.g. divide by "
+            f"np.abs({name}).max()) and the head's coef accordingly."
+        )
