@@ -73,8 +73,12 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         Train a new head on the quantized embeddings, or apply the backbone's
         head ``coef`` / ``intercept`` to them (VQ_frz, paper C.10).
     coef : array-like of shape (n_classes, n_features), default=None
-        The backbone's head, required by ``head="frozen"`` (ignored by
-        ``head="train"``).
+        The backbone's head, required by ``head="frozen"``. Row ``j`` is
+        class ``classes_[j]`` (integer labels ``j`` without ``classes``),
+        so the calibrator has one column per row even when a class has no
+        calibration sample (a ``MissingClassWarning`` names it). With
+        ``head="train"`` only this class layout is taken from ``coef``: the
+        head on the quantized embeddings is trained anew.
     intercept : array-like of shape (n_classes,), default=None
         Its bias (zeros when None).
     classes : array-like of shape (n_classes,), default=None
@@ -155,10 +159,21 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     evaluation data), the default EMA initialisation is the robust one, the
     head's log-probabilities come from ``log_softmax`` (the code clamps
     ``p`` at 1e-8). Sample weights weight both cross-entropies and the EMA
-    statistics. Memory of the map is ``O(batch x C x C)``, evaluated in
-    blocks of columns for many classes. The predicted class is the argmax of
-    the calibrated probabilities: the head is new, so it can differ from the
-    backbone's.
+    statistics. The predicted class is the argmax of the calibrated
+    probabilities: the head is new, so it can differ from the backbone's.
+
+    **Cost in the number of classes.** ``softplus`` acts on every entry of
+    each sample's ``C x C`` matrix ``M`` and ``log B`` sums ``lgamma`` over
+    all of them, so the compositional map costs ``O(C^2 K)`` multiply-adds
+    and ``O(C^2)`` softplus and lgamma (digamma in training) per sample and
+    pass, whatever the rank of ``M``. Memory is bounded: the map is computed
+    in blocks of rows and columns (about 4M numbers each) in the forward and
+    backward passes, so it holds ``O(n (C + K))`` numbers and a few blocks.
+    At 1,000 classes that is about 1e6 lgamma per sample and pass: on one
+    CPU core an epoch takes about 0.1 s per sample and a prediction 0.05 s
+    (``benchmarks/bench_many_classes.py``), so a fit on thousands of samples
+    takes hours; use ``device="cuda"``, or ``calibration="dirichlet"``
+    (``O(C^2)`` multiply-adds per sample) when no GPU is at hand.
 
     References
     ----------
@@ -261,7 +276,9 @@ class VQLocalCalibrator(BaseLocalCalibrator):
 
     @property
     def _uses_head(self):
-        return self.head == "frozen"
+        # a given coef fixes the classes (row j is class j) in both modes, so
+        # that a class absent from y keeps its column instead of vanishing
+        return self.head == "frozen" or self.coef is not None
 
     def _fit_head(self, X, y_index, sample_weight):
         raise ValueError(

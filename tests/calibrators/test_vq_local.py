@@ -7,7 +7,8 @@ from scipy.special import gammaln, log_softmax, softmax
 
 from skcal import VQLocalCalibrator
 from skcal._torch.kernels import vq_calibrated_logits
-from skcal.exceptions import CodebookWarning
+from skcal._torch.kernels._vq import codeword_counts, compositional_logits
+from skcal.exceptions import CodebookWarning, MissingClassWarning
 from skcal.utils._testing import make_region_miscalibrated_embeddings
 
 
@@ -206,15 +207,131 @@ def test_slot_width_must_divide_the_features(data):
 
 
 def test_many_classes_chunked_map(monkeypatch):
-    # 40 classes, the n x C x C map evaluated in blocks of one column; compare
-    # with the per-sample numpy reference
-    monkeypatch.setattr("skcal._torch.kernels._vq._BLOCK", 1000)
+    # 40 classes, the n x C x C map evaluated in blocks of 12 rows, in
+    # training too; compare with the per-sample numpy reference and with the
+    # fit whose batches fit in one block (column blocks: the test below)
     X, y, _, _, _ = make_region_miscalibrated_embeddings(
         2000, 40, n_features=16, random_state=2
     )
+    one_block = _vq(n_slots=4, max_epochs=2).fit(X, y)
+    monkeypatch.setattr("skcal._torch.kernels._vq._BLOCK", 20_000)
     vq = _vq(n_slots=4, max_epochs=2).fit(X, y)
     index = vq.quantize(X[:30])
     q = vq.codebook_[index].reshape(30, -1)
     log_p = log_softmax(q @ vq.head_coef_.T + vq.head_intercept_, axis=1)
     expected = _numpy_map(log_p, index, vq.receivers_, vq.senders_, vq.prior_logits_)
     np.testing.assert_allclose(vq.predict_proba(X[:30]), expected, rtol=1e-9)
+    assert vq.n_epochs_ == one_block.n_epochs_
+    np.testing.assert_allclose(vq.receivers_, one_block.receivers_, rtol=1e-9)
+    np.testing.assert_allclose(
+        vq.predict_proba(X), one_block.predict_proba(X), rtol=1e-9
+    )
+
+
+def _dense_map(log_p, counts, A, B, prior_logits, identity_shift=True):
+    """The spec's map (section 1.3) by autograd, every C x C matrix stored."""
+    M = torch.einsum("nk,kc,kj->ncj", counts, A, B)
+    alpha = torch.logaddexp(M, torch.zeros((), dtype=M.dtype)) + 1e-8
+    omega = alpha - 1.0
+    linear = (omega * log_p[:, :, None]).sum(dim=1)
+    if identity_shift:
+        linear = linear + log_p
+    log_beta = torch.lgamma(alpha).sum(dim=1) - torch.lgamma(alpha.sum(dim=1))
+    return linear + torch.log_softmax(prior_logits, dim=0) - log_beta
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        1 << 22,  # one block: M and alpha kept for the backward pass
+        100_000,  # blocks of 62 whole rows
+        1000,  # blocks of one row and 25 of the 40 columns
+        600,  # one row's 40 x 16 receiver products exceed the block
+    ],
+)
+@pytest.mark.parametrize("identity_shift", [True, False])
+def test_blocked_map_and_its_gradients_match_the_dense_formula(
+    monkeypatch, block, identity_shift
+):
+    monkeypatch.setattr("skcal._torch.kernels._vq._BLOCK", block)
+    gen = torch.Generator().manual_seed(0)
+    # several row blocks need more rows than one block holds
+    n, C, K, w = 70 if block == 100_000 else 20, 40, 16, 6
+
+    def leaf(*shape, scale=1.0, shift=0.0):
+        x = shift + scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
+        return x.requires_grad_(True)
+
+    log_p = leaf(n, C, scale=3.0)
+    index = torch.randint(K, (n, w), generator=gen)
+    scales = leaf(w, scale=0.3, shift=1.0)
+    A, B = leaf(K, C, scale=0.4), leaf(K, C, scale=0.4)
+    prior = leaf(C)
+    y = torch.randint(C, (n,), generator=gen)
+    inputs = (log_p, scales, A, B, prior)
+    results = []
+    for fn in (compositional_logits, _dense_map):
+        lp = torch.log_softmax(log_p, dim=1)
+        counts = codeword_counts(index, K, scales)
+        out = fn(lp, counts, A, B, prior, identity_shift=identity_shift)
+        loss = torch.nn.functional.cross_entropy(out, y)
+        results.append([out, *torch.autograd.grad(loss, inputs)])
+    for got, expected in zip(*results):
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+    # the map is a function of the counts: without gradients it is the same
+    with torch.no_grad():
+        counts = codeword_counts(index, K)
+        torch.testing.assert_close(
+            compositional_logits(log_p, counts, A, B, prior),
+            _dense_map(log_p, counts, A, B, prior),
+            rtol=1e-10,
+            atol=1e-12,
+        )
+
+
+def test_blocked_map_gradient_by_finite_differences(monkeypatch):
+    monkeypatch.setattr("skcal._torch.kernels._vq._BLOCK", 12)  # 1 row, 3 columns
+    gen = torch.Generator().manual_seed(1)
+    n, C, K = 3, 4, 5
+    args = [
+        torch.log_softmax(torch.randn(n, C, generator=gen, dtype=torch.float64), 1),
+        torch.rand(n, K, generator=gen, dtype=torch.float64) * 3,
+        0.5 * torch.randn(K, C, generator=gen, dtype=torch.float64),
+        0.5 * torch.randn(K, C, generator=gen, dtype=torch.float64),
+        torch.randn(C, generator=gen, dtype=torch.float64),
+    ]
+    for a in args:
+        a.requires_grad_(True)
+    assert torch.autograd.gradcheck(compositional_logits, args)
+
+
+@pytest.mark.parametrize("head", ["frozen", "train"])
+def test_a_class_missing_from_y_keeps_its_row_of_the_head(head):
+    # issue 15: with a frozen head of C rows and integer labels in range(C)
+    # that lack a class, label j is row j: C columns, not C - 1
+    X, y, coef, intercept, _ = make_region_miscalibrated_embeddings(
+        3000, 6, random_state=0
+    )
+    fit, test = slice(0, 1500), slice(1500, None)
+    for missing in (5, 2):  # the last class, or one in the middle
+        keep = y[fit] != missing
+        # (a new head needs more epochs to be accurate: only the layout here)
+        epochs = 5 if head == "frozen" else 1
+        vq = _vq(head=head, coef=coef, intercept=intercept, max_epochs=epochs)
+        with pytest.warns(MissingClassWarning, match=rf"\[{missing}\]"):
+            vq.fit(X[fit][keep], y[fit][keep])
+        np.testing.assert_array_equal(vq.classes_, np.arange(6))
+        proba = vq.predict_proba(X[test])
+        assert proba.shape == (1500, 6)
+        assert np.isfinite(proba).all()
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+        assert vq.score(X[test], y[test]) > -np.inf
+        if head == "frozen":
+            # the other classes are still predicted about as well as by the
+            # frozen head itself (quantization costs a few points)
+            other = y[test] != missing
+            head_acc = np.mean(
+                (X[test] @ coef.T + intercept).argmax(axis=1)[other] == y[test][other]
+            )
+            acc = np.mean(vq.predict(X[test])[other] == y[test][other])
+            assert acc > 0.8 * head_acc

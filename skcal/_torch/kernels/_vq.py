@@ -30,8 +30,15 @@ from .._random import make_generator
 ALPHA_FLOOR = 1e-8
 #: EMA epsilon of the codebook update.
 EMA_EPS = 1e-8
-#: Elements of the ``n x C x C_chunk`` blocks of the calibration map.
+#: Numbers in one block of the ``n x C x C`` calibration map (CPU); the
+#: nearest-codeword search uses blocks of the same size.
 _BLOCK = 1 << 22
+#: Blocks are this many times larger on an accelerator (fewer kernel launches).
+_ACCELERATOR_FACTOR = 16
+
+
+def _block_size(device) -> int:
+    return _BLOCK * (1 if torch.device(device).type == "cpu" else _ACCELERATOR_FACTOR)
 
 
 def slots(X: torch.Tensor, n_slots: int) -> torch.Tensor:
@@ -68,6 +75,142 @@ def codeword_counts(index: torch.Tensor, n_codewords: int, slot_scale=None):
     return counts.scatter_add(1, index, values)
 
 
+def _map_blocks(n: int, n_classes: int, n_codewords: int, block: int):
+    """Rows and columns per block of the ``n x C x C`` map.
+
+    A block is ``rows x C x cols`` numbers, and ``rows x C x K`` for the
+    receiver side; both stay under ``block`` (a single row whose ``C x K``
+    numbers alone exceed it is one block).
+    """
+    width = max(n_classes, n_codewords)
+    if n_classes * width <= block:
+        return max(1, min(block // (n_classes * width), n)), n_classes
+    return 1, max(1, min(block // n_classes, n_classes))
+
+
+class _Workspace:
+    """Buffers of one block, reused by every block of a call.
+
+    The map is a loop of equal-sized steps: fresh allocations per block
+    fragment the C heap (resident memory grows with the number of blocks),
+    so every large intermediate lives in one of these buffers instead.
+    """
+
+    def __init__(self, rows, n_classes, cols, n_codewords, like, n_buffers):
+        size = rows * n_classes * cols
+        self.flat = [like.new_empty(size) for _ in range(n_buffers)]
+        self.receivers = like.new_empty(rows * n_classes * n_codewords)
+
+    def get(self, i, *shape):
+        return self.flat[i][: math.prod(shape)].view(*shape)
+
+
+def _alpha_into(M, out, tmp):
+    """``out = softplus(M) + 1e-8``, using ``tmp``; ``M`` is kept.
+
+    The exact softplus ``max(M, 0) + log1p(exp(-|M|))`` (torch's
+    ``softplus`` returns ``M`` itself above 20, 2e-9 off).
+    """
+    torch.clamp(M, min=0.0, out=out)
+    torch.sub(M, out, alpha=2.0, out=tmp)  # -|M|
+    tmp.exp_().log1p_()
+    out.add_(tmp).add_(ALPHA_FLOOR)
+    return out
+
+
+def _block_M(counts, A, B_cols, ws, rows, n_classes, cols):
+    n_codewords = A.shape[0]
+    # receivers[r, c, k] = counts[r, k] * A[k, c]; M = receivers @ B[:, cols]
+    receivers = ws.receivers[: rows * n_classes * n_codewords].view(
+        rows, n_classes, n_codewords
+    )
+    torch.mul(counts[:, None, :], A.T[None, :, :], out=receivers)
+    return torch.matmul(receivers, B_cols, out=ws.get(0, rows, n_classes, cols))
+
+
+def _blocks(n, C, K, device):
+    rows, cols = _map_blocks(n, C, K, _block_size(device))
+    for i0 in range(0, n, rows):
+        for j0 in range(0, C, cols):
+            yield slice(i0, min(i0 + rows, n)), slice(j0, min(j0 + cols, C))
+
+
+class _DirichletMap(torch.autograd.Function):
+    """``core_j = sum_c (alpha_cj - 1) log p_c - log B(alpha_.j)`` per sample.
+
+    ``alpha = softplus(A^T diag(counts) B) + 1e-8`` is each sample's ``C x C``
+    matrix. Forward and backward run over blocks of rows and columns with
+    fixed buffers: nothing of size ``n x C x C`` is ever stored, and the
+    backward pass recomputes ``M`` and ``alpha`` block by block (a call that
+    fits in one block keeps them instead).
+    """
+
+    @staticmethod
+    def forward(ctx, log_p, counts, A, B, keep):
+        n, C = log_p.shape
+        rows, cols = _map_blocks(n, C, A.shape[0], _block_size(log_p.device))
+        # a call that fits in one block keeps M and alpha for the backward pass
+        keep = keep and rows == n and cols == C
+        ws = _Workspace(rows, C, cols, A.shape[0], log_p, 3 if keep else 2)
+        out = log_p.new_empty(n, C)
+        for r, j in _blocks(n, C, A.shape[0], log_p.device):
+            nr, nc = r.stop - r.start, j.stop - j.start
+            M = _block_M(counts[r], A, B[:, j], ws, nr, C, nc)
+            work = ws.get(2, nr, C, nc) if keep else M  # M is overwritten if not
+            alpha = _alpha_into(M, ws.get(1, nr, C, nc), work)
+            col_sum = alpha.sum(dim=1)
+            omega = torch.sub(alpha, 1.0, out=work)
+            linear = torch.matmul(log_p[r, None, :], omega).squeeze(1)
+            lg = torch.lgamma(alpha, out=work)
+            out[r, j] = linear - lg.sum(dim=1) + torch.lgamma(col_sum)
+        ctx.block = (M, alpha, work) if keep else None
+        ctx.save_for_backward(log_p, counts, A, B)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        log_p, counts, A, B = ctx.saved_tensors
+        n, C = log_p.shape
+        K = A.shape[0]
+        need_lp, need_counts, need_A, need_B = ctx.needs_input_grad[:4]
+        rows, cols = _map_blocks(n, C, K, _block_size(log_p.device))
+        # a call that kept its block needs no buffers but the receivers'
+        ws = _Workspace(rows, C, cols, K, log_p, 0 if ctx.block else 3)
+        g_lp = torch.zeros_like(log_p) if need_lp else None
+        g_counts = torch.zeros_like(counts) if need_counts else None
+        g_AT = A.new_zeros(C, K) if need_A else None
+        g_B = torch.zeros_like(B) if need_B else None
+        for r, j in _blocks(n, C, K, log_p.device):
+            nr, nc = r.stop - r.start, j.stop - j.start
+            g = grad[r, j]  # (nr, nc)
+            if ctx.block is not None:  # one block, kept by the forward pass
+                (M, alpha, work), ctx.block = ctx.block, None  # used up here
+            else:
+                M = _block_M(counts[r], A, B[:, j], ws, nr, C, nc)
+                work = ws.get(2, nr, C, nc)
+                alpha = _alpha_into(M, ws.get(1, nr, C, nc), work)
+            if need_lp:  # d core_j / d log p_c = alpha_cj - 1
+                omega = torch.sub(alpha, 1.0, out=work)
+                g_lp[r] += torch.matmul(omega, g[:, :, None]).squeeze(2)
+            psi_sum = torch.digamma(alpha.sum(dim=1))  # (nr, nc)
+            # d core_j / d M_cj = (log p_c - psi(alpha_cj) + psi(S_j)) sigmoid(M_cj)
+            G = alpha.digamma_().neg_()
+            G.add_(log_p[r, :, None]).add_(psi_sum[:, None, :])
+            G.mul_(M.sigmoid_()).mul_(g[:, None, :])
+            # M = receivers @ B[:, j], receivers[r, c, k] = counts[r, k] A[k, c]
+            if need_A or need_counts:
+                GB = torch.matmul(
+                    G, B[:, j].T, out=ws.receivers[: nr * C * K].view(nr, C, K)
+                )
+                if need_A:
+                    g_AT += torch.einsum("rck,rk->ck", GB, counts[r])
+                if need_counts:
+                    g_counts[r] += torch.einsum("rck,kc->rk", GB, A)
+            if need_B:
+                g_B[:, j] += torch.einsum("rk,kc,rcj->kj", counts[r], A, G)
+        return g_lp, g_counts, None if g_AT is None else g_AT.T, g_B, None
+
+
 def compositional_logits(
     log_p: torch.Tensor,
     counts: torch.Tensor,
@@ -77,26 +220,24 @@ def compositional_logits(
     *,
     identity_shift: bool = True,
 ) -> torch.Tensor:
-    """Calibrated logits of the compositional Dirichlet map, chunked over ``j``.
+    """Calibrated logits of the compositional Dirichlet map.
 
-    Memory is one ``n x C x C_chunk`` block (``C_chunk`` sized so that a block
-    holds about 4M numbers).
+    ``alpha = softplus(M) + 1e-8`` is applied to every entry of each
+    sample's ``C x C`` matrix ``M = A^T diag(counts) B``, and the log-Beta
+    term sums ``lgamma`` over all of them: the softplus does not factor, so
+    however ``M`` is written (it has rank at most ``min(w, K)``) the map
+    costs ``O(C^2 K)`` multiply-adds and ``O(C^2)`` softplus / lgamma
+    evaluations per sample (digamma too when training). Memory is bounded:
+    forward and backward passes run over blocks of rows and columns of
+    about ``_BLOCK`` numbers with reused buffers, so a call holds its
+    ``O(n (C + K))`` inputs and outputs and a few blocks, never ``n x C x C``.
     """
-    n, C = log_p.shape
-    log_prior = torch.log_softmax(prior_logits, dim=0)
-    # R[n, c, k] = counts[n, k] * A[k, c]: the receiver side of M, once
-    receivers = counts[:, None, :] * A.T[None, :, :]
-    step = max(1, _BLOCK // max(n * C, 1))
-    out = []
-    for j0 in range(0, C, step):
-        M = receivers @ B[:, j0 : j0 + step]  # (n, C, cj)
-        alpha = torch.nn.functional.softplus(M) + ALPHA_FLOOR
-        linear = (log_p[:, :, None] * (alpha - 1.0)).sum(dim=1)
-        if identity_shift:
-            linear = linear + log_p[:, j0 : j0 + step]
-        log_beta = torch.lgamma(alpha).sum(dim=1) - torch.lgamma(alpha.sum(dim=1))
-        out.append(linear + log_prior[j0 : j0 + step] - log_beta)
-    return torch.cat(out, dim=1) if len(out) > 1 else out[0]
+    keep = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (log_p, counts, A, B)
+    )
+    core = _DirichletMap.apply(log_p, counts, A, B, keep)
+    logits = core + torch.log_softmax(prior_logits, dim=0)
+    return logits + log_p if identity_shift else logits
 
 
 def _weighted_ce(logits, y, w) -> torch.Tensor:
