@@ -213,11 +213,16 @@ class _AffineScaling(BaseCalibrator):
     def _penalties(self) -> dict:
         return {"l2_diag": self.l2_reg_, "l2_bias": self.l2_reg_}
 
+    #: ``l2_reg="auto"`` is ``_AUTO_RIDGE * n_classes / n_samples``
+    _AUTO_RIDGE = 4.0
+
     def _fit(self, logits, y_index, sample_weight):
         # weights are relative: n is Kish's effective sample size
         n_samples = effective_sample_size(sample_weight)
         self.l2_reg_ = (
-            logits.shape[1] / n_samples if self.l2_reg == "auto" else float(self.l2_reg)
+            self._AUTO_RIDGE * logits.shape[1] / n_samples
+            if self.l2_reg == "auto"
+            else float(self.l2_reg)
         )
         beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
         self.temperature_init_ = float(1.0 / beta)
@@ -250,12 +255,12 @@ class VectorScaling(_AffineScaling):
     training NLL is never above temperature scaling's, and the fit does not
     depend on the logits' units (logits multiplied by ``a`` give ``w / a``
     and the same probabilities). The default ``l2_reg="auto"`` is
-    ``n_classes / n_samples``: a fixed-precision prior whose weight shrinks
-    as the calibration set grows (the ridge scaling of structured matrix
-    scaling, Berta et al. 2026). It keeps the fit finite when the
-    calibration scores are (nearly) separable or a class is absent;
-    ``l2_reg=0`` is the unregularised method of Guo et al. Vector scaling can
-    change the predicted class.
+    ``4 n_classes / n_samples``: a fixed-precision prior whose weight
+    shrinks as the calibration set grows (the ridge scaling of structured
+    matrix scaling, Berta et al. 2026, four times stronger: see Notes). It
+    keeps the fit finite when the calibration scores are (nearly) separable
+    or a class is absent; ``l2_reg=0`` is the unregularised method of Guo et
+    al. Vector scaling can change the predicted class.
 
     Parameters
     ----------
@@ -265,7 +270,7 @@ class VectorScaling(_AffineScaling):
         The label of each column of ``X``.
     l2_reg : float or "auto", default="auto"
         Ridge penalty pulling the map towards temperature scaling; ``"auto"``
-        is ``n_classes / n_samples`` (``n_samples`` is Kish's effective
+        is ``4 n_classes / n_samples`` (``n_samples`` is Kish's effective
         sample size ``(sum w)^2 / sum w^2``, the number of rows for equal
         weights).
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
@@ -292,6 +297,15 @@ class VectorScaling(_AffineScaling):
         Label of each column.
     n_features_in_ : int
         Number of columns of ``X``.
+
+    Notes
+    -----
+    The factor 4 of the default ridge was chosen on the eight real tasks of
+    ``benchmarks/_datasets.py`` (6 to 66 classes, 300 to 4,000 calibration
+    rows, 3 draws each): with it the test NLL was never above temperature
+    scaling's by more than 0.1%, and below it by up to 4.6% with 4,000
+    rows; with ``n_classes / n_samples`` it was up to 1.8% above at 300
+    rows.
 
     References
     ----------
@@ -342,13 +356,15 @@ class MatrixScaling(_AffineScaling):
     ``b = 0``): the ridge shrinks toward temperature scaling, the training
     NLL is never above temperature scaling's, and the fit does not depend on
     the logits' units. With ``C`` classes it has ``C^2 + C`` parameters and
-    over-fits small calibration sets without regularisation. The default
-    ``l2_reg="auto"`` is ``n_classes / n_samples``, a fixed-precision prior
-    whose weight shrinks as the calibration set grows; ``off_diagonal_reg``
-    further shrinks the interactions between classes (as ODIR does);
-    ``l2_reg=0`` is the unregularised method of Guo et al. On
-    ``input="proba"`` it is Dirichlet calibration (Kull et al., 2019) with a
-    ridge penalty toward temperature scaling.
+    over-fits small calibration sets without regularisation. The defaults
+    are structured matrix scaling's ridge (Berta et al. 2026), 16 times
+    stronger (see Notes): ``l2_reg="auto"`` is ``16 C / n_samples`` and
+    ``off_diagonal_reg="auto"`` is ``(C - 2) l2_reg``, so that an
+    off-diagonal entry is penalised ``C - 1`` times more than a diagonal
+    one; their weight shrinks as the calibration set grows. ``l2_reg=0``
+    with ``off_diagonal_reg=0`` (or ``"auto"``) is the unregularised method
+    of Guo et al. On ``input="proba"`` it is Dirichlet calibration (Kull et
+    al., 2019) with a ridge penalty toward temperature scaling.
 
     Parameters
     ----------
@@ -357,11 +373,12 @@ class MatrixScaling(_AffineScaling):
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
     l2_reg : float or "auto", default="auto"
-        Ridge penalty on ``D`` and ``b``; ``"auto"`` is ``n_classes /
+        Ridge penalty on ``D`` and ``b``; ``"auto"`` is ``16 n_classes /
         n_samples`` (``n_samples`` is Kish's effective sample size, the
         number of rows for equal weights).
-    off_diagonal_reg : float, default=0.0
-        Extra ridge penalty on the off-diagonal entries of ``D``.
+    off_diagonal_reg : float or "auto", default="auto"
+        Extra ridge penalty on the off-diagonal entries of ``D``; ``"auto"``
+        is ``(n_classes - 2) * l2_reg_``.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the fit runs.
     tol : float, default=1e-5
@@ -378,6 +395,8 @@ class MatrixScaling(_AffineScaling):
         shrunk toward.
     l2_reg_ : float
         The ridge penalty used on ``D`` and ``b``.
+    off_diagonal_reg_ : float
+        The extra ridge penalty used on the off-diagonal entries of ``D``.
     intercept_ : ndarray of shape (n_classes,)
         The offsets ``b``.
     n_iter_ : int
@@ -386,6 +405,16 @@ class MatrixScaling(_AffineScaling):
         Label of each column.
     n_features_in_ : int
         Number of columns of ``X``.
+
+    Notes
+    -----
+    The factor 16 of the default ridge was chosen on the eight real tasks of
+    ``benchmarks/_datasets.py`` (6 to 66 classes, 300 to 4,000 calibration
+    rows, 3 draws each): with it the test NLL was never more than 0.1% above
+    temperature scaling's, and below it by up to 6% with 4,000 rows; with
+    ``n_classes / n_samples`` on every entry it was up to 32% above at 500
+    rows (26 classes), and with structured matrix scaling's own ridge up to
+    7% above at 300 rows.
 
     References
     ----------
@@ -410,8 +439,12 @@ class MatrixScaling(_AffineScaling):
     _kind = "full"
     _parameter_constraints: dict = {
         **_AffineScaling._parameter_constraints,
-        "off_diagonal_reg": [Interval(Real, 0, None, closed="left")],
+        "off_diagonal_reg": [
+            StrOptions({"auto"}),
+            Interval(Real, 0, None, closed="left"),
+        ],
     }
+    _AUTO_RIDGE = 16.0
 
     def __init__(
         self,
@@ -419,7 +452,7 @@ class MatrixScaling(_AffineScaling):
         input="logits",
         classes=None,
         l2_reg="auto",
-        off_diagonal_reg=0.0,
+        off_diagonal_reg="auto",
         device="auto",
         tol=1e-5,
         max_iter=1000,
@@ -433,9 +466,15 @@ class MatrixScaling(_AffineScaling):
         self.max_iter = max_iter
 
     def _penalties(self) -> dict:
+        n_classes = len(self.classes_)
+        self.off_diagonal_reg_ = (
+            max(n_classes - 2, 0) * self.l2_reg_
+            if self.off_diagonal_reg == "auto"
+            else float(self.off_diagonal_reg)
+        )
         return {
             "l2_diag": self.l2_reg_,
-            "l2_off": self.l2_reg_ + self.off_diagonal_reg,
+            "l2_off": self.l2_reg_ + self.off_diagonal_reg_,
             "l2_bias": self.l2_reg_,
         }
 

@@ -256,7 +256,8 @@ def test_cv_with_too_few_samples_names_cv_and_the_calibrator():
 
 def test_default_shrinks_toward_temperature_scaling_with_the_sms_ridge():
     """reg_lambda='auto': W = beta (I + D) on log p, ridge C/n on diag(D) and
-    b, C(C-1)/n on offdiag(D), solved independently by scipy."""
+    b, C(C-1)/n on offdiag(D), both 16 times stronger, solved independently
+    by scipy."""
     from scipy.optimize import minimize_scalar
 
     X, y = make_miscalibrated_logits(300, 4, temperature=2.0, random_state=23)
@@ -274,7 +275,7 @@ def test_default_shrinks_toward_temperature_scaling_with_the_sms_ridge():
         options={"xatol": 1e-12},
     ).x
     beta = np.exp(t)
-    lam_d, lam_o = c / n, c * (c - 1) / n
+    lam_d, lam_o = 16 * c / n, 16 * c * (c - 1) / n
     eye, off = np.eye(c), 1 - np.eye(c)
 
     def fun(theta):

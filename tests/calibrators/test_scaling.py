@@ -209,15 +209,21 @@ def test_results_are_deterministic(device):
     np.testing.assert_array_equal(a.coef_, b.coef_)
 
 
-@pytest.mark.parametrize("cls", [VectorScaling, MatrixScaling])
-def test_auto_regularisation_is_classes_over_samples(cls):
+@pytest.mark.parametrize("cls, factor", [(VectorScaling, 4), (MatrixScaling, 16)])
+def test_auto_regularisation_scales_classes_over_samples(cls, factor):
     X, y = make_miscalibrated_logits(500, 5, temperature=2.0, random_state=10)
     auto = cls(tol=1e-7, device="cpu").fit(X, y)
-    assert auto.l2_reg_ == 5 / 500
-    explicit = cls(l2_reg=5 / 500, tol=1e-7, device="cpu").fit(X, y)
+    lam = factor * 5 / 500
+    assert auto.l2_reg_ == pytest.approx(lam, rel=1e-12)
+    explicit = cls(l2_reg=lam, tol=1e-7, device="cpu").fit(X, y)
     np.testing.assert_array_equal(auto.coef_, explicit.coef_)
-    W, b, _ = _scipy_affine_fit(X, y, cls is MatrixScaling, 0.01, 0.01, 0.01)
+    # matrix scaling's off-diagonal entries get (C - 1) times the ridge
+    off = (5 - 1) * lam if cls is MatrixScaling else 0.0
+    if cls is MatrixScaling:
+        assert auto.off_diagonal_reg_ == pytest.approx(3 * lam, rel=1e-12)
+    W, b, _ = _scipy_affine_fit(X, y, cls is MatrixScaling, lam, off, lam)
     np.testing.assert_allclose(auto.coef_, W, atol=1e-5)
+    np.testing.assert_allclose(auto.intercept_, b, atol=1e-5)
 
 
 def test_regularisation_keeps_nearly_separable_fits_sane():
@@ -288,5 +294,7 @@ def test_fixed_ridge_weights_equal_repetitions(cls):
     # and the default ridge counts Kish's effective n: scale-free weights
     c = cls(tol=1e-9, device="cpu").fit(X, y, sample_weight=w * 1e-200)
     d = cls(tol=1e-9, device="cpu").fit(X, y, sample_weight=w)
-    assert c.l2_reg_ == pytest.approx(4 * np.dot(w, w) / w.sum() ** 2, rel=1e-12)
+    factor = 4 if cls is VectorScaling else 16  # n_classes / n, times 4 or 16
+    n_eff = w.sum() ** 2 / np.dot(w, w)
+    assert c.l2_reg_ == pytest.approx(factor * 4 / n_eff, rel=1e-12)
     np.testing.assert_allclose(c.predict_proba(X), d.predict_proba(X), atol=1e-9)
