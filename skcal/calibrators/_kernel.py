@@ -26,6 +26,9 @@ from ..exceptions import MissingClassWarning
 from ..utils._sklearn import Interval, StrOptions
 from ._scaling import _DEVICE
 
+#: KCal warns below this many memory samples per class, on average.
+_MIN_MEMORY_PER_CLASS = 10
+
 __all__ = ["KCalCalibrator", "LocalNetCalibrator"]
 
 
@@ -287,6 +290,19 @@ class KCalCalibrator(BaseLocalCalibrator):
                 f"not train the projection): {lost.tolist()[:10]}. KCal gives "
                 "them probability 0; lower projection_fraction or add samples.",
                 MissingClassWarning,
+                stacklevel=3,
+            )
+        per_class = memory.size / max(np.count_nonzero(in_memory), 1)
+        if per_class < _MIN_MEMORY_PER_CLASS:
+            warnings.warn(
+                f"KCalCalibrator predicts from the kernel neighbours among its "
+                f"memory of {memory.size} samples: {per_class:.1f} per class on "
+                f"average ({n_classes} classes), fewer than "
+                f"{_MIN_MEMORY_PER_CLASS}, so its probabilities and accuracy are "
+                "unreliable (at 1,000 classes and 5,000 rows its accuracy fell "
+                "to 0.02). Use a global calibrator on the head's logits, or more "
+                "calibration data.",
+                UserWarning,
                 stacklevel=3,
             )
         X = np.asarray(X, dtype=np.float64)

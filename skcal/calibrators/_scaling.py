@@ -529,6 +529,15 @@ class ClassTemperatureScaling(BaseCalibrator):
     n_features_in_ : int
         Number of columns of ``X``.
 
+    Notes
+    -----
+    Cost, for ``n`` rows, ``C`` classes and ``G`` candidates: in
+    ``"predicted"`` mode one table of bin sums per class and candidate is
+    built once (``O(n G)``), then each pass costs ``O(C G n_bins)`` (2,000 x
+    1,000 logits: 0.6 s). In ``"column"`` mode every candidate of every
+    class re-bins the rows, ``O(n C G)`` per pass, in blocks of bounded
+    memory (2,000 x 1,000 logits: about 12 s).
+
     References
     ----------
     L. Frenkel, J. Goldberger. "Network calibration by class-based

@@ -25,6 +25,10 @@ from ._scaling import _DEVICE
 
 __all__ = ["VQLocalCalibrator"]
 
+#: Largest n_classes^2 * n_codewords fitted on the CPU (about 300 classes with
+#: 64 codewords, where one epoch over 10,000 samples takes minutes).
+_MAX_CPU_MAP_WORK = 6e6
+
 
 class VQLocalCalibrator(BaseLocalCalibrator):
     """Local calibration by vector quantization ("Divide et Calibra").
@@ -308,6 +312,21 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             "VQLocalCalibrator",
         )
         dev = resolve_device(self.device)
+        work = n_classes * n_classes * self.n_codewords
+        if (
+            self.calibration == "compositional"
+            and dev.type == "cpu"
+            and work > _MAX_CPU_MAP_WORK
+        ):
+            raise ValueError(
+                f"VQLocalCalibrator's region map costs n_classes^2 * n_codewords "
+                f"= {work:.3g} operations per sample and epoch ({n_classes} "
+                f"classes): on the CPU the fit would take hours (about 0.1 s per "
+                f"sample and epoch at 1,000 classes). Fit on a GPU "
+                f"(device='cuda'), use calibration='dirichlet' (a global map on "
+                f"the quantized head), or a global calibrator such as "
+                f"TemperatureScaling on the head's logits."
+            )
         frozen = self.head == "frozen"
         common = dict(
             lr=float(self.learning_rate),

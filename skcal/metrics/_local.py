@@ -97,7 +97,7 @@ class LocalSpace(TransformerMixin, BaseEstimator):
         if X.shape[0] < 2:
             raise ValueError(
                 f"LocalSpace standardises and projects reference features, which "
-                f"needs at least 2 samples; got {X.shape[0]}. Fit it on more "
+                f"needs at least 2 samples; got n_samples={X.shape[0]}. Fit it on more "
                 "samples, or pass space=None to use the features as given."
             )
         self.scaler_ = StandardScaler().fit(X)

@@ -295,3 +295,12 @@ def test_default_shrinks_toward_temperature_scaling_with_the_sms_ridge():
     assert nll_of(dc.decision_function(X)) <= nll_of(X / ts.temperature_) + 1e-12
     with pytest.raises(ValueError, match="reg_mu selects ODIR"):
         DirichletCalibrator(reg_mu=1e-3, device="cpu").fit(X, y)
+
+
+def test_cv_refuses_hours_of_work_on_the_cpu():
+    """At 1,000 classes 125 fold fits take hours: refused up front."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 1000))
+    y = rng.integers(0, 1000, 2000)
+    with pytest.raises(ValueError, match="takes hours.*DirichletCalibrator"):
+        DirichletCalibratorCV(device="cpu", classes=np.arange(1000)).fit(X, y)

@@ -1,6 +1,7 @@
 """Local baselines fitted on embeddings: KCal, Local Nets and ProCal."""
 
 import pickle
+import warnings
 
 import joblib
 import numpy as np
@@ -721,3 +722,17 @@ def test_procal_zero_weight_is_removal(data):
     np.testing.assert_allclose(
         weighted.predict_proba(X), removed.predict_proba(X), rtol=1e-12
     )
+
+
+def test_kcal_warns_when_its_memory_has_few_samples_per_class():
+    """At 1,000 classes and 5,000 rows KCal's accuracy fell to 0.02, silently."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(40), 6)  # 6 per class, half of them in the memory
+    X = rng.normal(size=(len(y), 5)) + 3 * np.eye(40, 5)[y]
+    with pytest.warns(UserWarning, match="per class on average"):
+        KCalCalibrator(max_epochs=1, random_state=0, device="cpu").fit(X, y)
+    many = np.repeat(np.arange(3), 60)
+    X = rng.normal(size=(len(many), 5)) + 3 * np.eye(3, 5)[many]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        KCalCalibrator(max_epochs=1, random_state=0, device="cpu").fit(X, many)

@@ -335,3 +335,16 @@ def test_a_class_missing_from_y_keeps_its_row_of_the_head(head):
             )
             acc = np.mean(vq.predict(X[test])[other] == y[test][other])
             assert acc > 0.8 * head_acc
+
+
+def test_many_classes_on_the_cpu_are_refused_up_front():
+    """The region map costs C^2 K per sample: hours at 1,000 classes."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 8))
+    coef, intercept = rng.normal(size=(1000, 8)), np.zeros(1000)
+    y = rng.integers(0, 1000, 50)
+    est = VQLocalCalibrator(
+        coef=coef, intercept=intercept, n_slots=2, device="cpu", max_epochs=1
+    )
+    with pytest.raises(ValueError, match="would take hours.*device='cuda'"):
+        est.fit(X, y)
