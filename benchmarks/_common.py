@@ -3,14 +3,26 @@
 import time
 
 
-def best_time(fn, repeat=3):
-    """Smallest wall time of ``repeat`` calls of ``fn()`` and its last result."""
+def _run(fn, repeat):
+    """Wall times of ``repeat`` calls of ``fn()`` and its last result."""
     times, result = [], None
     for _ in range(repeat):
         start = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - start)
+    return times, result
+
+
+def best_time(fn, repeat=3):
+    """Smallest wall time of ``repeat`` calls of ``fn()`` and its last result."""
+    times, result = _run(fn, repeat)
     return min(times), result
+
+
+def median_time(fn, repeat=5):
+    """Median wall time of ``repeat`` calls of ``fn()`` and its last result."""
+    times, result = _run(fn, repeat)
+    return sorted(times)[len(times) // 2], result
 
 
 def timed(fn, repeats, budget):

@@ -3,9 +3,11 @@
 Times ``fit`` and ``predict_proba`` of ``skcal.TemperatureScaling`` and of
 ``CalibratedClassifierCV(FrozenEstimator(...), method="temperature")`` on
 synthetic over-confident logits, and prints the fitted temperatures and the
-time ratios (sklearn / skcal: > 1 means skcal is faster).
+time ratios (sklearn / skcal: > 1 means skcal is faster), medians of
+``--repeat`` runs, with torch's thread count.
 
-Run:  python benchmarks/bench_temperature.py [--device cpu] [--repeat 3]
+Run:  python benchmarks/bench_temperature.py [--device cpu] [--repeat 5]
+      [--threads N] [--shapes 20000x100 50000x1000 200000x10]
 """
 
 import argparse
@@ -18,20 +20,25 @@ from sklearn.calibration import CalibratedClassifierCV
 from sklearn.frozen import FrozenEstimator
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import best_time  # noqa: E402
+from _common import median_time  # noqa: E402
 
 from skcal import TemperatureScaling  # noqa: E402
 from skcal.utils._testing import FixedLogits, make_miscalibrated_logits  # noqa: E402
 
-SHAPES = [(50_000, 1_000), (200_000, 10)]
+SHAPES = ["20000x100", "50000x1000", "200000x10"]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--shapes", nargs="+", default=SHAPES)
     parser.add_argument("--dtype", default="float64", choices=["float32", "float64"])
     args = parser.parse_args(argv)
+    if args.threads:  # torch's and BLAS's (scikit-learn's numpy) alike
+        torch.set_num_threads(args.threads)
+        threadpoolctl.threadpool_limits(args.threads)
     print(
         f"torch {torch.__version__} threads={torch.get_num_threads()} "
         f"device={args.device}; BLAS: "
@@ -43,18 +50,19 @@ def main(argv=None):
         f"{'pred skcal':>10} {'pred sk':>10} {'ratio':>6}"
     )
     print(header)
-    for n, c in SHAPES:
+    for shape in args.shapes:
+        n, c = (int(v) for v in shape.split("x"))
         X, y = make_miscalibrated_logits(n, c, temperature=2.0, random_state=0)
         X = X.astype(args.dtype)
         ts = TemperatureScaling(device=args.device)
         TemperatureScaling(device=args.device).fit(X[:100], y[:100])  # warm-up
-        t_fit, _ = best_time(lambda: ts.fit(X, y), args.repeat)  # noqa: B023
-        t_pred, _ = best_time(lambda: ts.predict_proba(X), args.repeat)  # noqa: B023
+        t_fit, _ = median_time(lambda: ts.fit(X, y), args.repeat)  # noqa: B023
+        t_pred, _ = median_time(lambda: ts.predict_proba(X), args.repeat)  # noqa: B023
         ref = CalibratedClassifierCV(
             FrozenEstimator(FixedLogits().fit(X, y)), method="temperature"
         )
-        s_fit, _ = best_time(lambda: ref.fit(X, y), args.repeat)  # noqa: B023
-        s_pred, _ = best_time(lambda: ref.predict_proba(X), args.repeat)  # noqa: B023
+        s_fit, _ = median_time(lambda: ref.fit(X, y), args.repeat)  # noqa: B023
+        s_pred, _ = median_time(lambda: ref.predict_proba(X), args.repeat)  # noqa: B023
         t_ref = 1.0 / float(ref.calibrated_classifiers_[0].calibrators[0].beta_)
         rel = abs(ts.temperature_ - t_ref) / t_ref
         print(

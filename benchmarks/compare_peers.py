@@ -3,7 +3,8 @@
 Run (by hand, from the repository root)::
 
     python benchmarks/compare_peers.py [--n-cal 10000] [--n-test 10000]
-        [--n-classes 10] [--seed 0] [--repeats 3] [--budget 5] [--threads N]
+        [--n-classes 10] [--seed 0] [--logit-scale 1] [--repeats 3]
+        [--budget 5] [--threads N]
         [--dirichletcal-python PATH] [--dirichletcal-all]
         [--skip TEXT [TEXT ...]] [--json]
 
@@ -129,8 +130,12 @@ NO_WARM_UP = {"netcal LogisticCalibration", "netcal BetaCalibration"}
 # data, timing, metrics
 
 
-def make_data(n_cal, n_test, n_classes, seed):
-    """Over-confident (temperature 2) probabilities with per-class offsets."""
+def make_data(n_cal, n_test, n_classes, seed, logit_scale=1.0):
+    """Over-confident (temperature 2) probabilities with per-class offsets.
+
+    ``logit_scale`` multiplies the logits before the softmax (badly scaled,
+    far more confident scores; a calibrator's fit should not slow down).
+    """
     offsets = np.random.default_rng(seed).normal(0.0, 1.0, n_classes)
     z_cal, y_cal = make_miscalibrated_logits(
         n_cal, n_classes, temperature=2.0, random_state=seed + 1
@@ -139,9 +144,9 @@ def make_data(n_cal, n_test, n_classes, seed):
         n_test, n_classes, temperature=2.0, random_state=seed + 2
     )
     return (
-        softmax(z_cal + offsets, axis=1),
+        softmax(logit_scale * (z_cal + offsets), axis=1),
         y_cal,
-        softmax(z_test + offsets, axis=1),
+        softmax(logit_scale * (z_test + offsets), axis=1),
         y_test,
     )
 
@@ -523,8 +528,12 @@ def run_row(label, factory, P, y, Pt, args):
     """Warm up, then time fit and predict of one in-process method."""
     fit, predict = factory()
     if label not in NO_WARM_UP:
-        m = min(WARM_UP_ROWS, len(y))
-        predict(fit(P[:m], y[:m]), Pt[:m])
+        # the first rows plus one of each class (some peers refuse a fit on
+        # a subset that lacks a class)
+        rows = np.union1d(
+            np.arange(min(WARM_UP_ROWS, len(y))), np.unique(y, return_index=True)[1]
+        )
+        predict(fit(P[rows], y[rows]), Pt[rows])
     fit_s, model, runs = timed(lambda: fit(P, y), args.repeats, args.budget)
     pred_s, proba, _ = timed(lambda: predict(model, Pt), args.repeats, args.budget)
     return {"fit_s": fit_s, "predict_s": pred_s, "runs": runs, "proba": proba}
@@ -648,6 +657,12 @@ def main(argv=None):
     parser.add_argument("--n-test", type=int, default=10_000)
     parser.add_argument("--n-classes", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--logit-scale",
+        type=float,
+        default=1.0,
+        help="multiply the logits by this before the softmax (default 1)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="best of R runs")
     parser.add_argument(
         "--budget",
@@ -682,7 +697,9 @@ def main(argv=None):
     start = time.perf_counter()
     log = sys.stderr if args.json else sys.stdout
 
-    P, y, Pt, yt = make_data(args.n_cal, args.n_test, args.n_classes, args.seed)
+    P, y, Pt, yt = make_data(
+        args.n_cal, args.n_test, args.n_classes, args.seed, args.logit_scale
+    )
     dc_python, dc_reason = find_dirichletcal_python(args.dirichletcal_python)
     families, dc_specs = build_families(args, dc_reason)
     versions = {
@@ -701,7 +718,8 @@ def main(argv=None):
     installed = ", ".join(f"{k} {v or 'not installed'}" for k, v in versions.items())
     print(
         f"data: {args.n_cal} calibration / {args.n_test} test samples, "
-        f"{args.n_classes} classes, seed {args.seed}; uncalibrated test NLL "
+        f"{args.n_classes} classes, seed {args.seed}, logits x "
+        f"{args.logit_scale:g}; uncalibrated test NLL "
         f"{nll0:.5f}, ECE {ece0:.4f}\n"
         f"versions: {installed}; torch threads {torch.get_num_threads()}\n"
         f"dirichletcal: {dc_python or dc_reason}",

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from .._convert import to_numpy, to_tensor
 from .._optim import OptimResult, minimize_lbfgs
@@ -107,10 +106,24 @@ def fit_affine_softmax(
             b = b - b[-1]
         return W, b
 
+    rows = torch.arange(len(y), device=device)
+
     def loss_fn() -> torch.Tensor:
         W, b = effective()
-        out = (z @ W.T if full_matrix else z * W) + b
-        loss = torch.dot(w, F.cross_entropy(out, y, reduction="none"))
+        # the data term and its gradient in (W, b) are computed in closed form
+        # (no autograd over n x C tensors: 3-4 times fewer passes); autograd
+        # only maps them, and the penalties, to the solver's parameters
+        with torch.no_grad():
+            out = (z @ W.T if full_matrix else z * W) + b
+            lse = torch.logsumexp(out, dim=1)
+            data = torch.dot(w, lse - out[rows, y])
+            grad_out = out.sub_(lse[:, None]).exp_()  # softmax, in place
+            grad_out[rows, y] -= 1.0
+            grad_out.mul_(w[:, None])
+            grad_W = grad_out.T @ z if full_matrix else (grad_out * z).sum(dim=0)
+            grad_b = grad_out.sum(dim=0)
+        linear = (W * grad_W).sum() + (b * grad_b).sum()
+        loss = linear - linear.detach() + data
         diag = torch.diagonal(W) if full_matrix else W
         if l2_diag:
             loss = loss + l2_diag * ((diag - diag_target) ** 2).sum()
