@@ -8,7 +8,13 @@ import numpy as np
 
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_class_weight, check_proba_targets
-from ._binning import binned_calibration_error, binned_statistics
+from ._binning import (
+    bin_means,
+    binned_calibration_error,
+    binned_errors,
+    binned_statistics,
+    classwise_tables,
+)
 
 __all__ = [
     "classwise_calibration_error",
@@ -35,7 +41,8 @@ _COMMON = {
 def top_label(proba: np.ndarray, y_index: np.ndarray):
     """Confidence (max probability) and correctness of the argmax prediction."""
     pred = np.argmax(proba, axis=1)
-    return proba[np.arange(len(pred)), pred], (pred == y_index).astype(np.float64)
+    conf = np.take_along_axis(proba, pred[:, None], axis=1)[:, 0]
+    return conf, (pred == y_index).astype(np.float64)
 
 
 @validate_params(
@@ -98,12 +105,22 @@ def expected_calibration_error(
     >>> round(expected_calibration_error(y_true, y_proba, n_bins=5), 4)
     0.15
     """
-    proba, y_index, w = check_proba_targets(
-        y_true, y_proba, labels=labels, sample_weight=sample_weight
+    # one pass over y_proba: validation, argmax and max together, no copy
+    _, y_index, w, pred, conf = check_proba_targets(
+        y_true,
+        y_proba,
+        labels=labels,
+        sample_weight=sample_weight,
+        copy=False,
+        top_label=True,
     )
-    conf, correct = top_label(proba, y_index)
     stats = binned_statistics(
-        conf, correct, w, n_bins=n_bins, strategy=strategy, closed=closed
+        conf,
+        pred == y_index,
+        None if sample_weight is None else w,
+        n_bins=n_bins,
+        strategy=strategy,
+        closed=closed,
     )
     return binned_calibration_error(stats, norm)
 
@@ -232,24 +249,34 @@ def classwise_calibration_error(
     0.2
     """
     proba, y_index, w = check_proba_targets(
-        y_true, y_proba, labels=labels, sample_weight=sample_weight
+        y_true, y_proba, labels=labels, sample_weight=sample_weight, copy=False
     )
     n_classes = proba.shape[1]
     cw = check_class_weight(class_weight, n_classes)
-    errors = np.array(
-        [
-            binned_calibration_error(
-                binned_statistics(
-                    proba[:, k],
-                    y_index == k,
-                    w,
-                    n_bins=n_bins,
-                    strategy=strategy,
-                    closed=closed,
-                ),
-                norm,
+    w = None if sample_weight is None else w
+    if strategy == "uniform":
+        # every class at once: one bincount over (class, bin) keys
+        _, weight, sum_score, sum_target = classwise_tables(
+            proba, y_index, w, n_bins=n_bins, closed=closed
+        )
+        mean_score = bin_means(weight, sum_score)
+        mean_target = bin_means(weight, sum_target)
+    else:  # equal-mass bins: each column has its own edges (a sort each)
+        weight = np.empty((n_classes, n_bins))
+        mean_score, mean_target = np.empty_like(weight), np.empty_like(weight)
+        for k in range(n_classes):
+            stats = binned_statistics(
+                proba[:, k],
+                y_index == k,
+                w,
+                n_bins=n_bins,
+                strategy=strategy,
+                closed=closed,
             )
-            for k in range(n_classes)
-        ]
-    )
+            weight[k], mean_score[k], mean_target[k] = (
+                stats.weight,
+                stats.mean_score,
+                stats.mean_target,
+            )
+    errors = binned_errors(weight, mean_score, mean_target, norm)
     return float(np.dot(cw, errors))

@@ -62,37 +62,144 @@ def check_finite(X: np.ndarray, name: str = "X") -> None:
 
 
 def check_probabilities(
-    P: np.ndarray, name: str = "X", *, tol: float = SUM_TOL, renormalize: bool = True
+    P: np.ndarray,
+    name: str = "X",
+    *,
+    tol: float = SUM_TOL,
+    renormalize: bool = True,
+    copy: bool = True,
+    top_label: bool = False,
 ):
-    """Validate that ``P`` holds probability rows; return a float64 copy.
+    """Validate that ``P`` holds probability rows.
 
-    Rows must lie in [0, 1] and sum to one within ``tol``. With
-    ``renormalize`` they are then divided by their sum in float64 (what a
-    calibrator wants); metrics keep the values as given, so that a score on a
-    bin edge stays on it.
+    Rows must lie in [0, 1] and sum to one within ``tol``. The checks read
+    ``P`` once: in row blocks small enough to stay in cache, the row sums,
+    the minimum and the maximum (and with ``top_label`` each row's argmax);
+    a NaN or inf anywhere shows in them, so the entries themselves are only
+    inspected (by :func:`check_finite`) to name a bad row. float32 rows are
+    summed in float32 pieces of 1024 entries; when a sum is within its
+    rounding bound of the tolerance, or an entry is negative, every row is
+    summed again in float64, so the verdict is that of float64 sums.
+
+    Parameters
+    ----------
+    P : array-like of shape (n_samples, n_classes)
+        Candidate probabilities.
+    name : str, default="X"
+        Name of ``P`` in error messages.
+    tol : float, default=SUM_TOL
+        Tolerance on the range and on ``|row sum - 1|``, see
+        :func:`sum_tolerance`.
+    renormalize : bool, default=True
+        Divide the rows by their sum in float64 (what a calibrator wants);
+        metrics keep the values as given, so that a score on a bin edge
+        stays on it. Needs ``copy=True``.
+    copy : bool, default=True
+        Return a float64 copy, clipped to [0, 1]. With False, float32 and
+        float64 input is returned as it is when every entry lies in [0, 1]
+        (no copy) and as a clipped copy of the same dtype otherwise; other
+        input is converted to float64 first.
+    top_label : bool, default=False
+        Also return the argmax (the first on ties) and the maximum of each
+        row of the returned array.
+
+    Returns
+    -------
+    P : ndarray of shape (n_samples, n_classes)
+        The validated probabilities (never the caller's array modified).
+    pred : ndarray of shape (n_samples,) of intp
+        Only with ``top_label``: each row's argmax.
+    conf : ndarray of shape (n_samples,)
+        Only with ``top_label``: each row's maximum (dtype of ``P``).
     """
-    P = np.array(P, dtype=np.float64)
-    check_finite(P, name)
-    low, high = P.min(initial=0.0), P.max(initial=0.0)
+    if renormalize and not copy:
+        raise ValueError("renormalize=True needs copy=True.")
+    P = np.asarray(P)
+    if P.dtype != np.float32 and P.dtype != np.float64:
+        P = np.asarray(P, dtype=np.float64)
+    n, n_cols = P.shape
+    # row sums: float64 rows at once, float32 rows in float32 pieces of at
+    # most 1024 entries added in float64. Any order of adding k terms errs
+    # by at most (k - 1) u sum|p| (u: the unit roundoff), and sum|p| is the
+    # row sum when no entry is negative: ``slack`` bounds the error of a sum
+    # that passes the test (6e-5 for float32, 1e-13 for float64)
+    piece = 1024 if P.dtype == np.float32 else max(n_cols, 1)
+    terms = max(min(n_cols, piece) - 1, 0)
+    slack = 1.01 * terms * np.finfo(P.dtype).eps / 2 * (1 + tol)
+    sums = np.empty(n)
+    pred = np.zeros(n, dtype=np.intp) if top_label else None
+    conf = np.zeros(n, dtype=P.dtype) if top_label else None
+    low = high = 0.0  # the range always includes 0, as in the messages
+    if n and n_cols:
+        # blocks of ~1 MiB stay in cache between the reductions; einsum sums
+        # rows with SIMD in one thread (np.dot would start BLAS threads)
+        step = max(1, (1 << 20) // (n_cols * P.itemsize))
+        starts = range(0, n, step)
+        lows, highs = np.empty(len(starts)), np.empty(len(starts))
+        flat_rows = P.flags.c_contiguous
+        offsets = np.arange(min(step, n)) * n_cols
+        with np.errstate(over="ignore", invalid="ignore"):
+            for b, start in enumerate(starts):
+                block = P[start : start + step]
+                stop = start + len(block)
+                if P.dtype == np.float64:
+                    np.einsum("ij->i", block, out=sums[start:stop])
+                elif n_cols <= piece:
+                    sums[start:stop] = np.einsum("ij->i", block)
+                else:
+                    sums[start:stop] = 0.0
+                    for j in range(0, n_cols, piece):
+                        sums[start:stop] += np.einsum("ij->i", block[:, j : j + piece])
+                lows[b] = block.min()
+                if not top_label:
+                    highs[b] = block.max()
+                    continue
+                rows = block.argmax(axis=1, out=pred[start:stop])
+                if flat_rows:
+                    flat = offsets[: len(rows)] + rows
+                    block.ravel().take(flat, out=conf[start:stop])
+                else:
+                    conf[start:stop] = block[np.arange(len(rows)), rows]
+            # np.minimum / np.maximum keep a NaN (Python's min and max drop it)
+            low = float(np.minimum(low, lows.min()))
+            high = float(np.maximum(high, (conf if top_label else highs).max()))
+            far = float(np.maximum(1.0 - sums.min(), sums.max() - 1.0))
+        if not (np.isfinite(low) and np.isfinite(high) and np.isfinite(far)):
+            check_finite(P, name)  # raises unless only a sum overflowed
+    else:
+        far = 0.0 if n_cols or not n else 1.0
     if low < -tol or high > 1 + tol:
         raise ValueError(
             f"{name} should hold probabilities in [0, 1] but its values range over "
             f"[{low:.6g}, {high:.6g}]. If these are logits or decision scores, pass "
             "input='logits' (or the matching option) instead."
         )
-    sums = P.sum(axis=1)
-    worst = int(np.argmax(np.abs(sums - 1.0))) if sums.size else 0
-    if sums.size and abs(sums[worst] - 1.0) > tol:
-        raise ValueError(
-            f"{name} should hold probabilities whose rows sum to 1 (tolerance "
-            f"{tol:g}), but row {worst} sums to {sums[worst]:.6g}. Renormalise "
-            f"with {name} / {name}.sum(axis=1, keepdims=True) if these are "
-            "unnormalised probabilities, or pass input='logits' if they are scores."
-        )
-    np.clip(P, 0.0, 1.0, out=P)
-    if renormalize:
-        P /= P.sum(axis=1, keepdims=True)
-    return P
+    if not (low >= 0 and far + slack <= tol):  # decided by float64 sums
+        sums = np.asarray(P, dtype=np.float64).sum(axis=1)
+        worst = int(np.argmax(np.abs(sums - 1.0)))
+        if abs(sums[worst] - 1.0) > tol:
+            raise ValueError(
+                f"{name} should hold probabilities whose rows sum to 1 (tolerance "
+                f"{tol:g}), but row {worst} sums to {sums[worst]:.6g}. Renormalise "
+                f"with {name} / {name}.sum(axis=1, keepdims=True) if these are "
+                "unnormalised probabilities, or pass input='logits' if they are "
+                "scores."
+            )
+    clip = low < 0 or high > 1
+    if copy:
+        P = np.array(P, dtype=np.float64)
+        if clip:
+            np.clip(P, 0.0, 1.0, out=P)
+        if renormalize:
+            P /= P.sum(axis=1, keepdims=True)
+    elif clip:
+        P = np.clip(P, 0.0, 1.0)
+    if not top_label:
+        return P
+    if clip or renormalize:  # the values changed: rank the new ones
+        pred = np.argmax(P, axis=1)
+        conf = np.take_along_axis(P, pred[:, None], axis=1)[:, 0]
+    return P, pred, conf.astype(P.dtype, copy=False)
 
 
 def check_scores_shape(X, name: str = "X") -> None:
@@ -126,21 +233,34 @@ def scores_to_logits(
     like probabilities, and refuses logits beyond ``MAX_LOGIT`` in absolute
     value. ``input="proba"`` returns ``log(max(p, PROBA_EPS))`` of the
     validated, renormalised rows in float64 (``tol``: the row-sum tolerance,
-    see :func:`sum_tolerance`). Logits are checked in one pass for the row
-    maxima and one for the row minima, which also tell whether every entry
-    is finite (NaN and inf propagate to them).
+    see :func:`sum_tolerance`). Logits are checked by the largest and the
+    smallest entry of the whole array (two vectorised passes, no temporary),
+    which also tell whether every entry is finite (NaN and inf propagate to
+    them); the row sums are only computed when every entry lies in [0, 1].
     """
     check_scores_shape(X, name)
     if X.shape[0] == 0:
         return X
     if input == "proba":
-        check_finite(X, name)
-        return np.log(np.maximum(check_probabilities(X, name, tol=tol), PROBA_EPS))
-    row_max, row_min = X.max(axis=1), X.min(axis=1)
-    with np.errstate(invalid="ignore"):
-        largest = max(float(np.max(np.abs(row_max))), float(np.max(np.abs(row_min))))
-    if not np.isfinite(largest):
+        # check_probabilities validates finiteness (with the same message);
+        # its float64 result is overwritten unless it is X itself
+        P = check_probabilities(X, name, tol=tol)
+        if np.may_share_memory(P, X) or not P.flags.writeable:
+            P = P.copy()
+        # numpy's log, not torch's: ulp-level differences would be amplified
+        # by the calibrators' scales (1 / T) in the log-probabilities
+        return np.log(np.maximum(P, PROBA_EPS, out=P), out=P)
+    if shift:  # the row maxima are needed anyway: their maximum is X's
+        from .._torch.kernels._softmax import minus_rows, row_max
+
+        maxima = row_max(X)
+        high = float(maxima.max())
+    else:
+        high = float(X.max())
+    low = float(X.min())
+    if not (np.isfinite(high) and np.isfinite(low)):
         check_finite(X, name)  # raises, naming the first bad row
+    largest = max(abs(high), abs(low))
     if largest > MAX_LOGIT:
         raise ValueError(
             f"{name} holds logits as large as {largest:.3g} in absolute value; "
@@ -151,8 +271,8 @@ def scores_to_logits(
         )
     if (
         X.shape[1] >= 2
-        and row_min.min() >= 0
-        and row_max.max() <= 1
+        and low >= 0
+        and high <= 1
         and np.all(np.abs(X.sum(axis=1, dtype=np.float64) - 1.0) <= tol)
     ):
         warnings.warn(
@@ -163,7 +283,7 @@ def scores_to_logits(
             stacklevel=3,
         )
     if shift:
-        return X - row_max[:, None]
+        return minus_rows(X, maxima)
     return X
 
 
@@ -282,17 +402,26 @@ def effective_sample_size(sample_weight: np.ndarray) -> float:
     return float(w.sum() ** 2 / np.dot(w, w))
 
 
-def check_proba_targets(y_true, y_proba, *, labels=None, sample_weight=None):
+def check_proba_targets(
+    y_true, y_proba, *, labels=None, sample_weight=None, copy=True, top_label=False
+):
     """Validate the inputs of a probability metric.
 
     Accepts 2-D ``(n_samples, n_classes)`` probabilities or 1-D probabilities
-    of the positive class (the second label) for binary problems.
+    of the positive class (the second label) for binary problems. The
+    probabilities are checked in one pass, see :func:`check_probabilities`
+    (``copy`` and ``top_label`` are passed on); integer labels already in
+    ``range(n_classes)`` are taken as column indices without sorting them.
 
     Returns
     -------
-    proba : ndarray of shape (n_samples, n_classes), float64, rows sum to 1
+    proba : ndarray of shape (n_samples, n_classes), rows sum to 1
+        A float64 copy clipped to [0, 1]; with ``copy=False``, float32 and
+        float64 input itself when it lies in [0, 1].
     y_index : ndarray of shape (n_samples,), column of each label
     sample_weight : ndarray of shape (n_samples,)
+    pred, conf : ndarray of shape (n_samples,)
+        Only with ``top_label``: each row's argmax and maximum.
     """
     tol = sum_tolerance(getattr(y_proba, "dtype", None))
     y_proba = check_array(
@@ -312,11 +441,34 @@ def check_proba_targets(y_true, y_proba, *, labels=None, sample_weight=None):
         )
     y_true = column_or_1d(y_true)
     check_consistent_length(y_true, y_proba)
-    proba = check_probabilities(y_proba, "y_proba", tol=tol, renormalize=False)
-    _, y_index = resolve_classes(y_true, proba.shape[1], labels, name="labels")
-    sample_weight = check_sample_weight(sample_weight, proba.shape[0], relative=True)
-    if proba.shape[0] == 0:
+    checked = check_probabilities(
+        y_proba,
+        "y_proba",
+        tol=tol,
+        renormalize=False,
+        copy=copy,
+        top_label=top_label,
+    )
+    proba = checked[0] if top_label else checked
+    n_samples, n_classes = proba.shape
+    if (
+        labels is None
+        and y_true.dtype.kind in "iu"
+        and n_samples
+        and y_true.min() >= 0
+        and y_true.max() < n_classes
+    ):  # what resolve_classes returns for these labels, without np.unique
+        y_index = y_true.astype(np.int64)
+    else:
+        _, y_index = resolve_classes(y_true, n_classes, labels, name="labels")
+    if sample_weight is None:
+        sample_weight = np.ones(n_samples)
+    else:
+        sample_weight = check_sample_weight(sample_weight, n_samples, relative=True)
+    if n_samples == 0:
         raise ValueError("Found 0 samples; metrics need at least one.")
+    if top_label:
+        return proba, y_index, sample_weight, checked[1], checked[2]
     return proba, y_index, sample_weight
 
 
