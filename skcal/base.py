@@ -39,6 +39,18 @@ def _is_one_dimensional(X) -> bool:
     )
 
 
+def _owned(out, logits: np.ndarray) -> np.ndarray:
+    """``out`` as a fresh, writeable, C-contiguous float64 array.
+
+    Copied only if it is not already one: a view of ``logits`` (which may be
+    the caller's own ``X``) or a read-only array.
+    """
+    out = np.asarray(out, dtype=np.float64, order="C")
+    if np.may_share_memory(out, logits) or not out.flags.writeable:
+        out = out.copy()
+    return out
+
+
 def check_fit_targets(
     estimator, y, n_rows, n_columns, classes, sample_weight, *, stacklevel=4
 ):
@@ -100,6 +112,9 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     ``(n_samples, n_classes)`` to calibrated probabilities. Subclasses
     implement ``_fit(logits, y_index, sample_weight)`` and
     ``_calibrated_logits(logits)``; this class does everything else.
+    Calibrators that compute probabilities directly also implement
+    ``_calibrated_proba(logits)`` (their ``_calibrated_logits`` is its log),
+    which :meth:`predict_proba` then uses without a softmax.
 
     **Input contract.** ``input`` says whether ``X`` holds logits (any real
     scores whose softmax is the model's prediction; log-probabilities are
@@ -135,6 +150,11 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     #: allowed), ``"predict"`` (only :meth:`predict` returns it; the
     #: probabilities may rank another class first) or None (it can change).
     _keeps_argmax = None
+    #: Whether ``_calibrated_proba`` reads the logits only through their
+    #: softmax (which subtracts the row maxima itself): :meth:`predict_proba`
+    #: then passes float64 scores unshifted, which gives the same
+    #: probabilities bit for bit without the shifted copy.
+    _softmax_first = False
 
     # ------------------------------------------------------------------ hooks
     def _fit(self, logits: np.ndarray, y_index: np.ndarray, sample_weight):
@@ -143,8 +163,18 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     def _calibrated_logits(self, logits: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def _calibrated_proba(self, logits: np.ndarray) -> np.ndarray:
+        """Calibrated probabilities of the validated ``logits``.
+
+        The softmax of :meth:`_calibrated_logits`. A subclass whose model
+        gives probabilities directly overrides this (one pass less, and no
+        round trip through the log); it must not modify ``logits`` and may
+        return any float64 array, which the caller copies if needed.
+        """
+        return softmax_inplace(_owned(self._calibrated_logits(logits), logits))
+
     # ------------------------------------------------------------ validation
-    def _validate_scores(self, X, *, reset: bool) -> np.ndarray:
+    def _validate_scores(self, X, *, reset: bool, shift=None) -> np.ndarray:
         if _is_one_dimensional(X):  # skcal's advice before sklearn's reshape
             check_scores_shape(np.asarray(X))
         tol = sum_tolerance(getattr(X, "dtype", None))
@@ -155,7 +185,11 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
             dtype=[np.float64, np.float32],
             ensure_all_finite=False,
         )
-        return scores_to_logits(X, self.input, tol=tol, shift=self._shift_invariant)
+        if shift is None:
+            shift = self._shift_invariant
+        elif shift == "unless_float64":  # see _softmax_first
+            shift = self._shift_invariant and X.dtype != np.float64
+        return scores_to_logits(X, self.input, tol=tol, shift=shift)
 
     def _validate_fit_data(self, X, y, sample_weight):
         logits = self._validate_scores(X, reset=True)
@@ -197,18 +231,17 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         logits = self._validate_scores(X, reset=False)
-        out = np.asarray(self._calibrated_logits(logits), dtype=np.float64, order="C")
-        # a fresh array that the caller owns, never a view of the input
-        if np.may_share_memory(out, logits) or not out.flags.writeable:
-            out = out.copy()
-        return out
+        return _owned(self._calibrated_logits(logits), logits)
 
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated probabilities of shape (n_samples, n_classes).
 
         Column ``j`` is the probability of ``classes_[j]``; rows sum to 1.
         """
-        return softmax_inplace(self.decision_function(X))
+        check_is_fitted(self)
+        shift = "unless_float64" if self._softmax_first else None
+        logits = self._validate_scores(X, reset=False, shift=shift)
+        return _owned(self._calibrated_proba(logits), logits)
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, computed stably."""

@@ -332,3 +332,45 @@ def test_sample_weights_are_relative(data):
     original = w.copy()
     TemperatureScaling(device="cpu").fit(X, y, sample_weight=w)
     np.testing.assert_array_equal(w, original)  # not modified in place
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_predict_proba_is_a_fresh_array_whatever_the_layout(cls, data):
+    # calibrators that compute probabilities in place read float64 logits
+    # without a copy: the result must never be (a view of) X, and X must not
+    # change, for C- and F-ordered, read-only and float32 inputs alike
+    X, y = data
+    est = make_estimator(cls, device="cpu").fit(X, y)
+    expected = est.predict_proba(X)
+    readonly = X.copy()
+    readonly.flags.writeable = False
+    for Xt in (X.copy(), np.asfortranarray(X), readonly):
+        before = Xt.copy()
+        proba = est.predict_proba(Xt)
+        assert proba.dtype == np.float64 and proba.flags.c_contiguous
+        assert proba.flags.writeable and not np.may_share_memory(proba, Xt)
+        np.testing.assert_array_equal(Xt, before)
+        np.testing.assert_allclose(proba, expected, rtol=1e-12, atol=1e-300)
+    # softmax of the calibrated logits, rows summing to 1, for float32 too
+    proba32 = est.predict_proba(X.astype(np.float32))
+    np.testing.assert_allclose(
+        proba32,
+        softmax(est.decision_function(X.astype(np.float32)), axis=1),
+        rtol=1e-12,
+        atol=1e-300,
+    )
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_non_finite_entry_below_the_row_maximum_raises(cls, bad, data):
+    # validation looks at the largest and smallest entry of the whole array,
+    # not at every entry: a NaN or -inf that is no row's maximum must still
+    # be found and named
+    X, y = data
+    est = make_estimator(cls, device="cpu").fit(X, y)
+    X_bad = X.copy()
+    row = 7
+    X_bad[row, np.argmin(X[row])] = bad
+    with pytest.raises(ValueError, match=rf"values in 1 row\(s\) \(first: row {row}"):
+        est.predict_proba(X_bad)

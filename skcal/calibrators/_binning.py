@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
 from .._torch.kernels import softmax_inplace
+from .._torch.kernels._softmax import normalize_rows_inplace, row_sum, softmax_into
 from ..base import BaseCalibrator
 from ..metrics._binning import assign_bins, bin_edges
 from ..utils._sklearn import Interval, StrOptions
@@ -27,6 +28,80 @@ def _renormalize(Q: np.ndarray, P: np.ndarray) -> np.ndarray:
     Q /= Q.sum(axis=1, keepdims=True)
     Q[empty] = P[empty]
     return Q
+
+
+def _renormalize_inplace(Q: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """:func:`_renormalize` in place, the softmax of ``logits`` for empty rows.
+
+    ``Q`` (C-contiguous float64, overwritten and returned) holds the
+    one-vs-rest values of the rows of ``logits``; only rows whose values
+    are all 0 need the original probabilities, so their softmax is computed
+    for them alone, and the row sums are only looked at when some value
+    is 0.
+    """
+    empty = None
+    if Q.size and not Q.min() > 0:
+        empty = np.flatnonzero(row_sum(Q) <= 0)
+    normalize_rows_inplace(Q, _PROBA_FLOOR)
+    if empty is not None and empty.size:
+        Q[empty] = softmax_into(logits[empty], np.empty((empty.size, Q.shape[1])))
+    return Q
+
+
+#: ``x + 2^52`` holds ``round(x)`` in its low mantissa bits for 0 <= x < 2^51:
+#: its bit pattern minus this one's is that integer (a float-to-int cast
+#: without numpy's slow conversion loop).
+_ROUND_MAGIC = np.float64(2.0**52)
+_ROUND_MAGIC_BITS = _ROUND_MAGIC.view(np.int64)
+#: Entries per block of rows of the vectorised step map: its temporaries
+#: stay in cache and are allocated once per call.
+_BLOCK = 1 << 15
+
+
+def _step_map_inplace(P: np.ndarray, edges: np.ndarray, values: np.ndarray) -> None:
+    """``P[i, k] = values[k][assign_bins(P[i, k], edges, "left")]``, in place.
+
+    ``edges`` are shared by every column, ``values`` has shape ``(n_columns,
+    n_bins)``. The bin of ``p`` is the number of interior edges ``<= p``. On
+    a grid of ``G`` cells (a power of 2), ``c = round(p G)`` is exact and
+    cell ``c`` holds the ``p`` of ``[(c - 1/2) / G, (c + 1/2) / G]``; a cell
+    with at most one interior edge ``t`` in ``((c - 1/2) / G, (c + 1/2) /
+    G]`` gives the bin ``lo_c + (p >= t)``, with ``lo_c`` the bin of its
+    left end: two table look-ups and a comparison per entry instead of a
+    binary search. Edges too close together for the grid (two in one cell)
+    or values outside [0, 1] fall back to ``np.searchsorted``.
+    """
+    n_rows, n_columns = P.shape
+    n_bins = values.shape[1]
+    flat_values = values.ravel()
+    offsets = n_bins * np.arange(n_columns)
+    interior = edges[1:-1]
+    n_cells = 1 << (int(interior.size).bit_length() + 1)
+    left = (np.arange(n_cells + 2) - 0.5) / n_cells
+    lo = np.searchsorted(interior, left, side="right")
+    inside = np.searchsorted(interior, left + 1.0 / n_cells, side="right") - lo
+    if interior.size == 0 or inside.max() > 1 or P.min() < 0 or P.max() > 1:
+        bins = np.searchsorted(interior, P, side="right")
+        bins += offsets
+        np.take(flat_values, bins, out=P, mode="clip")
+        return
+    cut = np.where(inside == 1, interior[np.minimum(lo, interior.size - 1)], np.inf)
+    block = max(1, _BLOCK // n_columns)
+    cells = np.empty((min(block, n_rows), n_columns))
+    index = cells.view(np.int64)
+    cuts = np.empty(cells.shape)
+    above = np.empty(cells.shape, dtype=bool)
+    for start in range(0, n_rows, block):
+        p = P[start : start + block]
+        c, i, t, a = (x[: len(p)] for x in (cells, index, cuts, above))
+        np.multiply(p, n_cells, out=c)  # exact: G is a power of 2
+        c += _ROUND_MAGIC
+        i -= _ROUND_MAGIC_BITS
+        np.greater_equal(p, np.take(cut, i, out=t, mode="clip"), out=a)
+        np.take(lo, i, out=i, mode="clip")
+        i += offsets
+        i += a
+        np.take(flat_values, i, out=p, mode="clip")
 
 
 def _present_classes(y_index, sample_weight, n_classes: int) -> np.ndarray:
@@ -53,15 +128,24 @@ class _OneVsRest(BaseCalibrator):
     """One-vs-rest map of each class's probability, then row renormalisation."""
 
     _shift_invariant = True
+    _softmax_first = True
 
     def _fit(self, logits, y_index, sample_weight):
         P = softmax_inplace(np.array(logits, dtype=np.float64))
         self._fit_columns(P, y_index, sample_weight)
 
+    def _calibrated_proba(self, logits):
+        Q = softmax_into(logits, np.empty(logits.shape))
+        self._map_columns(Q)
+        return _renormalize_inplace(Q, logits)
+
     def _calibrated_logits(self, logits):
-        P = softmax_inplace(np.array(logits, dtype=np.float64))
-        Q = np.column_stack([self._map_column(k, P[:, k]) for k in range(P.shape[1])])
-        return np.log(np.maximum(_renormalize(Q, P), 1e-300))
+        return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
+
+    def _map_columns(self, P):
+        """Replace each column ``P[:, k]`` by its one-vs-rest value, in place."""
+        for k in range(P.shape[1]):
+            P[:, k] = self._map_column(k, P[:, k])
 
 
 class IsotonicCalibrator(_OneVsRest):
@@ -238,6 +322,15 @@ class HistogramBinningCalibrator(_OneVsRest):
             )
             for k in np.flatnonzero(~present):
                 self.bin_edges_[k], self.bin_values_[k] = edges, values
+
+    def _map_columns(self, P):
+        edges = self.bin_edges_
+        shared = all(e.shape == edges[0].shape for e in edges) and bool(
+            np.all(np.asarray(edges) == edges[0])
+        )
+        if not shared:  # quantile bins: each class has its own edges
+            return super()._map_columns(P)
+        _step_map_inplace(P, edges[0], np.asarray(self.bin_values_))
 
     def _map_column(self, k, p):
         return self.bin_values_[k][assign_bins(p, self.bin_edges_[k], "left")]

@@ -8,37 +8,72 @@ import numpy as np
 from scipy.special import expit, log_expit
 
 from .._torch.kernels import softmax_inplace
+from .._torch.kernels._softmax import (
+    affine_columns,
+    clip_inplace,
+    exp_into,
+    log_inplace,
+    minus_into,
+    one_minus_into,
+    row_sum,
+    rows_minus,
+    sigmoid_inplace,
+    softmax_into,
+)
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import StrOptions
 from ..utils._validation import effective_sample_size
-from ._binning import _present_classes, _renormalize
+from ._binning import _BLOCK, _present_classes, _renormalize_inplace
 
 __all__ = ["BetaCalibrator", "PlattCalibrator"]
 
+#: Below this, a sum of exponentials may hold subnormal terms (rounded to an
+#: absolute 5e-324): the argmax's log-odds are then summed exactly instead.
+_SUM_FLOOR = 1e-290
 
-def _class_log_odds(logits: np.ndarray) -> np.ndarray:
+
+def _class_log_odds(logits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``log p_k - log(1 - p_k)`` of every class, computed from the logits.
 
     ``log(1 - p_k) = logsumexp_{j != k} z_j - logsumexp_j z_j``. With ``M``
-    the row maximum and ``S = sum_j exp(z_j - M)``, the sum over ``j != k``
-    is ``S - exp(z_k - M)`` for every class but the argmax: it still holds
-    the maximum's term 1, so the subtraction loses no precision. For the
-    argmax itself the others are summed directly, shifted by their own
-    maximum (the second largest logit). O(n C) time.
+    the row maximum, ``e_j = exp(z_j - M)`` and ``R = sum_{j != argmax}
+    e_j``, the sum over ``j != k`` is ``1 + R - e_k`` for every class but
+    the argmax: it still holds the maximum's term 1, so the subtraction
+    loses no precision. The argmax's log-odds are ``-log R``; where ``R``
+    underflows (a logit gap of ~670 or more) the others are summed
+    directly, shifted by their own maximum (the second largest logit).
+    O(n C) time, in the C-contiguous float64 ``out`` (overwritten and
+    returned; a new array if None); ``logits`` is not modified.
     """
     z = np.asarray(logits, dtype=np.float64)
-    rows = np.arange(z.shape[0])
+    n, n_classes = z.shape
+    e = np.empty((n, n_classes)) if out is None else out
+    if n == 0:
+        return e
     top = np.argmax(z, axis=1)
-    m = z[rows, top]
-    e = np.exp(z - m[:, None])
-    e[rows, top] = 0.0
-    rest = np.log((e.sum(axis=1) + 1.0)[:, None] - e) + m[:, None]
-    z_others = z.copy()
-    z_others[rows, top] = -np.inf
-    second = z_others.max(axis=1)
-    rest[rows, top] = second + np.log(np.exp(z_others - second[:, None]).sum(axis=1))
-    return z - rest
+    flat_top = top + n_classes * np.arange(n)
+    m = np.take(z, flat_top)  # the row maxima, 0 for logits shifted by them
+    shifted = not m.any()
+    exp_into(z, e, None if shifted else m)
+    e.reshape(-1)[flat_top] = 0.0
+    others = row_sum(e)
+    log_inplace(rows_minus(others + 1.0, e))  # log sum_{j != k} exp(z_j - M)
+    minus_into(z, e, e)
+    if not shifted:
+        e -= m[:, None]
+    small = others < _SUM_FLOOR
+    s_top = -np.log(np.where(small, 1.0, others))
+    if small.any():
+        rows = np.flatnonzero(small)
+        z_others = z[rows]
+        z_others[np.arange(rows.size), top[rows]] = -np.inf
+        second = z_others.max(axis=1)
+        with np.errstate(under="ignore"):
+            rest = second + np.log(np.exp(z_others - second[:, None]).sum(axis=1))
+        s_top[rows] = m[rows] - rest
+    e.reshape(-1)[flat_top] = s_top
+    return e
 
 
 def smoothed_counts(positive, w):
@@ -160,10 +195,13 @@ class PlattCalibrator(BaseCalibrator):
                 stacklevel=3,
             )
 
+    def _calibrated_proba(self, logits):
+        Q = _class_log_odds(logits, out=np.empty(logits.shape))
+        affine_columns(Q, self.coef_, self.intercept_, out=Q)
+        return _renormalize_inplace(sigmoid_inplace(Q), logits)
+
     def _calibrated_logits(self, logits):
-        P = softmax_inplace(np.array(logits, dtype=np.float64))
-        Q = expit(self.coef_ * _class_log_odds(logits) + self.intercept_)
-        return np.log(np.maximum(_renormalize(Q, P), 1e-300))
+        return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
 
 
 def _backtrack(loss, theta, step, current):
@@ -330,6 +368,7 @@ class BetaCalibrator(BaseCalibrator):
     """
 
     _shift_invariant = True
+    _softmax_first = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -366,10 +405,21 @@ class BetaCalibrator(BaseCalibrator):
                 stacklevel=3,
             )
 
-    def _calibrated_logits(self, logits):
-        P = softmax_inplace(np.array(logits, dtype=np.float64))
+    def _calibrated_proba(self, logits):
         eps = np.finfo(np.float64).eps
-        S = np.clip(P, eps, 1 - eps)
-        f = self.coef_[:, 0] * np.log(S) - self.coef_[:, 1] * np.log1p(-S)
-        Q = expit(f + self.intercept_)
-        return np.log(np.maximum(_renormalize(Q, P), 1e-300))
+        S = softmax_into(logits, np.empty(logits.shape))
+        clip_inplace(S, eps, 1 - eps)
+        a, minus_b = self.coef_[:, 0], -self.coef_[:, 1]
+        # by blocks of rows: log(1 - s) needs a second array, kept small
+        block = max(1, _BLOCK // S.shape[1])
+        T = np.empty((min(block, S.shape[0]), S.shape[1]))
+        for start in range(0, S.shape[0], block):
+            s = S[start : start + block]
+            t = log_inplace(one_minus_into(s, T[: len(s)]))
+            log_inplace(s)
+            affine_columns(s, a, self.intercept_, out=s)  # a ln s + c
+            affine_columns(t, minus_b, s, out=s)  # - b ln(1 - s)
+        return _renormalize_inplace(sigmoid_inplace(S), logits)
+
+    def _calibrated_logits(self, logits):
+        return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))

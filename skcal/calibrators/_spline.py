@@ -8,8 +8,9 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 
 from .._torch.kernels import softmax_inplace
+from .._torch.kernels._softmax import softmax_into
 from ..base import BaseCalibrator
-from ..utils._proba import replace_top_label
+from ..utils._proba import replace_top_label, replace_top_label_inplace
 from ..utils._sklearn import Interval
 
 __all__ = ["SplineCalibrator"]
@@ -129,6 +130,7 @@ class SplineCalibrator(BaseCalibrator):
 
     _shift_invariant = True
     _keeps_argmax = "predict"
+    _softmax_first = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -167,6 +169,15 @@ class SplineCalibrator(BaseCalibrator):
         else:
             out = np.interp(s, self.scores_, self.calibrated_scores_)
         return np.clip(out, 0.0, 1.0)
+
+    def _calibrated_proba(self, logits):
+        P = softmax_into(logits, np.empty(logits.shape))
+        top = np.argmax(logits, axis=1)
+        new = self._calibrated_confidence(
+            np.take(P, top + P.shape[1] * np.arange(len(top)))
+        )
+        # c and 1 - c floored at 1e-300 as in decision_function
+        return replace_top_label_inplace(P, logits, top, new, floor=1e-300)
 
     def _calibrated_logits(self, logits):
         P = softmax_inplace(np.array(logits, dtype=np.float64))

@@ -6,6 +6,58 @@ import numpy as np
 
 #: ``c`` and ``1 - c`` are floored here in log space.
 _LOG_FLOOR = 1e-300
+#: Below this, the others' probabilities may be subnormal (rounded to an
+#: absolute 5e-324): their proportions are then taken from the logits.
+_SUM_FLOOR = 1e-290
+
+
+def replace_top_label_inplace(
+    proba: np.ndarray,
+    logits: np.ndarray,
+    top: np.ndarray,
+    confidence: np.ndarray,
+    *,
+    floor: float = 0.0,
+) -> np.ndarray:
+    """:func:`replace_top_label` of ``logits``, computed over their softmax.
+
+    With ``floor``, ``c`` and ``1 - c`` are floored there (``floor=1e-300``
+    gives the softmax of ``replace_top_label(..., log=True)``).
+
+    ``proba`` (C-contiguous float64, overwritten and returned) holds the
+    softmax of ``logits``. The other classes' share of a row is
+    ``p_j / sum_{i != top} p_i``, exact (to a few units in the last place)
+    as long as every ``p_j`` is a normal number; rows with a subnormal or
+    zero probability, or whose others sum to less than 1e-290 (logit gaps
+    of ~700 or more), are recomputed from the logits by
+    :func:`replace_top_label`. One pass for the sum and one for the
+    rescaling, no temporary array.
+    """
+    from .._torch.kernels._softmax import row_min, row_sum, scale_rows_inplace
+
+    n, n_classes = proba.shape
+    if n == 0:
+        return proba
+    c = np.asarray(confidence, dtype=np.float64)
+    tiny = np.finfo(np.float64).tiny
+    underflow = None if proba.min() >= tiny else row_min(proba) < tiny
+    flat_top = np.asarray(top) + n_classes * np.arange(n)
+    proba.reshape(-1)[flat_top] = 0.0
+    others = row_sum(proba)
+    small = others < _SUM_FLOOR
+    if underflow is not None:
+        small |= underflow
+    rest = np.maximum(1.0 - c, floor)
+    scale_rows_inplace(proba, rest / np.where(small, 1.0, others))
+    proba.reshape(-1)[flat_top] = np.maximum(c, floor)
+    if small.any():
+        rows = np.flatnonzero(small)
+        z = np.array(logits[rows], dtype=np.float64)
+        if floor > 0:  # the log path floors, and is the reference
+            proba[rows] = np.exp(replace_top_label(z, top[rows], c[rows], log=True))
+        else:
+            proba[rows] = replace_top_label(z, top[rows], c[rows])
+    return proba
 
 
 def replace_top_label(

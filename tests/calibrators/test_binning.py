@@ -7,6 +7,7 @@ from sklearn.isotonic import IsotonicRegression
 
 from skcal import HistogramBinningCalibrator, IsotonicCalibrator
 from skcal.calibrators._binning import _renormalize
+from skcal.exceptions import MissingClassWarning
 from skcal.utils._testing import make_miscalibrated_logits
 
 
@@ -80,3 +81,107 @@ def test_all_zero_rows_keep_their_probabilities():
     out = _renormalize(Q.copy(), P)
     np.testing.assert_allclose(out[0], P[0])
     np.testing.assert_allclose(out[1], _floor_renormalize(Q[1:])[0])
+
+
+# ------------------------------------- vectorised predict against per class
+def _edge_points(edges, rng):
+    """Random points, the edges themselves and their neighbouring floats."""
+    inner = np.clip(edges, 0.0, 1.0)
+    return np.concatenate(
+        [
+            rng.uniform(size=200),
+            rng.uniform(size=50) ** 20,  # near 0, where probabilities crowd
+            inner,
+            np.nextafter(inner, -np.inf).clip(0.0, 1.0),
+            np.nextafter(inner, np.inf).clip(0.0, 1.0),
+            [0.0, 5e-324, 1e-300, 1.0, np.nextafter(1.0, 0.0)],
+        ]
+    )
+
+
+@pytest.mark.parametrize("n_bins", [1, 2, 3, 5, 15, 64, 1000])
+def test_step_map_is_searchsorted_per_column(n_bins):
+    from skcal.calibrators._binning import _step_map_inplace
+
+    rng = np.random.default_rng(n_bins)
+    uniform = np.arange(n_bins + 1) / n_bins
+    # quantile-like edges: ties, edges closer than any grid, tiny ones
+    crowded = np.sort(
+        np.concatenate([[0.0, 1e-9, 1e-9, 2e-9], rng.uniform(size=max(n_bins - 3, 0))])
+    )[: n_bins + 1]
+    for edges in (uniform, crowded) if n_bins >= 3 else (uniform,):
+        points = _edge_points(edges, rng)
+        n_columns = 3
+        P = np.column_stack([rng.permutation(points) for _ in range(n_columns)])
+        values = rng.uniform(size=(n_columns, len(edges) - 1))
+        # bin = number of interior edges <= p (edges [l, u), clipped)
+        expected = np.column_stack(
+            [
+                values[k][np.digitize(P[:, k], edges[1:-1], right=False)]
+                for k in range(n_columns)
+            ]
+        )
+        got = P.copy()
+        _step_map_inplace(got, edges, values)
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_histogram_predict_is_the_per_class_step_map():
+    # uniform bins (the vectorised path) with a class absent from calibration
+    # and extreme scores, against the fitted steps applied column by column
+    X, y = make_miscalibrated_logits(2000, 5, temperature=2.0, random_state=4)
+    rng = np.random.default_rng(5)
+    Xt = rng.normal(size=(500, 5)) * rng.choice([0.1, 3.0, 300.0], size=(500, 1))
+    keep = y != 2
+    with pytest.warns(MissingClassWarning):
+        hb = HistogramBinningCalibrator(n_bins=15, classes=np.arange(5)).fit(
+            X[keep], y[keep]
+        )
+    Pt = softmax(Xt, axis=1)
+    Q = np.column_stack(
+        [
+            hb.bin_values_[k][np.digitize(Pt[:, k], hb.bin_edges_[k][1:-1])]
+            for k in range(5)
+        ]
+    )
+    np.testing.assert_allclose(hb.predict_proba(Xt), _floor_renormalize(Q), atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [IsotonicCalibrator, HistogramBinningCalibrator])
+def test_rows_whose_values_are_all_zero_keep_the_softmax(cls):
+    X, y = make_miscalibrated_logits(600, 3, temperature=2.0, random_state=6)
+    est = cls().fit(X, y)
+    Xt, _ = make_miscalibrated_logits(100, 3, temperature=2.0, random_state=7)
+    values = est.values_ if cls is IsotonicCalibrator else est.bin_values_
+    kept = [v.copy() for v in values]
+    for v in values:
+        v[:] = 0.0  # every class calibrated to 0 everywhere
+    np.testing.assert_allclose(est.predict_proba(Xt), softmax(Xt, axis=1), rtol=1e-12)
+    values[1][:] = kept[1]  # one class left: the floored renormalisation
+    P = softmax(Xt, axis=1)
+    if cls is IsotonicCalibrator:
+        q1 = np.interp(P[:, 1], est.thresholds_[1], kept[1])
+    else:
+        q1 = kept[1][np.digitize(P[:, 1], est.bin_edges_[1][1:-1])]
+    Q = np.column_stack([np.zeros(100), q1, np.zeros(100)])
+    expected = np.where((Q.sum(axis=1) > 0)[:, None], _floor_renormalize(Q), P)
+    np.testing.assert_allclose(est.predict_proba(Xt), expected, rtol=1e-12)
+
+
+def test_isotonic_predict_on_extreme_scores_is_sklearn_per_class():
+    X, y = make_miscalibrated_logits(1500, 4, temperature=2.0, random_state=8)
+    rng = np.random.default_rng(9)
+    Xt = rng.normal(size=(400, 4)) * rng.choice([0.1, 3.0, 1e3], size=(400, 1))
+    Xt[0] = 0.0
+    P, Pt = softmax(X, axis=1), softmax(Xt, axis=1)
+    Q = np.column_stack(
+        [
+            IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")
+            .fit(P[:, k], y == k)
+            .predict(Pt[:, k])
+            for k in range(4)
+        ]
+    )
+    iso = IsotonicCalibrator().fit(X, y)
+    expected = np.where((Q.sum(axis=1) > 0)[:, None], _floor_renormalize(Q), Pt)
+    np.testing.assert_allclose(iso.predict_proba(Xt), expected, atol=1e-12)

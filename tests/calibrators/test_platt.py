@@ -274,3 +274,83 @@ def test_histogram_binning_absent_class_is_the_mean_step_map():
     Q = np.column_stack([step(k, Pt[:, k]) for k in range(3)] + [Pt[:, 3]])
     Q[:, 3] = np.mean([step(k, Pt[:, 3]) for k in range(3)], axis=0)
     np.testing.assert_allclose(hb.predict_proba(Xt), _renormalised(Q), atol=1e-12)
+
+
+# ------------------------------------- vectorised predict against per class
+def _extreme_logits(n, n_classes, seed):
+    """Logits with gaps from 0 to 1e4, ties, and rows whose others underflow."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, n_classes)) * rng.choice([0.1, 3.0, 50.0], size=(n, 1))
+    X[0] = 0.0  # all tied
+    X[1, :2] = [4.0, 4.0]  # tied maximum
+    X[2] = -1e4
+    X[2, 0] = 0.0  # the others underflow (gap 1e4)
+    X[3] = [-720.0 - 5 * j for j in range(n_classes)]  # sum of the others < 1e-290
+    X[3, 0] = 0.0
+    X[4] = -660.0  # just above the exact-sum threshold
+    X[4, 1] = 0.0
+    return X
+
+
+@pytest.mark.parametrize("cls", [PlattCalibrator, BetaCalibrator])
+def test_vectorised_predict_is_the_per_class_map(cls):
+    # every class's one-vs-rest value computed column by column with scipy
+    # (logsumexp over the other classes for Platt, the beta map of the
+    # clipped softmax for beta), floored and renormalised; a class absent
+    # from calibration and extreme scores included
+    X, y = make_miscalibrated_logits(1500, 6, temperature=2.0, random_state=20)
+    keep = y != 4
+    with pytest.warns(MissingClassWarning):
+        est = cls(classes=np.arange(6)).fit(X[keep], y[keep])
+    Xt = _extreme_logits(400, 6, seed=21)
+    # beta reads ln(1 - p) of the softmax: where p is within 1e-7 of 1, a
+    # rounding of p (scipy's softmax here, torch's in skcal) moves it by
+    # 1e-9 relative; Platt's log-odds come from the logits, exact
+    rtol = 1e-12 if cls is PlattCalibrator else 1e-8
+    expected = _renormalised(_one_vs_rest_values(est, Xt))
+    np.testing.assert_allclose(est.predict_proba(Xt), expected, rtol=rtol, atol=1e-15)
+    # and through probabilities: the same map of log(max(p, 1e-12))
+    P = softmax(Xt, axis=1)
+    est_p = cls(input="proba", classes=np.arange(6)).fit(softmax(X, axis=1), y)
+    Z = np.log(np.maximum(P / P.sum(axis=1, keepdims=True), 1e-12))
+    expected = _renormalised(_one_vs_rest_values(est_p, Z))
+    np.testing.assert_allclose(est_p.predict_proba(P), expected, rtol=rtol, atol=1e-15)
+
+
+@pytest.mark.parametrize("cls", [PlattCalibrator, BetaCalibrator])
+def test_rows_whose_values_all_underflow_keep_the_softmax(cls):
+    # q_k = expit(f_k) is exactly 0 for f_k < -745: a row with every value 0
+    # keeps its original probabilities instead of a 0/0 (or the uniform
+    # row of the 1e-12 floor)
+    X, y = make_miscalibrated_logits(500, 3, temperature=2.0, random_state=22)
+    est = cls().fit(X, y)
+    est.intercept_ = np.array([-2000.0, 0.0, 0.0])
+    est.intercept_[1:] = -2000.0
+    Xt, _ = make_miscalibrated_logits(50, 3, temperature=2.0, random_state=23)
+    np.testing.assert_allclose(
+        est.predict_proba(Xt), softmax(Xt, axis=1), rtol=1e-12, atol=1e-300
+    )
+    # rows with one value left keep the floored renormalisation
+    est.intercept_[2] = 0.0
+    expected = _renormalised(_one_vs_rest_values(est, Xt))
+    np.testing.assert_allclose(est.predict_proba(Xt), expected, rtol=1e-12)
+
+
+def test_class_log_odds_around_the_underflow_of_the_others():
+    from skcal.calibrators._platt import _class_log_odds
+
+    z = _extreme_logits(60, 5, seed=24)
+    z[5:10] += 1e6  # an unshifted row maximum
+    ref = np.column_stack(
+        [z[:, k] - logsumexp(np.delete(z, k, axis=1), axis=1) for k in range(5)]
+    )
+    out = np.full(z.shape, np.nan)
+    got = _class_log_odds(z, out=out)
+    assert got is out
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-9)
+    # shifted rows (maximum 0, what the calibrator passes) to 1e-12
+    zs = z - z.max(axis=1, keepdims=True)
+    ref_s = np.column_stack(
+        [zs[:, k] - logsumexp(np.delete(zs, k, axis=1), axis=1) for k in range(5)]
+    )
+    np.testing.assert_allclose(_class_log_odds(zs), ref_s, rtol=1e-12, atol=1e-12)

@@ -234,3 +234,24 @@ def test_exact_zero_probabilities_share_by_the_floored_logits(data):
     proba = spline.predict_proba(P)
     np.testing.assert_allclose(proba, expected, rtol=1e-9, atol=1e-300)
     np.testing.assert_allclose(proba[1, [0, 2, 3]], (1 - c[1]) / 3, rtol=1e-12)
+
+
+def test_predict_proba_rescales_the_others_exactly(data):
+    # predict_proba rescales the softmax of the other classes by (1 - c) /
+    # their sum; rows where that sum is below 1e-290 take the proportions
+    # from the logits. Against the reference in log space, on random rows
+    # and on gaps on both sides of the threshold (~667), ties included
+    X, y, _, _ = data
+    spline = SplineCalibrator().fit(X, y)
+    rng = np.random.default_rng(3)
+    Z = rng.normal(size=(300, 4)) * rng.choice([0.1, 2.0, 30.0], size=(300, 1))
+    for i, gap in enumerate([600.0, 650.0, 660.0, 670.0, 690.0, 705.0]):
+        Z[i] = [0.0, -gap, -gap - 2.0, -gap - 60.0]
+    Z[10] = 0.0  # all tied
+    Z[11] = [1.0, 1.0, 0.0, -1.0]  # tied top
+    s = softmax(Z, axis=1).max(axis=1)
+    c = np.clip(np.interp(s, spline.scores_, spline.calibrated_scores_), 0.0, 1.0)
+    expected = np.exp(_top_label_reference_log(Z, c))
+    proba = spline.predict_proba(Z)
+    np.testing.assert_allclose(proba, expected, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)

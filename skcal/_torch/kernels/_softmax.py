@@ -1,9 +1,29 @@
-"""Row-wise softmax of a numpy array, in place, with torch's CPU kernels."""
+"""Row-wise softmax and elementwise maps of numpy arrays, with torch's CPU kernels.
+
+Torch's vectorised ``exp``, ``log`` and ``sigmoid`` are several times faster
+than numpy's on float64 (numpy's are scalar without AVX-512), and its row
+reductions of short rows avoid numpy's per-row overhead. Every function here
+works on numpy arrays shared with torch (no copy). An array that is not
+writeable is handled by numpy instead, since torch cannot share it.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+
+def _shared(a: np.ndarray):
+    """``a`` as a tensor sharing its memory, or None if torch cannot share it."""
+    if not a.flags.writeable or a.dtype not in (np.float64, np.float32):
+        return None
+    return torch.from_numpy(a)
+
+
+def _read(a: np.ndarray) -> torch.Tensor:
+    """A float64 tensor of ``a``'s values, sharing its memory when it can."""
+    t = _shared(a) if a.dtype == np.float64 else None
+    return torch.from_numpy(np.array(a, dtype=np.float64)) if t is None else t
 
 
 def softmax_inplace(a: np.ndarray, *, log: bool = False) -> np.ndarray:
@@ -22,4 +42,127 @@ def softmax_inplace(a: np.ndarray, *, log: bool = False) -> np.ndarray:
     else:
         t.exp_()
         t.div_(t.sum(dim=1, keepdim=True))
+    return a
+
+
+def softmax_into(a: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of ``a`` written into ``out``; ``a`` is not modified.
+
+    ``out`` must be a writeable, C-contiguous float64 array of ``a``'s shape
+    that does not overlap ``a``. The result is exactly that of
+    :func:`softmax_inplace` on a float64 copy of ``a`` (the same operations),
+    without the copy.
+    """
+    if out.size == 0:
+        return out
+    t, o = _read(a), torch.from_numpy(out)
+    torch.sub(t, t.amax(dim=1, keepdim=True), out=o)
+    o.exp_()
+    o.div_(o.sum(dim=1, keepdim=True))
+    return out
+
+
+def row_max(a: np.ndarray) -> np.ndarray:
+    """Largest entry of each row of the 2-D float array ``a`` (NaN propagates)."""
+    t = _shared(a)
+    if t is None or a.shape[0] == 0 or a.shape[1] == 0:
+        return a.max(axis=1)
+    return t.amax(dim=1).numpy()
+
+
+def row_min(a: np.ndarray) -> np.ndarray:
+    """Smallest entry of each row of the 2-D float array ``a`` (NaN propagates)."""
+    t = _shared(a)
+    if t is None or a.shape[0] == 0 or a.shape[1] == 0:
+        return a.min(axis=1)
+    return t.amin(dim=1).numpy()
+
+
+def minus_rows(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``a - v[:, None]`` as a new C-contiguous array of ``a``'s dtype."""
+    t = _shared(a)
+    if t is None or v.dtype != a.dtype:
+        return a - v[:, None]
+    out = np.empty(a.shape, dtype=a.dtype)
+    torch.sub(t, torch.from_numpy(v)[:, None], out=torch.from_numpy(out))
+    return out
+
+
+def row_sum(a: np.ndarray) -> np.ndarray:
+    """Sum of each row of the 2-D float array ``a``, as a new array."""
+    t = _shared(a)
+    if t is None:
+        return a.sum(axis=1)
+    return t.sum(dim=1).numpy()
+
+
+def exp_into(a: np.ndarray, out: np.ndarray, shift: np.ndarray | None = None):
+    """``out = exp(a - shift[:, None])`` (``exp(a)`` without ``shift``)."""
+    t, o = _read(a), torch.from_numpy(out)
+    if shift is None:
+        torch.exp(t, out=o)
+    else:
+        torch.sub(t, torch.from_numpy(shift)[:, None], out=o).exp_()
+    return out
+
+
+def one_minus_into(a: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out = 1 - a``; returns ``out``."""
+    o = torch.from_numpy(out)
+    torch.neg(_read(a), out=o).add_(1.0)  # -a + 1 is 1 - a, exactly
+    return out
+
+
+def clip_inplace(a: np.ndarray, low: float, high: float) -> np.ndarray:
+    """``a = min(max(a, low), high)`` in place; returns ``a``."""
+    torch.from_numpy(a).clamp_(low, high)
+    return a
+
+
+def log_inplace(a: np.ndarray) -> np.ndarray:
+    """``a = log(a)`` for a writeable float64 array ``a``; returns ``a``."""
+    torch.from_numpy(a).log_()
+    return a
+
+
+def sigmoid_inplace(a: np.ndarray) -> np.ndarray:
+    """``a = 1 / (1 + exp(-a))`` for a writeable float64 array; returns ``a``."""
+    torch.from_numpy(a).sigmoid_()
+    return a
+
+
+def rows_minus(v: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """``a = v[:, None] - a`` in place (``v`` one value per row); returns ``a``."""
+    t = torch.from_numpy(a)
+    torch.sub(torch.from_numpy(v)[:, None], t, out=t)
+    return a
+
+
+def minus_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out = a - b`` (same shapes; ``out`` may be ``b``); returns ``out``."""
+    torch.sub(_read(a), torch.from_numpy(b), out=torch.from_numpy(out))
+    return out
+
+
+def affine_columns(
+    a: np.ndarray, scale: np.ndarray, shift: np.ndarray, out: np.ndarray
+) -> np.ndarray:
+    """``out = a * scale + shift``, ``scale`` one value per column and
+    ``shift`` one per column or an array of ``a``'s shape (``out`` may be
+    ``a`` or ``shift``); returns ``out``."""
+    torch.addcmul(_read(shift), _read(a), _read(scale), out=torch.from_numpy(out))
+    return out
+
+
+def scale_rows_inplace(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``a *= v[:, None]`` (``v`` one factor per row); returns ``a``."""
+    torch.from_numpy(a).mul_(torch.from_numpy(v)[:, None])
+    return a
+
+
+def normalize_rows_inplace(a: np.ndarray, floor: float) -> np.ndarray:
+    """``a = max(a, floor)`` divided by its row sums, in place; returns ``a``."""
+    t = torch.from_numpy(a)
+    t.clamp_min_(floor)
+    t.div_(t.sum(dim=1, keepdim=True))
     return a

@@ -1,0 +1,320 @@
+"""Predict time of every score calibrator against one bare softmax pass and the peers.
+
+Every class of ``skcal.utils.discovery.all_estimators("score")`` is fitted
+once with its default parameters (``device="cpu"``, ``random_state=0``,
+``classes=range(C)``) on ImageNet-like logits (``score_data`` of
+``bench_many_classes.py``), and ``predict_proba`` is then called on ``n`` test
+rows: one untimed call, then ``--repeats`` timed ones, of which the **median**
+is reported. The reference rows are one bare softmax pass over the same test
+matrix, in float64:
+
+* ``numpy softmax``: ``a = X - X.max(axis=1, keepdims=True)``, then
+  ``np.exp(a, out=a)`` and ``a /= a.sum(axis=1, keepdims=True)`` (one new
+  array, the memory-bound limit of a calibrator that returns a new array);
+* ``scipy softmax``: ``scipy.special.softmax(X, axis=1)``.
+
+``x softmax`` is each time divided by the numpy pass's (the faster of the
+two as a rule). Where a peer library implements the same model (see
+``compare_peers.py``, whose method factories are reused), the peer's predict
+is timed the same way on the softmax probabilities of the test logits, next
+to skcal's with ``input="proba"`` on those same probabilities: ``x skcal``
+is the peer's time divided by skcal's (``> 1``: skcal is faster). netcal's
+``LogisticCalibration`` and dirichletcal are left out (their fits take
+minutes; netcal's ``BetaCalibration`` is a different model).
+
+Each (method, size) runs in a fresh process that generates the data, fits,
+and predicts. A fit that takes more than ``--fit-limit`` seconds (default
+60) is stopped and the method is reported as skipped at that size; so is a
+method that refuses the size up front. Torch runs on ``--threads`` intra-op
+threads (default 1, so that numbers do not depend on the other jobs of a
+shared machine; BLAS and OpenMP get the same count). The load average of the
+machine is printed before and after: on a busy machine, compare ratios
+measured in the same run rather than absolute times.
+
+Run (by hand, from the repository root)::
+
+    python benchmarks/bench_predict.py [--sizes 10000x10 10000x100 50000x1000]
+        [--methods NAME ...] [--repeats 5] [--fit-limit 60] [--threads 1]
+        [--no-peers] [--json FILE]
+"""
+
+import argparse
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_SIZES = ["10000x10", "10000x100", "50000x1000"]
+
+#: skcal method -> [(peer label, factory name in compare_peers, args)], the
+#: peers that implement the same model
+PEERS = {
+    "TemperatureScaling": [
+        ("sklearn CCV temperature", "sklearn_calibrated", ("temperature", "log")),
+        (
+            "netcal TemperatureScaling",
+            "netcal_method",
+            ("scaling", "TemperatureScaling"),
+        ),
+        ("probmetrics temp-scaling", "probmetrics_ts", ()),
+    ],
+    "VectorScaling": [("probmetrics VectorScaling", "probmetrics_vs", ())],
+    "MatrixScaling": [("probmetrics MatrixScaling", "probmetrics_ms", ())],
+    "IsotonicCalibrator": [
+        ("sklearn CCV isotonic", "sklearn_calibrated", ("isotonic", "proba")),
+        (
+            "netcal IsotonicRegression",
+            "netcal_method",
+            ("binning", "IsotonicRegression"),
+        ),
+    ],
+    "HistogramBinningCalibrator": [
+        ("netcal HistogramBinning", "netcal_method", ("binning", "HistogramBinning")),
+    ],
+    "PlattCalibrator": [
+        ("sklearn CCV sigmoid", "sklearn_calibrated", ("sigmoid", "log_odds")),
+    ],
+    "BetaCalibrator": [("betacal one-vs-rest", "betacal_ovr", ())],
+}
+
+
+def _emit(**record):
+    print(json.dumps(record), flush=True)
+
+
+def _median_time(fn, repeats):
+    fn()  # untimed: first-call costs
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _data(n, n_classes):
+    sys.path.insert(0, HERE)
+    from bench_many_classes import score_data
+
+    rng = np.random.default_rng(0)
+    X_fit, y_fit = score_data(n, n_classes, rng)
+    X_test, _ = score_data(n, n_classes, rng)
+    return X_fit, y_fit, X_test
+
+
+def _softmax_numpy(X):
+    a = X - X.max(axis=1, keepdims=True)
+    np.exp(a, out=a)
+    a /= a.sum(axis=1, keepdims=True)
+    return a
+
+
+def child(kind, name, n, n_classes, repeats, threads):
+    """One method at one size; JSON lines on stdout."""
+    import warnings
+
+    import torch
+
+    torch.set_num_threads(threads)
+    warnings.simplefilter("ignore")
+    X_fit, y_fit, X_test = _data(n, n_classes)
+    if kind == "softmax":
+        from scipy.special import softmax
+
+        fn = {
+            "numpy softmax": lambda: _softmax_numpy(X_test),
+            "scipy softmax": lambda: softmax(X_test, axis=1),
+        }[name]
+        _emit(event="predict", s=_median_time(fn, repeats))
+        return
+    if kind == "peer":
+        sys.path.insert(0, HERE)
+        import compare_peers
+
+        factory, fargs = next(
+            (f, a) for peers in PEERS.values() for (lbl, f, a) in peers if lbl == name
+        )
+        try:
+            fit, predict = getattr(compare_peers, factory)(*fargs)
+        except ImportError as exc:
+            _emit(event="error", error=f"not installed: {exc}"[:300])
+            return
+    else:
+        from skcal.utils.discovery import all_estimators
+
+        cls = dict(all_estimators("score"))[name]
+        defaults = cls().get_params()
+        params = {"classes": np.arange(n_classes)}
+        params.update(
+            {k: v for k, v in (("device", "cpu"), ("random_state", 0)) if k in defaults}
+        )
+        if kind == "skcal-proba":
+            params["input"] = "proba"
+
+        def fit(X, y):
+            return cls(**params).fit(X, y)
+
+        def predict(model, X):
+            return model.predict_proba(X)
+
+    if kind != "skcal":  # the peers' input: probabilities
+        from skcal.utils._testing import softmax_rows
+
+        X_fit, X_test = softmax_rows(X_fit), softmax_rows(X_test)
+    _emit(event="fit_start")
+    start = time.perf_counter()
+    try:
+        model = fit(X_fit, y_fit)
+    except Exception as exc:  # a refusal (or a failure): show it
+        _emit(event="error", error=f"{type(exc).__name__}: {exc}"[:300])
+        return
+    _emit(event="fit", s=time.perf_counter() - start)
+    _emit(event="predict", s=_median_time(lambda: predict(model, X_test), repeats))
+
+
+def run(kind, name, n, n_classes, args):
+    """Run :func:`child` in a fresh process, stopping a fit past the limit."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", kind, name]
+    cmd += [str(n), str(n_classes), "--repeats", str(args.repeats)]
+    cmd += ["--threads", str(args.threads)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    env.update(
+        OPENBLAS_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads)
+    )
+    errors = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=errors,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    lines = queue.Queue()
+    threading.Thread(
+        target=lambda: [lines.put(x) for x in proc.stdout], daemon=True
+    ).start()
+    out, fit_started = {}, None
+    while True:
+        try:
+            record = json.loads(lines.get(timeout=0.2))
+        except queue.Empty:
+            record = None
+        except json.JSONDecodeError:
+            continue
+        if record is not None:
+            event = record.pop("event")
+            if event == "fit_start":
+                fit_started = time.perf_counter()
+            elif event == "fit":
+                fit_started = None
+                out["fit_s"] = record["s"]
+            elif event == "predict":
+                out["predict_s"] = record["s"]
+            elif event == "error":
+                out["note"] = record["error"]
+        if proc.poll() is not None and lines.empty():
+            break
+        if (
+            fit_started is not None
+            and time.perf_counter() - fit_started > args.fit_limit
+        ):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            out["note"] = f"skipped: fit over {args.fit_limit:.0f} s"
+            break
+    if "note" not in out and "predict_s" not in out:
+        errors.seek(0)
+        out["note"] = f"crashed ({proc.returncode}): {errors.read().strip()[-200:]}"
+    return out
+
+
+def _fmt(x, spec):
+    return format(x, spec) if isinstance(x, float) and x == x else "-"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES, metavar="NxC")
+    parser.add_argument("--methods", nargs="+", default=None, help="default: all")
+    parser.add_argument("--repeats", type=int, default=5, help="median of R calls")
+    parser.add_argument("--fit-limit", type=float, default=60.0, help="seconds")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--json", default=None, help="append every result to FILE")
+    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        kind, name, n, c = args.one
+        return child(kind, name, int(n), int(c), args.repeats, args.threads)
+
+    from skcal.utils.discovery import all_estimators
+
+    names = [name for name, _ in all_estimators("score")]
+    if args.methods:
+        unknown = set(args.methods) - set(names)
+        if unknown:
+            parser.error(f"unknown methods {sorted(unknown)}; known: {names}")
+        names = [name for name in names if name in args.methods]
+    print(
+        f"torch threads: {args.threads}; predict: median of {args.repeats} calls "
+        f"after one untimed call; load average {os.getloadavg()}",
+        flush=True,
+    )
+    for size in args.sizes:
+        n, c = (int(v) for v in size.lower().split("x"))
+        print(f"\n== {n} x {c}")
+        print(
+            f"{'method':40s} {'fit s':>8s} {'predict s':>10s} {'x softmax':>9s} "
+            f"{'x skcal':>8s}  note"
+        )
+        rows = []
+
+        def show(label, r, base, ref=None, rows=rows, size=size):
+            ratio = r.get("predict_s", float("nan")) / base
+            versus = r.get("predict_s", float("nan")) / ref if ref else float("nan")
+            print(
+                f"{label:40s} {_fmt(r.get('fit_s'), '8.2f'):>8s} "
+                f"{_fmt(r.get('predict_s'), '10.4f'):>10s} {_fmt(ratio, '9.2f'):>9s} "
+                f"{_fmt(versus, '8.2f'):>8s}  {r.get('note', '')}",
+                flush=True,
+            )
+            rows.append({"size": size, "method": label, **r, "x_softmax": ratio})
+
+        ref = {
+            k: run("softmax", k, n, c, args) for k in ("numpy softmax", "scipy softmax")
+        }
+        base = ref["numpy softmax"].get("predict_s", float("nan"))
+        for k, r in ref.items():
+            show(k, r, base)
+        for name in names:
+            show(name, run("skcal", name, n, c, args), base)
+            if args.no_peers or name not in PEERS:
+                continue
+            mine = run("skcal-proba", name, n, c, args)
+            show(f"  {name} input='proba'", mine, base)
+            for label, _, _ in PEERS[name]:
+                show(
+                    f"  {label}",
+                    run("peer", label, n, c, args),
+                    base,
+                    mine.get("predict_s"),
+                )
+        if args.json:
+            with open(args.json, "a") as f:
+                for r in rows:
+                    f.write(json.dumps(r) + "\n")
+    print(f"\nload average {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
