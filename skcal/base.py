@@ -122,7 +122,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     when ``input="logits"`` but ``X`` looks like probabilities, and
     probabilities are validated (values in [0, 1], rows summing to 1 within
     1e-4, or four units in the last place for float16) and turned into
-    logits with ``log(max(p, 1e-12))``. Logits beyond 1e300 in absolute value
+    logits with ``log(max(p, 2.2e-308))``. Logits beyond 1e300 in absolute value
     are refused.
 
     **Classes.** Column ``j`` of ``X`` is class ``classes_[j]``. Pass

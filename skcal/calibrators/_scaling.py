@@ -125,7 +125,7 @@ class TemperatureScaling(BaseCalibrator):
     ----------
     input : {"logits", "proba"}, default="logits"
         What ``X`` holds. Probabilities are validated and turned into
-        log-probabilities ``log(max(p, 1e-12))``. Never guessed.
+        log-probabilities ``log(max(p, 2.2e-308))``. Never guessed.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``. See :class:`~skcal.base.BaseCalibrator`.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
@@ -265,7 +265,7 @@ class VectorScaling(_AffineScaling):
     Parameters
     ----------
     input : {"logits", "proba"}, default="logits"
-        What ``X`` holds; probabilities become ``log(max(p, 1e-12))``.
+        What ``X`` holds; probabilities become ``log(max(p, 2.2e-308))``.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
     l2_reg : float or "auto", default="auto"
@@ -369,7 +369,7 @@ class MatrixScaling(_AffineScaling):
     Parameters
     ----------
     input : {"logits", "proba"}, default="logits"
-        What ``X`` holds; probabilities become ``log(max(p, 1e-12))``.
+        What ``X`` holds; probabilities become ``log(max(p, 2.2e-308))``.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
     l2_reg : float or "auto", default="auto"

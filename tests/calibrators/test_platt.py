@@ -309,10 +309,11 @@ def test_vectorised_predict_is_the_per_class_map(cls):
     rtol = 1e-12 if cls is PlattCalibrator else 1e-8
     expected = _renormalised(_one_vs_rest_values(est, Xt))
     np.testing.assert_allclose(est.predict_proba(Xt), expected, rtol=rtol, atol=1e-15)
-    # and through probabilities: the same map of log(max(p, 1e-12))
+    # and through probabilities: the same map of log(max(p, tiny)), tiny the
+    # smallest normal float64 (the documented floor)
     P = softmax(Xt, axis=1)
     est_p = cls(input="proba", classes=np.arange(6)).fit(softmax(X, axis=1), y)
-    Z = np.log(np.maximum(P / P.sum(axis=1, keepdims=True), 1e-12))
+    Z = np.log(np.maximum(P / P.sum(axis=1, keepdims=True), np.finfo(float).tiny))
     expected = _renormalised(_one_vs_rest_values(est_p, Z))
     np.testing.assert_allclose(est_p.predict_proba(P), expected, rtol=rtol, atol=1e-15)
 

@@ -224,13 +224,15 @@ def test_huge_logit_gaps_keep_the_other_classes_proportions(data, gap):
 
 
 def test_exact_zero_probabilities_share_by_the_floored_logits(data):
-    # input="proba" reads p as log(max(p, 1e-12)): exact zeros are 1e-12
+    # input="proba" reads p as log(max(p, tiny)), tiny the smallest normal
+    # float64: exact zeros are tiny
     X, y, _, _ = data
     spline = SplineCalibrator(input="proba").fit(softmax(X, axis=1), y)
     P = np.array([[0.9, 0.1, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
     c = np.clip(np.interp(P.max(1), spline.scores_, spline.calibrated_scores_), 0, 1)
     assert np.all((0.0 < c) & (c < 1.0))
-    expected = np.exp(_top_label_reference_log(np.log(np.maximum(P, 1e-12)), c))
+    floored = np.log(np.maximum(P, np.finfo(float).tiny))
+    expected = np.exp(_top_label_reference_log(floored, c))
     proba = spline.predict_proba(P)
     np.testing.assert_allclose(proba, expected, rtol=1e-9, atol=1e-300)
     np.testing.assert_allclose(proba[1, [0, 2, 3]], (1 - c[1]) / 3, rtol=1e-12)
