@@ -46,3 +46,46 @@ def current_rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def spawn_json_lines(cmd, env):
+    """Start ``cmd`` in its own session; its stdout lines arrive in a queue.
+
+    Returns ``(proc, lines, errors)``: the process, a ``queue.Queue`` of its
+    stdout lines (a reader thread fills it, so a full pipe never blocks the
+    child) and a temporary file holding its stderr. Kill the whole group
+    with ``os.killpg(proc.pid, signal.SIGKILL)``.
+    """
+    import queue
+    import subprocess
+    import tempfile
+    import threading
+
+    errors = tempfile.TemporaryFile(mode="w+")  # a pipe could fill up and block
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=errors,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    lines = queue.Queue()
+    threading.Thread(
+        target=lambda: [lines.put(x) for x in proc.stdout], daemon=True
+    ).start()
+    return proc, lines, errors
+
+
+def torchmetrics_ece(n_bins):
+    """``f(y, P)``: torchmetrics' top-label ECE (L1, ``n_bins`` bins)."""
+    import torch
+    from torchmetrics.classification import MulticlassCalibrationError
+
+    def f(y, P):
+        metric = MulticlassCalibrationError(
+            num_classes=P.shape[1], n_bins=n_bins, norm="l1"
+        )
+        return float(metric(torch.from_numpy(P), torch.from_numpy(y)))
+
+    return f

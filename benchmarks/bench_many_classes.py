@@ -43,13 +43,13 @@ import os
 import queue
 import resource
 import signal
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import spawn_json_lines  # noqa: E402
 
 LOGIT_MARGIN, LOGIT_SD, OVERCONFIDENCE = 10.0, 2.0, 1.5
 EMBED_DIM = 64
@@ -169,19 +169,7 @@ def run(name, n, n_classes, time_limit, threads, overrides=None, memory_limit=No
         cmd += ["--threads", str(threads)]
     if overrides:
         cmd += ["--params", json.dumps({name: overrides})]
-    errors = tempfile.TemporaryFile(mode="w+")  # a pipe could fill up and block
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=errors,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    lines = queue.Queue()
-    threading.Thread(
-        target=lambda: [lines.put(x) for x in proc.stdout], daemon=True
-    ).start()
+    proc, lines, errors = spawn_json_lines(cmd, env)
     out = {"method": name, "n": n, "classes": n_classes}
     ready_at, peaks, note = None, [], None
     while True:

@@ -37,6 +37,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from _common import median_time  # noqa: E402
+from _common import torchmetrics_ece as common_torchmetrics_ece  # noqa: E402
 
 N_BINS = 15
 CASES = {
@@ -100,16 +101,7 @@ def implementations(kind):
         ]
 
     def torchmetrics_ece():
-        import torch
-        from torchmetrics.classification import MulticlassCalibrationError
-
-        def f(y, P):
-            metric = MulticlassCalibrationError(
-                num_classes=P.shape[1], n_bins=N_BINS, norm="l1"
-            )
-            return float(metric(torch.from_numpy(P), torch.from_numpy(y)))
-
-        return f
+        return common_torchmetrics_ece(N_BINS)
 
     return [
         ("numpy plain pass", lambda: numpy_top_label),

@@ -43,13 +43,13 @@ import json
 import os
 import queue
 import signal
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import spawn_json_lines  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SIZES = ["10000x10", "10000x100", "50000x1000"]
@@ -189,19 +189,7 @@ def run(kind, name, n, n_classes, args):
     env.update(
         OPENBLAS_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads)
     )
-    errors = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=errors,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    lines = queue.Queue()
-    threading.Thread(
-        target=lambda: [lines.put(x) for x in proc.stdout], daemon=True
-    ).start()
+    proc, lines, errors = spawn_json_lines(cmd, env)
     out, fit_started = {}, None
     while True:
         try:

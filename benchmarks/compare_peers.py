@@ -115,6 +115,7 @@ from skcal.utils._testing import make_miscalibrated_logits
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import timed  # noqa: E402
+from _common import torchmetrics_ece as common_torchmetrics_ece  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ODIR_REG = 1e-3
@@ -562,15 +563,7 @@ def compare_ece(y, P_list, repeats, budget):
         return lambda y, P: float(ECE(bins=N_BINS).measure(P, y))
 
     def torchmetrics_ece():
-        from torchmetrics.classification import MulticlassCalibrationError
-
-        def f(y, P):
-            metric = MulticlassCalibrationError(
-                num_classes=P.shape[1], n_bins=N_BINS, norm="l1"
-            )
-            return float(metric(torch.from_numpy(P), torch.from_numpy(y)))
-
-        return f
+        return common_torchmetrics_ece(N_BINS)
 
     def probmetrics_ece():
         from probmetrics.metrics import CalibrationError
