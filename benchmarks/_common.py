@@ -89,3 +89,33 @@ def torchmetrics_ece(n_bins):
         return float(metric(torch.from_numpy(P), torch.from_numpy(y)))
 
     return f
+
+
+def next_record(lines, timeout=0.2):
+    """The next JSON record a child printed, or None if none came in time.
+
+    Lines that are not JSON (a library's own output) are skipped.
+    """
+    import json
+    import queue
+
+    while True:
+        try:
+            return json.loads(lines.get(timeout=timeout))
+        except queue.Empty:
+            return None
+        except json.JSONDecodeError:
+            continue
+
+
+def select_methods(parser, names, wanted):
+    """``names`` restricted to ``wanted`` (all when empty), in their order.
+
+    Unknown names are a command-line error that lists the known ones.
+    """
+    if not wanted:
+        return list(names)
+    unknown = set(wanted) - set(names)
+    if unknown:
+        parser.error(f"unknown methods {sorted(unknown)}; known: {list(names)}")
+    return [name for name in names if name in wanted]

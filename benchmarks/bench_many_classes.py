@@ -40,7 +40,6 @@ machine that other jobs share, fewer threads give steadier numbers.
 import argparse
 import json
 import os
-import queue
 import resource
 import signal
 import sys
@@ -49,7 +48,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import spawn_json_lines  # noqa: E402
+from _common import next_record, select_methods, spawn_json_lines  # noqa: E402
 
 LOGIT_MARGIN, LOGIT_SD, OVERCONFIDENCE = 10.0, 2.0, 1.5
 EMBED_DIM = 64
@@ -173,12 +172,7 @@ def run(name, n, n_classes, time_limit, threads, overrides=None, memory_limit=No
     out = {"method": name, "n": n, "classes": n_classes}
     ready_at, peaks, note = None, [], None
     while True:
-        try:
-            record = json.loads(lines.get(timeout=0.2))
-        except queue.Empty:
-            record = None
-        except json.JSONDecodeError:
-            continue
+        record = next_record(lines)
         if record is not None:
             event = record.pop("event")
             if event == "ready":
@@ -249,12 +243,9 @@ def main(argv=None):
         return one(name, int(n), int(c), args.threads, args.params.get(name, {}))
     from skcal.utils.discovery import all_estimators
 
-    names = [name for name, _ in all_estimators(args.kind)]
-    if args.methods:
-        unknown = set(args.methods) - set(names)
-        if unknown:
-            parser.error(f"unknown methods {sorted(unknown)}; known: {names}")
-        names = [name for name in names if name in args.methods]
+    names = select_methods(
+        parser, [name for name, _ in all_estimators(args.kind)], args.methods
+    )
     print(
         f"{'method':32s} {'n':>6s} {'C':>5s} {'fit s':>8s} {'predict s':>9s} "
         f"{'peak MiB':>8s} {'extra MiB':>9s} {'test NLL':>8s} {'acc':>6s}  note"

@@ -41,7 +41,6 @@ Run (by hand, from the repository root)::
 import argparse
 import json
 import os
-import queue
 import signal
 import sys
 import time
@@ -49,7 +48,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import spawn_json_lines  # noqa: E402
+from _common import next_record, select_methods, spawn_json_lines  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SIZES = ["10000x10", "10000x100", "50000x1000"]
@@ -192,12 +191,7 @@ def run(kind, name, n, n_classes, args):
     proc, lines, errors = spawn_json_lines(cmd, env)
     out, fit_started = {}, None
     while True:
-        try:
-            record = json.loads(lines.get(timeout=0.2))
-        except queue.Empty:
-            record = None
-        except json.JSONDecodeError:
-            continue
+        record = next_record(lines)
         if record is not None:
             event = record.pop("event")
             if event == "fit_start":
@@ -246,12 +240,9 @@ def main(argv=None):
 
     from skcal.utils.discovery import all_estimators
 
-    names = [name for name, _ in all_estimators("score")]
-    if args.methods:
-        unknown = set(args.methods) - set(names)
-        if unknown:
-            parser.error(f"unknown methods {sorted(unknown)}; known: {names}")
-        names = [name for name in names if name in args.methods]
+    names = select_methods(
+        parser, [name for name, _ in all_estimators("score")], args.methods
+    )
     print(
         f"torch threads: {args.threads}; predict: median of {args.repeats} calls "
         f"after one untimed call; load average {os.getloadavg()}",

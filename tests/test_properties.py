@@ -382,17 +382,6 @@ def fit(case, problem, X=None, y=None, w=None, **params):
         return est.fit(X, y, sample_weight=w)
 
 
-def fit_or_reject(case, problem, **kw):
-    """Fit; a clear error discards the example (anything else fails)."""
-    try:
-        return fit(case, problem, **kw)
-    except Exception as exc:  # noqa: BLE001 - the error itself is checked
-        assert_clear_error(exc)
-        note(f"clear error, example discarded: {exc}")
-        event("fit refused (clear error): example discarded")
-        reject()
-
-
 def fit_or_clear_error(case, problem, **kw):
     """Fit, or None after checking that the error is clear."""
     try:
@@ -402,6 +391,14 @@ def fit_or_clear_error(case, problem, **kw):
         note(f"clear error: {exc}")
         event("fit refused with a clear error")
         return None
+
+
+def fit_or_reject(case, problem, **kw):
+    """Fit; a clear error discards the example (anything else fails)."""
+    est = fit_or_clear_error(case, problem, **kw)
+    if est is None:
+        reject()
+    return est
 
 
 def proba(est, X):

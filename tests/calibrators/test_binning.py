@@ -16,18 +16,23 @@ def _floor_renormalize(Q):
     return Q / Q.sum(axis=1, keepdims=True)
 
 
-def test_isotonic_is_sklearn_isotonic_per_class():
-    X, y = make_miscalibrated_logits(1500, 4, temperature=2.0, random_state=0)
-    Xt, _ = make_miscalibrated_logits(500, 4, temperature=2.0, random_state=1)
-    P, Pt = softmax(X, axis=1), softmax(Xt, axis=1)
-    Q = np.column_stack(
+def _sklearn_isotonic_per_class(P, y, Pt):
+    """scikit-learn's isotonic regression of each column, applied to Pt."""
+    return np.column_stack(
         [
             IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")
             .fit(P[:, k], y == k)
             .predict(Pt[:, k])
-            for k in range(4)
+            for k in range(P.shape[1])
         ]
     )
+
+
+def test_isotonic_is_sklearn_isotonic_per_class():
+    X, y = make_miscalibrated_logits(1500, 4, temperature=2.0, random_state=0)
+    Xt, _ = make_miscalibrated_logits(500, 4, temperature=2.0, random_state=1)
+    P, Pt = softmax(X, axis=1), softmax(Xt, axis=1)
+    Q = _sklearn_isotonic_per_class(P, y, Pt)
     iso = IsotonicCalibrator().fit(X, y)
     np.testing.assert_allclose(iso.predict_proba(Xt), _floor_renormalize(Q), atol=1e-12)
     # probabilities in, the same map
@@ -174,14 +179,7 @@ def test_isotonic_predict_on_extreme_scores_is_sklearn_per_class():
     Xt = rng.normal(size=(400, 4)) * rng.choice([0.1, 3.0, 1e3], size=(400, 1))
     Xt[0] = 0.0
     P, Pt = softmax(X, axis=1), softmax(Xt, axis=1)
-    Q = np.column_stack(
-        [
-            IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")
-            .fit(P[:, k], y == k)
-            .predict(Pt[:, k])
-            for k in range(4)
-        ]
-    )
+    Q = _sklearn_isotonic_per_class(P, y, Pt)
     iso = IsotonicCalibrator().fit(X, y)
     expected = np.where((Q.sum(axis=1) > 0)[:, None], _floor_renormalize(Q), Pt)
     np.testing.assert_allclose(iso.predict_proba(Xt), expected, atol=1e-12)
