@@ -7,7 +7,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.model_selection import KFold, train_test_split
+from sklearn.model_selection import KFold
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -23,53 +23,13 @@ from .._torch.kernels import (
 )
 from ..base import BaseLocalCalibrator
 from ..exceptions import MissingClassWarning
-from ..utils._sklearn import Interval, StrOptions
-from ._scaling import _DEVICE
+from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
+from ..utils._split import stratified_split
 
 #: KCal warns below this many memory samples per class, on average.
 _MIN_MEMORY_PER_CLASS = 10
 
 __all__ = ["KCalCalibrator", "LocalNetCalibrator"]
-
-
-def _split(y_index, fraction, n_samples, seed, name, sample_weight=None):
-    """Stratified (when possible) split of ``range(n_samples)``.
-
-    A class with a single sample (of positive weight, when ``sample_weight``
-    is given) puts it in the second part (the kernel's memory, the network's
-    training part), so that the class is not lost from what predicts.
-    """
-    if n_samples < 4:
-        raise ValueError(
-            f"{name} splits the calibration set in two parts of at least 2 "
-            f"samples each, so it needs at least 4 samples; got {n_samples}."
-        )
-    n_first = min(max(2, int(round(fraction * n_samples))), n_samples - 2)
-    rows = np.arange(n_samples)
-    counted = np.ones(n_samples, bool) if sample_weight is None else sample_weight > 0
-    counts = np.bincount(y_index[counted], minlength=int(y_index.max()) + 1)
-    pinned = counted & (counts[y_index] == 1)
-    if pinned.any() and np.count_nonzero(~pinned) >= n_first + 1:
-        first, second = _split_rows(y_index, rows[~pinned], n_first, seed)
-        return first, np.sort(np.concatenate([second, rows[pinned]]))
-    return _split_rows(y_index, rows, n_first, seed)
-
-
-def _split_rows(y_index, rows, n_first, seed):
-    """``rows`` split in ``n_first`` and the rest, stratified when possible."""
-    labels = y_index[rows]
-    counts = np.bincount(labels)
-    present = np.count_nonzero(counts)
-    stratify = (
-        labels
-        if counts[counts > 0].min() >= 2
-        and min(n_first, len(rows) - n_first) >= present
-        else None
-    )
-    first, second = train_test_split(
-        rows, train_size=n_first, stratify=stratify, random_state=seed
-    )
-    return np.sort(first), np.sort(second)
 
 
 class KCalCalibrator(BaseLocalCalibrator):
@@ -217,7 +177,7 @@ class KCalCalibrator(BaseLocalCalibrator):
         "max_epochs": [Interval(Integral, 0, None, closed="left")],
         "patience": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
-        "device": _DEVICE,
+        "device": DEVICE_CONSTRAINT,
         "verbose": ["verbose"],
     }
 
@@ -263,7 +223,7 @@ class KCalCalibrator(BaseLocalCalibrator):
         n_classes = len(self.classes_)
         rng = check_random_state(self.random_state)
         split_seed, torch_seed, fold_seed = rng.randint(np.iinfo(np.int32).max, size=3)
-        train, memory = _split(
+        train, memory = stratified_split(
             y_index,
             self.projection_fraction,
             n_samples,
@@ -535,7 +495,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "patience": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
-        "device": _DEVICE,
+        "device": DEVICE_CONSTRAINT,
         "verbose": ["verbose"],
     }
 
@@ -591,7 +551,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         n_samples = X.shape[0]
         rng = check_random_state(self.random_state)
         split_seed, torch_seed = rng.randint(np.iinfo(np.int32).max, size=2)
-        val, train = _split(
+        val, train = stratified_split(
             y_index,
             self.validation_fraction,
             n_samples,

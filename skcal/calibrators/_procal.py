@@ -12,9 +12,8 @@ from .._torch import resolve_device, to_numpy, to_tensor
 from .._torch.kernels import gaussian_kde_2d, knn_sq_distances, softmax_inplace
 from ..base import BaseLocalCalibrator
 from ..utils._proba import replace_top_label
-from ..utils._sklearn import Interval
+from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
 from ..utils._validation import effective_sample_size
-from ._scaling import _DEVICE
 
 __all__ = ["ProCalCalibrator"]
 
@@ -148,7 +147,7 @@ class ProCalCalibrator(BaseLocalCalibrator):
         "coef": ["array-like", None],
         "intercept": ["array-like", None],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
-        "device": _DEVICE,
+        "device": DEVICE_CONSTRAINT,
     }
 
     def __init__(

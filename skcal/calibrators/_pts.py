@@ -11,8 +11,8 @@ from sklearn.utils import check_random_state
 from .._torch import resolve_device
 from .._torch.kernels import fit_pts, pts_predict_logits
 from ..base import BaseCalibrator
-from ..utils._sklearn import Interval
-from ._scaling import _DEVICE, fit_inverse_temperature
+from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
+from ._scaling import fit_inverse_temperature
 
 __all__ = ["ParameterizedTemperatureScaling"]
 
@@ -126,7 +126,7 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "patience": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
-        "device": _DEVICE,
+        "device": DEVICE_CONSTRAINT,
         "verbose": ["verbose"],
     }
 

@@ -18,7 +18,7 @@ from .._torch.kernels import (
 )
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
-from ..utils._sklearn import Interval, StrOptions
+from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._validation import effective_sample_size
 
 __all__ = [
@@ -28,11 +28,9 @@ __all__ = [
     "VectorScaling",
 ]
 
-# "auto", "cpu", "cuda" or "cuda:N"; checked by resolve_device at fit time
-_DEVICE = [str]
 #: Constraints shared by the calibrators fitted with L-BFGS.
 _LBFGS_CONSTRAINTS = {
-    "device": _DEVICE,
+    "device": DEVICE_CONSTRAINT,
     "tol": [Interval(Real, 0, None, closed="neither")],
     "max_iter": [Interval(Integral, 1, None, closed="left")],
 }
@@ -175,7 +173,7 @@ class TemperatureScaling(BaseCalibrator):
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
-        "device": _DEVICE,
+        "device": DEVICE_CONSTRAINT,
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
     }
@@ -570,7 +568,7 @@ class ClassTemperatureScaling(BaseCalibrator):
         "grid": ["array-like", None],
         "n_iter": [Interval(Integral, 0, None, closed="left")],
         "n_bins": [Interval(Integral, 1, None, closed="left")],
-        "device": _DEVICE,
+        "device": DEVICE_CONSTRAINT,
     }
 
     def __init__(

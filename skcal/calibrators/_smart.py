@@ -13,8 +13,7 @@ from .._torch import resolve_device
 from .._torch.kernels import fit_smart, smart_predict_temperature
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
-from ..utils._sklearn import Interval, StrOptions
-from ._scaling import _DEVICE
+from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 
 __all__ = ["SMARTCalibrator"]
 
@@ -195,7 +194,7 @@ class SMARTCalibrator(BaseCalibrator):
         "patience": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
-        "device": _DEVICE,
+        "device": DEVICE_CONSTRAINT,
         "verbose": ["verbose"],
     }
 

@@ -19,9 +19,8 @@ from .._torch.kernels import (
 )
 from ..base import BaseLocalCalibrator
 from ..exceptions import CodebookWarning
-from ..utils._sklearn import Interval, StrOptions
-from ._kernel import _split
-from ._scaling import _DEVICE
+from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
+from ..utils._split import stratified_split
 
 __all__ = ["VQLocalCalibrator"]
 
@@ -223,7 +222,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_init_batches": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
-        "device": _DEVICE,
+        "device": DEVICE_CONSTRAINT,
         "verbose": ["verbose"],
     }
 
@@ -304,7 +303,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         n_classes = len(self.classes_)
         rng = check_random_state(self.random_state)
         split_seed, seed1, seed2 = rng.randint(np.iinfo(np.int32).max, size=3)
-        val, train = _split(
+        val, train = stratified_split(
             y_index,
             self.validation_fraction,
             n_samples,

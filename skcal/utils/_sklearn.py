@@ -14,7 +14,12 @@ from sklearn.utils._param_validation import (
 )
 from sklearn.utils.validation import _check_sample_weight
 
+#: Constraint of every ``device`` parameter: "auto", "cpu", "cuda" or
+#: "cuda:N", checked by ``skcal._torch.resolve_device`` at fit time.
+DEVICE_CONSTRAINT = [str]
+
 __all__ = [
+    "DEVICE_CONSTRAINT",
     "HasMethods",
     "_BaseScorer",
     "Interval",
