@@ -1,17 +1,13 @@
 """Calibrators: estimators that map classifier scores to calibrated probabilities."""
 
 from ._binning import HistogramBinningCalibrator, IsotonicCalibrator
+from ._cts import ClassTemperatureScaling
 from ._dirichlet import DirichletCalibrator, DirichletCalibratorCV
 from ._kernel import KCalCalibrator, LocalNetCalibrator
 from ._platt import BetaCalibrator, PlattCalibrator
 from ._procal import ProCalCalibrator
 from ._pts import ParameterizedTemperatureScaling
-from ._scaling import (
-    ClassTemperatureScaling,
-    MatrixScaling,
-    TemperatureScaling,
-    VectorScaling,
-)
+from ._scaling import MatrixScaling, TemperatureScaling, VectorScaling
 from ._smart import SMARTCalibrator
 from ._sms import StructuredMatrixScaling
 from ._spline import SplineCalibrator
