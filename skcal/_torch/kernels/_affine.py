@@ -16,6 +16,13 @@ temperature. With ``ref_row`` the map is expressed, for the penalties and the
 returned parameters, relative to its last row (``W - 1 w_C^T``, ``b - b_C``):
 the softmax is unchanged, and this is the identifiable parametrisation of the
 ``dirichletcal`` package.
+
+Without penalties a full map is fitted in whitened coordinates: the NLL then
+depends on ``[W, b]`` only through the outputs ``x [W, b]^T`` with ``x = [z,
+1]``, so the solver works on ``V = [W, b] L`` and the features ``x L^{-T}``,
+where ``L L^T = sum_i w_i x_i x_i^T``. The minimiser is the same; the
+problem's Hessian loses the features' correlations, and L-BFGS needs 4-20
+times fewer iterations (10,000 x 100 synthetic logits: 34 instead of 765).
 """
 
 from __future__ import annotations
@@ -79,6 +86,10 @@ def fit_affine_softmax(
     z = to_tensor(logits, device, torch.float64) * scale
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight / sample_weight.sum(), device, torch.float64)
+    if kind == "full" and fit_intercept and not (l2_diag or l2_off or l2_bias):
+        fit = _fit_whitened(z, y, w, init, tol=tol, max_iter=max_iter)
+        if fit is not None:
+            return _affine_result(*fit, scale=scale, ref_row=ref_row)
     shape = {"full": (n_classes, n_classes), "diagonal": (n_classes,), "scalar": (1,)}
     delta = torch.zeros(shape[kind], **f64)
     bias = torch.zeros(n_classes, **f64)
@@ -106,29 +117,11 @@ def fit_affine_softmax(
             b = b - b[-1]
         return W, b
 
-    # the true-class logit sum_i w_i out[i, y_i] is linear in (W, b): its
-    # coefficients are computed once, so no iteration indexes rows by label
-    true_w = torch.zeros(z.shape, **f64).scatter_(1, y[:, None], w[:, None])
-    true_W = true_w.T @ z if full_matrix else (true_w * z).sum(dim=0)
-    true_b = true_w.sum(dim=0)
+    data_term = _SoftmaxNLL(z, y, w, full_matrix, n_classes)
 
     def loss_fn() -> torch.Tensor:
         W, b = effective()
-        # the data term and its gradient in (W, b) are computed in closed form
-        # (no autograd over n x C tensors, one exp pass: 3-4 times fewer
-        # passes); autograd only maps them, and the penalties, to the
-        # solver's parameters
-        with torch.no_grad():
-            out = torch.addmm(b, z, W.T) if full_matrix else torch.addcmul(b, z, W)
-            top = out.amax(dim=1, keepdim=True)
-            proba = out.sub_(top).exp_()  # in place: out is not needed again
-            total = proba.sum(dim=1, keepdim=True)
-            lse = top.squeeze(1) + total.log().squeeze(1)
-            data = torch.dot(w, lse) - (W * true_W).sum() - torch.dot(b, true_b)
-            proba.mul_(w[:, None] / total)  # w_i softmax(out_i)
-            grad_W = proba.T @ z if full_matrix else (proba * z).sum(dim=0)
-            grad_W -= true_W
-            grad_b = proba.sum(dim=0) - true_b
+        data, grad_W, grad_b = data_term(W, b)
         linear = (W * grad_W).sum() + (b * grad_b).sum()
         loss = linear - linear.detach() + data
         diag = torch.diagonal(W) if full_matrix else W
@@ -143,16 +136,104 @@ def fit_affine_softmax(
     result = minimize_lbfgs(loss_fn, params, max_iter=max_iter, tol=tol)
     with torch.no_grad():
         W, b = effective()
-        W = W * scale
-    if not (bool(torch.isfinite(W).all()) and bool(torch.isfinite(b).all())):
+    return AffineFit(
+        coef=_finite_or_raise(W * scale),
+        intercept=_finite_or_raise(b),
+        result=result,
+        raw=(to_numpy(delta), to_numpy(bias)),
+    )
+
+
+def _finite_or_raise(t: torch.Tensor) -> np.ndarray:
+    if not bool(torch.isfinite(t).all()):
         raise ValueError(
             "The affine calibration map diverged to non-finite values on these "
             "scores. Check them for extreme or degenerate values, or add "
             "regularisation."
         )
+    return to_numpy(t)
+
+
+def _affine_result(W, b, result, *, scale, ref_row) -> AffineFit:
+    """The fit of a full map ``[W, b]`` (the raw parameters ``W - I``, ``b``)."""
+    raw = (to_numpy(W - torch.eye(len(W), dtype=W.dtype, device=W.device)), b)
+    if ref_row:
+        W, b = W - W[-1:], b - b[-1]
     return AffineFit(
-        coef=to_numpy(W),
-        intercept=to_numpy(b),
+        coef=_finite_or_raise(W * scale),
+        intercept=_finite_or_raise(b),
         result=result,
-        raw=(to_numpy(delta), to_numpy(bias)),
+        raw=(raw[0], to_numpy(raw[1])),
     )
+
+
+class _SoftmaxNLL:
+    """Weighted mean NLL of ``softmax(z W^T + b)`` and its gradient in closed form.
+
+    ``W`` is a ``(C, d)`` matrix, or with ``full=False`` the vector of a
+    diagonal map (``d = C``). The true-class output ``sum_i w_i out[i, y_i]``
+    is linear in ``(W, b)``: its coefficients are computed once, so no call
+    indexes rows by label, and the softmax takes one exp pass over a buffer
+    that is then reused for the gradient (no autograd over ``n x C`` tensors).
+    ``w`` sums to one.
+    """
+
+    def __init__(self, z, y, w, full: bool, n_out: int):
+        self.z, self.w, self.full = z, w, full
+        true_w = torch.zeros((len(z), n_out), dtype=z.dtype, device=z.device)
+        true_w.scatter_(1, y[:, None], w[:, None])
+        self.true_W = true_w.T @ z if full else (true_w * z).sum(dim=0)
+        self.true_b = true_w.sum(dim=0)
+
+    def __call__(self, W, b):
+        z, w = self.z, self.w
+        with torch.no_grad():
+            out = torch.addmm(b, z, W.T) if self.full else torch.addcmul(b, z, W)
+            top = out.amax(dim=1, keepdim=True)
+            proba = out.sub_(top).exp_()  # in place: out is not needed again
+            total = proba.sum(dim=1, keepdim=True)
+            lse = top.squeeze(1) + total.log().squeeze(1)
+            data = torch.dot(w, lse) - (W * self.true_W).sum()
+            data -= torch.dot(b, self.true_b)
+            proba.mul_(w[:, None] / total)  # w_i softmax(out_i)
+            grad_W = proba.T @ z if self.full else (proba * z).sum(dim=0)
+            grad_W -= self.true_W
+            grad_b = proba.sum(dim=0) - self.true_b
+        return data, grad_W, grad_b
+
+
+def _fit_whitened(z, y, w, init, *, tol, max_iter):
+    """Unpenalised full map fitted on whitened features (see the module notes).
+
+    Returns ``(W, b, result)`` of the original coordinates, or None when the
+    features' second-moment matrix has no Cholesky factor (then the caller
+    fits in the original coordinates).
+    """
+    n_classes = z.shape[1]
+    f64 = dict(dtype=torch.float64, device=z.device)
+    x = torch.cat([z, torch.ones(len(z), 1, **f64)], dim=1)
+    moments = x.T @ (w[:, None] * x)
+    jitter = 1e-12 * float(torch.diagonal(moments).mean())
+    moments.diagonal().add_(jitter)
+    L, info = torch.linalg.cholesky_ex(moments)
+    if int(info) != 0 or not bool(torch.isfinite(L).all()):
+        return None
+    x = torch.linalg.solve_triangular(L, x.T, upper=False).T  # x L^{-T}
+    start = torch.eye(n_classes, n_classes + 1, **f64)
+    if init:
+        start[:, :n_classes] += to_tensor(init[0], z.device)
+        start[:, n_classes] += to_tensor(init[1], z.device)
+    V = (start @ L).requires_grad_(True)
+    data_term = _SoftmaxNLL(x, y, w, full=True, n_out=n_classes)
+    no_bias = torch.zeros(n_classes, **f64)
+
+    def loss_fn() -> torch.Tensor:
+        data, grad_V, _ = data_term(V, no_bias)
+        linear = (V * grad_V).sum()
+        return linear - linear.detach() + data
+
+    result = minimize_lbfgs(loss_fn, [V], max_iter=max_iter, tol=tol)
+    with torch.no_grad():
+        # [W, b] = V L^{-1}, i.e. the solution of L^T [W, b]^T = V^T
+        Wb = torch.linalg.solve_triangular(L.T, V.T, upper=True).T
+    return Wb[:, :n_classes], Wb[:, n_classes], result
