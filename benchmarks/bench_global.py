@@ -11,8 +11,13 @@ every method as softmax probabilities. Prints fit time and test NLL of
 * skcal ``StructuredMatrixScaling`` vs probmetrics ``get_calibrator("sms")``;
 
 and the time ratios (reference / skcal: > 1 means skcal is faster).
+``--tasks`` adds real models (``_datasets.py``: 4,000 calibration rows of the
+task's pool, its whole test set); ``--repeats R`` reports the median of R
+fits; ``--threads N`` sets torch's thread count.
 
 Run:  python benchmarks/bench_global.py [--dirichletcal-python PATH]
+          [--classes 10 100] [--tasks kjv_books wordnet_supersenses]
+          [--repeats 3] [--threads 1]
 """
 
 import argparse
@@ -49,10 +54,21 @@ def nll(proba, y):
     return float(-np.mean(np.log(np.clip(proba[np.arange(len(y)), y], 1e-300, None))))
 
 
-def timed(fit, predict):
-    start = time.perf_counter()
-    model = fit()
-    fit_s = time.perf_counter() - start
+def real_data(name, n_cal=4000):
+    from _datasets import load_task
+
+    task = load_task(name)
+    L, _, y = task.calibration_subset(min(n_cal, task.n_cal), random_state=0)
+    return softmax(L, axis=1), y, softmax(task.test_logits, axis=1), task.test_labels
+
+
+def timed(fit, predict, repeats=1):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model = fit()
+        times.append(time.perf_counter() - start)
+    fit_s = float(np.median(times))
     start = time.perf_counter()
     proba = predict(model)
     return fit_s, time.perf_counter() - start, proba
@@ -63,9 +79,17 @@ def main(argv=None):
     parser.add_argument("--dirichletcal-python", default=None)
     parser.add_argument("--classes", type=int, nargs="+", default=[10, 100])
     parser.add_argument("--reg", type=float, default=1e-3, help="reg_lambda = reg_mu")
+    parser.add_argument("--tasks", nargs="*", default=[], help="real tasks")
+    parser.add_argument("--repeats", type=int, default=1, help="median of R fits")
+    parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--timeout", type=int, default=1200)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        print(f"torch threads {torch.get_num_threads()}; load {os.getloadavg()}")
     try:
         from probmetrics.calibrators import get_calibrator
     except ImportError:
@@ -74,8 +98,10 @@ def main(argv=None):
     P, y, _, _ = make_data(3)
     DirichletCalibrator(input="proba", device="cpu").fit(P[:200], y[:200])
     rows = []
-    for c in args.classes:
-        P, y, Pt, yt = make_data(c)
+    cases = [(c, lambda c=c: make_data(c)) for c in args.classes]
+    cases += [(name, lambda name=name: real_data(name)) for name in args.tasks]
+    for c, data in cases:
+        P, y, Pt, yt = data()
         res = {}
         res["skcal Dirichlet"] = timed(
             lambda: DirichletCalibrator(  # noqa: B023
@@ -86,6 +112,7 @@ def main(argv=None):
                 device="cpu",
             ).fit(P, y),  # noqa: B023
             lambda m: m.predict_proba(Pt),  # noqa: B023
+            args.repeats,
         )
         if args.dirichletcal_python:
             with tempfile.TemporaryDirectory() as tmp:
@@ -116,6 +143,7 @@ def main(argv=None):
         res["skcal SMS"] = timed(
             lambda: StructuredMatrixScaling(input="proba", device="cpu").fit(P, y),  # noqa: B023
             lambda m: m.predict_proba(Pt),  # noqa: B023
+            args.repeats,
         )
         if get_calibrator is not None:
 
@@ -124,16 +152,20 @@ def main(argv=None):
                 cal.fit(P, y)  # noqa: B023
                 return cal
 
-            res["probmetrics SMS"] = timed(fit_pm, lambda m: m.predict_proba(Pt))  # noqa: B023
+            res["probmetrics SMS"] = timed(
+                fit_pm,
+                lambda m: m.predict_proba(Pt),  # noqa: B023
+                args.repeats,
+            )
         for name, (fit_s, pred_s, proba) in res.items():
             value = proba if isinstance(proba, float) else nll(proba, yt)
             rows.append((c, name, fit_s, pred_s, value))
             print(
-                f"C={c:4d}  {name:18s} fit {fit_s:9.3f} s  predict {pred_s:7.3f} s  "
+                f"C={c!s:>4}  {name:18s} fit {fit_s:9.3f} s  predict {pred_s:7.3f} s  "
                 f"test NLL {value:.5f}",
                 flush=True,
             )
-        print(f"C={c:4d}  uncalibrated       test NLL {nll(Pt, yt):.5f}")
+        print(f"C={c!s:>4}  uncalibrated       test NLL {nll(Pt, yt):.5f}")
         d = {name: (f, v) for cc, name, f, _, v in rows if cc == c}
         for ours, ref in [
             ("skcal Dirichlet", "dirichletcal Full"),
@@ -141,7 +173,7 @@ def main(argv=None):
         ]:
             if ref in d:
                 print(
-                    f"C={c:4d}  {ref} / {ours}: fit time ratio "
+                    f"C={c!s:>4}  {ref} / {ours}: fit time ratio "
                     f"{d[ref][0] / d[ours][0]:.2f}, NLL difference (ours - ref) "
                     f"{d[ours][1] - d[ref][1]:+.5f}",
                     flush=True,
