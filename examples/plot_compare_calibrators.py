@@ -30,7 +30,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import StandardScaler
 
 from skcal.base import BaseLocalCalibrator
-from skcal.cli import format_table, mlp_embeddings
+from skcal.cli import format_table
 from skcal.display import ReliabilityDisplay
 from skcal.metrics import (
     brier_score,
@@ -41,6 +41,7 @@ from skcal.metrics import (
     smooth_expected_calibration_error,
 )
 from skcal.utils.discovery import all_estimators
+from skcal.wrappers import extract_embeddings
 
 X, y = make_classification(
     n_samples=12000,
@@ -65,8 +66,8 @@ with warnings.catch_warnings():
     ).fit(scaler.transform(X_train), y_train)
 
 # last hidden layer (the embeddings) and the output layer (the head)
-emb_cal, coef, intercept = mlp_embeddings(mlp, scaler.transform(X_cal))
-emb_test = mlp_embeddings(mlp, scaler.transform(X_test))[0]
+emb_cal, coef, intercept = extract_embeddings(mlp, scaler.transform(X_cal))
+emb_test = extract_embeddings(mlp, scaler.transform(X_test))[0]
 logits_cal = emb_cal @ coef.T + intercept
 logits_test = emb_test @ coef.T + intercept
 

@@ -19,12 +19,12 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import StandardScaler
 
 from skcal import TemperatureScaling
-from skcal.cli import mlp_logits
 from skcal.metrics import (
     binned_statistics,
     expected_calibration_error,
     negative_log_likelihood,
 )
+from skcal.wrappers import extract_embeddings
 
 X, y = load_digits(return_X_y=True)
 X_train, X_rest, y_train, y_rest = train_test_split(
@@ -36,8 +36,16 @@ X_cal, X_test, y_cal, y_test = train_test_split(
 scaler = StandardScaler().fit(X_train)
 mlp = MLPClassifier((64,), alpha=1e-5, max_iter=400, random_state=0)
 mlp.fit(scaler.transform(X_train), y_train)
-logits_cal = mlp_logits(mlp, scaler.transform(X_cal))
-logits_test = mlp_logits(mlp, scaler.transform(X_test))
+
+
+def mlp_logits(X):
+    """The MLP's pre-softmax outputs: its last hidden layer through its head."""
+    embeddings, coef, intercept = extract_embeddings(mlp, scaler.transform(X))
+    return embeddings @ coef.T + intercept
+
+
+logits_cal = mlp_logits(X_cal)
+logits_test = mlp_logits(X_test)
 
 # %%
 # Fit temperature scaling on the calibration split

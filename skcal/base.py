@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import (
@@ -15,8 +13,9 @@ from sklearn.utils.validation import (
 
 from ._torch.kernels import softmax_inplace
 from .exceptions import MissingClassWarning
-from .utils._sklearn import StrOptions
+from .utils._sklearn import StrOptions, _fit_context
 from .utils._validation import (
+    PROBA_EPS,
     check_embeddings,
     check_finite,
     check_sample_weight,
@@ -25,8 +24,13 @@ from .utils._validation import (
     scores_to_logits,
     sum_tolerance,
 )
+from .utils._warnings import warn
 
 __all__ = ["BaseCalibrator", "BaseLocalCalibrator"]
+
+#: ``log(PROBA_EPS)``, about -708.4: the floor of the log-probabilities that
+#: :func:`negative_log_loss` averages.
+_LOG_PROBA_EPS = float(np.log(PROBA_EPS))
 
 
 def _is_one_dimensional(X) -> bool:
@@ -51,9 +55,7 @@ def _owned(out, logits: np.ndarray) -> np.ndarray:
     return out
 
 
-def check_fit_targets(
-    estimator, y, n_rows, n_columns, classes, sample_weight, *, stacklevel=4
-):
+def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
     """Validate the labels and weights given to ``fit``; map labels to columns.
 
     Shared by score and local calibrators. Requires labels of at least two
@@ -94,15 +96,53 @@ def check_fit_targets(
         )
     if n_present < len(classes_):
         missing = classes_[counts == 0]
-        warnings.warn(
+        warn(
             f"{missing.size} class(es) have no calibration sample: "
             f"{missing.tolist()[:10]}. Their columns are kept, but nothing is "
             "learned about them; use a calibration set that covers every class "
             "if possible.",
             MissingClassWarning,
-            stacklevel=stacklevel,
         )
     return classes_, y_index, sample_weight
+
+
+def negative_log_loss(log_proba, y, classes, sample_weight=None) -> float:
+    """Negative weighted mean log loss: the ``score`` of every skcal estimator.
+
+    The weighted mean over samples of ``log p_i(y_i)``, the log-probability
+    of the true class, floored at ``log(PROBA_EPS)`` (about -708.4): the
+    floor at which skcal takes the log of probabilities (``input="proba"``),
+    so that a sample given probability 0 costs 708.4 instead of an infinite
+    loss, while every probability of a normal float64 keeps its own log
+    (capped at 0, against a probability rounded above 1).
+    This is ``-sklearn.metrics.log_loss(y, p, labels=classes,
+    sample_weight=sample_weight)`` whenever the probabilities of the true
+    classes lie in ``[eps, 1 - eps]`` (``eps`` = 2.2e-16), the range to which
+    scikit-learn clips them; below ``eps`` scikit-learn's clipping caps the
+    loss of a sample at 36.04, which would tie confident mistakes of very
+    different sizes.
+
+    Parameters
+    ----------
+    log_proba : ndarray of shape (n_samples, n_classes)
+        Log-probabilities, column ``j`` for ``classes[j]``; ``-inf`` allowed.
+    y : array-like of shape (n_samples,)
+        True labels, each one of ``classes``.
+    classes : ndarray of shape (n_classes,)
+        The label of each column.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative sample weights.
+
+    Returns
+    -------
+    float
+        At most 0, higher is better.
+    """
+    check_consistent_length(log_proba, y, sample_weight)
+    _, y_index = resolve_classes(y, len(classes), classes)
+    sample_weight = check_sample_weight(sample_weight, len(y_index), relative=True)
+    log_p = np.clip(log_proba[np.arange(len(y_index)), y_index], _LOG_PROBA_EPS, 0.0)
+    return float(np.average(log_p, weights=sample_weight))
 
 
 class BaseCalibrator(ClassifierMixin, BaseEstimator):
@@ -132,8 +172,18 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     values, mapped in sorted order. A class with no sample in ``y`` keeps its
     column, with a :class:`~skcal.exceptions.MissingClassWarning`.
 
+    **Wrapper protocol.** :class:`~skcal.CalibratedClassifier` fits clones
+    of a calibrator on a classifier's scores; before each fit it calls
+    ``clone.set_params(**clone._wrapper_params(classes=..., input=...))``,
+    which sets ``classes`` (the classifier's ``classes_``) and ``input``
+    (``"proba"`` for ``predict_proba``, else ``"logits"``). A subclass that
+    names these parameters differently overrides :meth:`_wrapper_params`.
+
     **Score.** :meth:`score` returns the *negative mean log loss* (higher is
-    better), not accuracy: a calibrator is judged on its probabilities.
+    better), not accuracy: a calibrator is judged on its probabilities. The
+    probability of a true class is floored at 2.2e-308 before its log, as
+    probabilities are at the input: the score is ``-log_loss`` of
+    :func:`sklearn.metrics.log_loss` wherever that does not clip (at 2.2e-16).
     """
 
     _parameter_constraints: dict = {
@@ -173,6 +223,26 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         """
         return softmax_inplace(_owned(self._calibrated_logits(logits), logits))
 
+    def _wrapper_params(self, *, classes, input) -> dict:
+        """The parameters :class:`~skcal.CalibratedClassifier` sets on a clone.
+
+        The wrapper protocol (see the class docstring): a subclass whose
+        parameters have other names overrides this.
+
+        Parameters
+        ----------
+        classes : ndarray of shape (n_classes,)
+            The wrapper's ``classes_``, the label of each score column.
+        input : {"logits", "proba"}
+            What the classifier's scores are.
+
+        Returns
+        -------
+        dict
+            Keyword arguments for :meth:`set_params`.
+        """
+        return {"classes": classes, "input": input}
+
     # ------------------------------------------------------------ validation
     def _validate_scores(self, X, *, reset: bool, shift=None) -> np.ndarray:
         if _is_one_dimensional(X):  # skcal's advice before sklearn's reshape
@@ -199,6 +269,9 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         return logits, y_index, sample_weight
 
     # ---------------------------------------------------------------- public
+    # the parameters are validated by the decorator; nested estimators and
+    # functions get only what the calibrator built from validated values
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit the calibrator on scores ``X`` and labels ``y``.
 
@@ -217,7 +290,6 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         self : object
             The fitted calibrator.
         """
-        self._validate_params()
         logits, y_index, sample_weight = self._validate_fit_data(X, y, sample_weight)
         self._fit(logits, y_index, sample_weight)
         return self
@@ -269,13 +341,9 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         better, 0 is perfect.
         """
         check_is_fitted(self)
-        log_proba = self.predict_log_proba(X)
-        _, y_index = resolve_classes(y, len(self.classes_), self.classes_)
-        sample_weight = check_sample_weight(
-            sample_weight, log_proba.shape[0], relative=True
+        return negative_log_loss(
+            self.predict_log_proba(X), y, self.classes_, sample_weight
         )
-        nll = -log_proba[np.arange(len(y_index)), y_index]
-        return -float(np.average(nll, weights=sample_weight))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -308,9 +376,17 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
     the post-hoc calibration of an existing model, so pass the backbone's
     head when there is one.
 
+    **Wrapper protocol.** :class:`~skcal.CalibratedClassifier` reads the
+    classifier's embeddings and linear head; before fitting a clone of the
+    calibrator on them it calls ``clone.set_params(**clone._wrapper_params(
+    classes=..., coef=..., intercept=...))``, which sets ``classes`` and,
+    for a calibrator whose constructor takes ``coef`` and ``intercept``, the
+    head. A subclass that names these parameters differently overrides
+    :meth:`_wrapper_params`.
+
     **Score.** :meth:`score` returns the negative mean log loss (higher is
-    better), probabilities clipped to machine epsilon as in
-    :func:`sklearn.metrics.log_loss`.
+    better), computed as for score calibrators (see
+    :class:`BaseCalibrator`).
     """
 
     _parameter_constraints: dict = {"classes": ["array-like", None]}
@@ -323,6 +399,41 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
 
     def _predict_proba(self, X: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    @classmethod
+    def _takes_head(cls) -> bool:
+        """Whether the constructor takes a linear head as ``coef``/``intercept``.
+
+        Whether it is used may depend on other parameters (``_uses_head``).
+        """
+        names = cls._get_param_names()
+        return "coef" in names and "intercept" in names
+
+    def _wrapper_params(self, *, classes, coef, intercept) -> dict:
+        """The parameters :class:`~skcal.CalibratedClassifier` sets on a clone.
+
+        The wrapper protocol (see the class docstring): a subclass whose
+        parameters have other names overrides this.
+
+        Parameters
+        ----------
+        classes : ndarray of shape (n_classes,)
+            The wrapper's ``classes_``, the label of each row of ``coef``.
+        coef : ndarray of shape (n_classes, n_features)
+            The classifier's linear head, read with the embeddings.
+        intercept : ndarray of shape (n_classes,)
+            Its bias.
+
+        Returns
+        -------
+        dict
+            Keyword arguments for :meth:`set_params`: ``classes``, and the
+            head when the calibrator takes one (:meth:`_takes_head`).
+        """
+        params = {"classes": classes}
+        if self._takes_head():
+            params.update(coef=coef, intercept=intercept)
+        return params
 
     # ------------------------------------------------------------ validation
     def _validate_embeddings(self, X, *, reset: bool) -> np.ndarray:
@@ -406,6 +517,9 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         return np.asarray(X, dtype=np.float64) @ self.coef_.T + self.intercept_
 
     # ---------------------------------------------------------------- public
+    # the parameters are validated by the decorator; nested estimators and
+    # functions get only what the calibrator built from validated values
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit the calibrator on embeddings ``X`` and labels ``y``.
 
@@ -423,7 +537,6 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         self : object
             The fitted calibrator.
         """
-        self._validate_params()
         X = self._validate_embeddings(X, reset=True)
         head = self._head_columns(X.shape[1]) if self._uses_head else None
         if head is not None:
@@ -433,7 +546,7 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         else:
             n_columns = len(np.unique(np.asarray(y))) if y is not None else 0
         self.classes_, y_index, sample_weight = check_fit_targets(
-            self, y, X.shape[0], n_columns, self.classes, sample_weight, stacklevel=3
+            self, y, X.shape[0], n_columns, self.classes, sample_weight
         )
         if self._uses_head:
             if head is None:
@@ -468,15 +581,9 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         better, 0 is perfect.
         """
         check_is_fitted(self)
-        check_consistent_length(X, y, sample_weight)
-        proba = self.predict_proba(X)
-        _, y_index = resolve_classes(y, len(self.classes_), self.classes_)
-        sample_weight = check_sample_weight(
-            sample_weight, proba.shape[0], relative=True
+        return negative_log_loss(
+            self.predict_log_proba(X), y, self.classes_, sample_weight
         )
-        eps = np.finfo(np.float64).eps
-        p_true = np.clip(proba[np.arange(len(y_index)), y_index], eps, 1.0)
-        return float(np.average(np.log(p_true), weights=sample_weight))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

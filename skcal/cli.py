@@ -32,9 +32,9 @@ import argparse
 import ast
 import contextlib
 import difflib
-import inspect
 import itertools
 import json
+import linecache
 import os
 import re
 import sys
@@ -1037,8 +1037,10 @@ def _methods_help(head_note: bool = False) -> str:
 
 
 def _takes_head(cls) -> bool:
-    """Whether the calibrator has a ``coef`` parameter (a frozen linear head)."""
-    return "coef" in inspect.signature(cls).parameters
+    """Whether the calibrator takes a frozen linear head (``coef``, ``intercept``)."""
+    from .base import BaseLocalCalibrator
+
+    return issubclass(cls, BaseLocalCalibrator) and cls._takes_head()
 
 
 def _uses_head(cls) -> bool:
@@ -1219,12 +1221,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Modules whose ``raise`` statements report bad input: skcal's checks, and
+#: scikit-learn's validation of parameters, arrays and labels.
+_INPUT_CHECKS = re.compile(
+    r"skcal(\..+)?|sklearn\.utils\.(validation|_param_validation|multiclass)"
+)
+
+
+def _is_input_error(exc: ValueError) -> bool:
+    """Whether ``exc`` reports bad input (one line) rather than a bug.
+
+    A :class:`~skcal._cli_io.CLIError` is one of the command's own checks.
+    Another ``ValueError`` is the input's fault when a ``raise`` statement of
+    skcal or of scikit-learn's validation raised it: skcal checks what it is
+    given and says what is wrong. A ``ValueError`` from anywhere else (numpy,
+    scipy, torch, or Python itself, such as a failed unpacking) means that a
+    check is missing or that skcal has a bug: its traceback is shown.
+    """
+    if isinstance(exc, CLIError):
+        return True
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    if not _INPUT_CHECKS.fullmatch(module):
+        return False
+    line = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+    return line.lstrip().startswith("raise ")
+
+
 def main(argv=None) -> int:
-    """Entry point of the ``skcal`` console script; returns the exit code."""
+    """Entry point of the ``skcal`` console script; returns the exit code.
+
+    Errors in the input are one line on stderr and exit code 2; anything
+    else, internal errors included, propagates with its traceback.
+    """
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except ValueError as exc:  # CLIError, and the calibrators' own messages
+    except ValueError as exc:
+        if not _is_input_error(exc):
+            raise
         message = " ".join(str(exc).split())
         print(f"skcal {args.command}: error: {message}", file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ import re
 import joblib
 import numpy as np
 import pytest
-from scipy.special import softmax
+from scipy.special import log_softmax, softmax
 from sklearn.base import clone
 from sklearn.metrics import log_loss
 
@@ -254,6 +254,29 @@ def test_score_is_negative_log_loss(data):
     )
     assert est.score(X, names[y], sample_weight=w) == pytest.approx(
         expected_w, rel=1e-10
+    )
+
+
+def test_score_floors_hopeless_samples_at_the_input_floor(data):
+    # a true class 3000 below the top logit has log-probability -3000 / T
+    # (T ~ 2): the score counts it as log(2.2e-308) = -708.4, the floor of
+    # probabilities taken to their log, so that one such sample cannot
+    # outweigh thousands of others in a grid search
+    X, y = data
+    est = TemperatureScaling(device="cpu").fit(X, y)
+    X_test, y_test = X[:50].copy(), y[:50]
+    X_test[0] = 0.0
+    X_test[0, (y_test[0] + 1) % 4] = 3000.0
+    log_p = log_softmax(X_test / est.temperature_, axis=1)
+    true = log_p[np.arange(50), y_test]
+    assert true[0] < -1000
+    floor = np.log(np.finfo(np.float64).tiny)
+    expected = np.r_[floor, true[1:]].mean()
+    assert est.score(X_test, y_test) == pytest.approx(expected, rel=1e-9)
+    w = 1.0 + np.arange(50) % 3
+    expected_w = np.average(np.r_[floor, true[1:]], weights=w)
+    assert est.score(X_test, y_test, sample_weight=w) == pytest.approx(
+        expected_w, rel=1e-9
     )
 
 

@@ -346,6 +346,12 @@ def _write_error_cases(tmp_path):
         ("missing", "good", [], "cannot read {tmp}/missing.npz: no such file"),
         ("good", "good", ["--param", "bins=3"], "has no parameter 'bins'"),
         ("good", "good", ["--device", "tpu"], "device must be"),
+        (  # the estimator's own validation of a --param
+            "good",
+            "good",
+            ["--method", "HistogramBinningCalibrator", "--param", "n_bins=0"],
+            "'n_bins' parameter of HistogramBinningCalibrator must be",
+        ),
     ],
 )
 def test_calibrate_errors_are_one_clear_line(
@@ -362,6 +368,39 @@ def test_calibrate_errors_are_one_clear_line(
     assert "Traceback" not in err and not out.exists()
     if "unknown method" in expected:  # the message lists every valid name
         assert all(name in err for name, _ in all_estimators())
+
+
+def _broken_by_numpy(self, logits, y_index, sample_weight):
+    return np.ones(2) + np.ones(3)  # numpy raises a ValueError: a bug
+
+
+def _broken_in_skcal(self, logits, y_index, sample_weight):
+    from skcal.utils._proba import replace_top_label
+
+    # one row where skcal expects a matrix: skcal's own code fails to unpack
+    # its shape, a ValueError of Python's, not a message of skcal's checks
+    return replace_top_label(logits[0], y_index[:1], np.ones(1))
+
+
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        (_broken_by_numpy, "could not be broadcast"),
+        (_broken_in_skcal, "not enough values to unpack"),
+    ],
+)
+def test_internal_errors_keep_their_traceback(
+    score_files, tmp_path, capsys, monkeypatch, broken, message
+):
+    cal, test, _, _ = score_files
+    out = tmp_path / "out.npz"
+    argv = ["calibrate", "--method", "ts", "--fit", str(cal), "--apply", str(test)]
+    argv += ["--out", str(out), "--quiet"]
+    assert main(argv) == 0  # the files are fine
+    monkeypatch.setattr(TemperatureScaling, "_fit", broken)
+    with pytest.raises(ValueError, match=message):
+        main(argv)
+    assert "error:" not in capsys.readouterr().err
 
 
 def test_evaluate_errors(tmp_path, capsys):

@@ -101,7 +101,7 @@ NO_WRONG_PREDICTION = (
     "On the check's data (separable blobs, or 10 samples) the fitted head makes "
     "fewer than 2 mistakes, and ProCal needs at least 2 wrong predictions to "
     "estimate their density (a ValueError by design; tested in "
-    "tests/calibrators/test_local_baselines.py)."
+    "tests/calibrators/test_procal.py)."
 )
 PROCAL_FAILED = {
     name: NO_WRONG_PREDICTION

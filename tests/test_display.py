@@ -151,3 +151,28 @@ def test_reliability_from_estimator_and_bad_view():
     with pytest.raises(ValueError, match="view must be"):
         ReliabilityDisplay.from_estimator(ts, X, names[y], view="dog")
     plt.close("all")
+
+
+def test_reliability_view_has_one_spelling_and_the_old_one_is_deprecated():
+    from skcal.display import ReliabilityDisplay
+
+    y, proba, _ = problem(seed=2)
+    disp = ReliabilityDisplay.from_predictions(y, proba, n_bins=10)
+    assert disp.view == "top_label"  # the spelling of its own view= argument
+    assert disp.ax_.get_xlabel() == "mean confidence (top-label)"
+    assert disp.ax_.get_ylabel() == "accuracy"
+    arrays = dict(
+        mean_predicted=disp.mean_predicted,
+        fraction_positive=disp.fraction_positive,
+        count=disp.count,
+        edges=disp.edges,
+    )
+    with pytest.warns(FutureWarning, match='view="top_label"'):
+        old = ReliabilityDisplay(**arrays, view="top-label")
+    assert old.view == "top_label"
+    old.plot(show_counts=False)
+    assert old.ax_.get_ylabel() == "accuracy"  # still the top-label diagram
+    one_class = ReliabilityDisplay.from_predictions(y, proba, view=1, n_bins=10)
+    assert one_class.ax_.get_xlabel() == "mean predicted probability (class 1)"
+    assert one_class.ax_.get_ylabel() == "observed frequency"
+    plt.close("all")

@@ -1,6 +1,8 @@
 """CalibratedClassifier and extract_embeddings against independent references."""
 
 import pickle
+import warnings
+from inspect import signature
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
 from sklearn.model_selection import (
     GridSearchCV,
     KFold,
@@ -24,6 +27,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
+from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skcal import (
@@ -34,7 +38,10 @@ from skcal import (
     VectorScaling,
     VQLocalCalibrator,
 )
+from skcal.base import BaseLocalCalibrator
 from skcal.metrics import get_scorer
+from skcal.utils._testing import make_estimator
+from skcal.utils.discovery import all_estimators
 from skcal.wrappers import extract_embeddings
 
 TS = TemperatureScaling(device="cpu")
@@ -349,6 +356,76 @@ def test_pickle_clone_and_input_untouched(data):
     fresh = clone(cc)
     assert not hasattr(fresh, "classes_")
     assert fresh.get_params()["calibrator"] is not cc.calibrator
+
+
+# ---------------------------------------------------------------- score
+def test_score_is_sklearns_negative_log_loss_with_weights(data):
+    X_tr, y_tr, X_cal, y_cal, X_te, y_te = data
+    names = np.array(["ant", "bee", "cat", "dog"])
+    clf = LogisticRegression(max_iter=2000).fit(X_tr, names[y_tr])
+    cc = CalibratedClassifier(FrozenEstimator(clf), calibrator=TS)
+    cc.fit(X_cal, names[y_cal])
+    proba = cc.predict_proba(X_te)
+    # inside the range where scikit-learn does not clip
+    assert proba[np.arange(len(y_te)), y_te].min() > np.finfo(np.float64).eps
+    w = np.arange(len(y_te)) % 3
+    for weights in (None, w):
+        expected = -log_loss(
+            names[y_te], proba, labels=cc.classes_, sample_weight=weights
+        )
+        assert cc.score(X_te, names[y_te], sample_weight=weights) == pytest.approx(
+            expected, rel=1e-12
+        )
+
+
+def test_score_floors_a_zero_probability_like_every_skcal_score(data):
+    X_tr, y_tr, X_cal, y_cal, X_te, y_te = data
+    tree = DecisionTreeClassifier(random_state=0).fit(X_tr, y_tr)  # 0s and 1s
+    cc = CalibratedClassifier(FrozenEstimator(tree), calibrator="passthrough")
+    cc.fit(X_cal, y_cal)
+    wrong = tree.predict(X_te) != y_te
+    assert 0 < wrong.sum() < len(y_te)
+    np.testing.assert_array_equal(cc.predict_proba(X_te).max(axis=1), 1.0)
+    # a probability of 0 costs -log(2.2e-308) = 708.4, not scikit-learn's 36.0
+    expected = np.log(np.finfo(np.float64).tiny) * wrong.mean()
+    assert cc.score(X_te, y_te) == pytest.approx(expected, rel=1e-12)
+
+
+# ------------------------------------------------------- wrapper protocol
+@pytest.mark.parametrize("name, cls", all_estimators())
+def test_every_calibrator_is_configured_by_the_wrapper(name, cls, data, mlp):
+    X_tr, y_tr, X_cal, y_cal, _, _ = data
+    template = make_estimator(cls, device="cpu")
+    local = issubclass(cls, BaseLocalCalibrator)
+    if local:
+        cc = CalibratedClassifier(FrozenEstimator(mlp), calibrator=template)
+    else:  # probabilities: "proba" is not the default input, so it shows
+        clf = LogisticRegression(max_iter=2000).fit(X_tr, y_tr)
+        cc = CalibratedClassifier(
+            FrozenEstimator(clf), calibrator=template, response_method="predict_proba"
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cc.fit(X_cal, y_cal)
+    (pair,) = cc.calibrated_classifiers_
+    params = pair.calibrator.get_params()
+    np.testing.assert_array_equal(params["classes"], cc.classes_)
+    if not local:
+        assert params["input"] == "proba"
+    elif "coef" in signature(cls).parameters:  # takes the head: gets the MLP's
+        _, coef, intercept = extract_embeddings(mlp, X_cal)
+        np.testing.assert_array_equal(params["coef"], coef)
+        np.testing.assert_array_equal(params["intercept"], intercept)
+    assert template.get_params()["classes"] is None  # the template is untouched
+
+
+def test_the_classifiers_parameters_are_validated_by_its_own_fit(data):
+    X_tr, y_tr = data[0], data[1]
+    # validation of nested estimators is not skipped: without it, this
+    # LogisticRegression fits silently, with coefficients of 1e156
+    bad = CalibratedClassifier(LogisticRegression(C=-1.0), calibrator=TS, cv=2)
+    with pytest.raises(ValueError, match="'C' parameter of LogisticRegression"):
+        bad.fit(X_tr, y_tr)
 
 
 # ------------------------------------------------------- extract_embeddings

@@ -1,6 +1,6 @@
 """Deterministic full-batch solvers used by the convex calibrators.
 
-Two solvers, both deterministic for a given input and device:
+Three solvers, each deterministic for a given input and device:
 
 * :func:`newton_root_1d`, a safeguarded Newton iteration for the root of a
   monotone 1-D function (the derivative of a convex 1-D objective), used by
@@ -12,7 +12,9 @@ Two solvers, both deterministic for a given input and device:
 
 :func:`train_adam` is the mini-batch counterpart with a validation loss.
 
-Both report convergence; callers turn a failure into a ``ConvergenceWarning``.
+The first two report convergence in an :class:`OptimResult`, which callers
+turn into a ``ConvergenceWarning`` on failure; the Adam loops return their
+best epoch (or step) instead.
 """
 
 from __future__ import annotations

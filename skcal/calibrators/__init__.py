@@ -3,7 +3,8 @@
 from ._binning import HistogramBinningCalibrator, IsotonicCalibrator
 from ._cts import ClassTemperatureScaling
 from ._dirichlet import DirichletCalibrator, DirichletCalibratorCV
-from ._kernel import KCalCalibrator, LocalNetCalibrator
+from ._kcal import KCalCalibrator
+from ._local_net import LocalNetCalibrator
 from ._platt import BetaCalibrator, PlattCalibrator
 from ._procal import ProCalCalibrator
 from ._pts import ParameterizedTemperatureScaling

@@ -14,6 +14,7 @@ from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
 from ..utils._sklearn import Interval, StrOptions
 from ..utils._validation import effective_sample_size
+from ..utils._warnings import warn
 from ._scaling import (
     _LBFGS_CONSTRAINTS,
     _warn_unconverged,
@@ -230,13 +231,12 @@ class DirichletCalibrator(BaseCalibrator):
         n_params = n_params.get(self.matrix, 1)
         n_samples = effective_sample_size(sample_weight)
         if self.reg_lambda == 0 and not self.reg_mu and 10 * n_params > n_samples:
-            warnings.warn(
+            warn(
                 f"DirichletCalibrator without regularisation fits {n_params} "
                 f"parameters on {n_samples:.0f} samples (fewer than 10 "
                 "per parameter) and is likely to over-fit: set reg_lambda and "
                 "reg_mu, or use DirichletCalibratorCV to choose them.",
                 UserWarning,
-                stacklevel=4,
             )
         # start from temperature scaling, on well-scaled features
         beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
@@ -292,9 +292,11 @@ class DirichletCalibratorCV(BaseCalibrator):
     reg_norm : bool, default=False
         See :class:`DirichletCalibrator`.
     cv : int, default=5
-        Number of stratified folds. A class with fewer than ``cv`` samples is
-        missing from some folds (with a warning); fewer than ``cv`` samples
-        in every class is an error.
+        Number of stratified folds, never reduced: a class with fewer than
+        ``cv`` samples is missing from some folds (with a warning that counts
+        such classes), and when every class has fewer than ``cv`` samples
+        ``fit`` raises a ValueError naming ``cv`` and the size of the largest
+        class.
     random_state : int, RandomState instance or None, default=None
         Shuffling of the folds.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
@@ -401,13 +403,12 @@ class DirichletCalibratorCV(BaseCalibrator):
                 "fixed reg_lambda / reg_mu on so few samples."
             )
         if counts.min() < self.cv:
-            warnings.warn(
+            warn(
                 f"{name}: {np.count_nonzero(counts < self.cv)} class(es) have "
                 f"fewer than cv={self.cv} samples (the smallest has "
                 f"{counts.min()}), so some folds are fitted without them. Lower "
                 "cv if the selected regularisation looks unstable.",
                 UserWarning,
-                stacklevel=4,
             )
         splitter = StratifiedKFold(
             self.cv, shuffle=True, random_state=self.random_state

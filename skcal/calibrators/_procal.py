@@ -5,11 +5,10 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
-import torch
 from sklearn.utils.validation import check_is_fitted
 
-from .._torch import resolve_device, to_numpy, to_tensor
-from .._torch.kernels import gaussian_kde_2d, knn_sq_distances, softmax_inplace
+from .._torch import resolve_device
+from .._torch.kernels import density_ratio_confidence, knn_proximity, softmax_inplace
 from ..base import BaseLocalCalibrator
 from ..utils._proba import replace_top_label
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
@@ -159,14 +158,11 @@ class ProCalCalibrator(BaseLocalCalibrator):
         self.n_neighbors = n_neighbors
         self.device = device
 
-    def _proximity(self, E: np.ndarray, *, exclude_self: bool) -> np.ndarray:
-        dev = resolve_device(self.device)
-        memory = to_tensor(self.embeddings_, dev, torch.float64)
-        queries = memory if exclude_self else to_tensor(E, dev, torch.float64)
-        d2 = knn_sq_distances(
-            queries, memory, self.n_neighbors_, exclude_self=exclude_self
+    def _proximity(self, E: np.ndarray | None) -> np.ndarray:
+        """Proximity of ``E`` to the memory (None: of the memory, leave-one-out)."""
+        return knn_proximity(
+            self.embeddings_, E, self.n_neighbors_, device=resolve_device(self.device)
         )
-        return to_numpy(torch.exp(-d2).mean(dim=1))
 
     def _fit(self, X, y_index, sample_weight):
         # weights are frequencies: a zero-weight row is no sample at all
@@ -181,7 +177,7 @@ class ProCalCalibrator(BaseLocalCalibrator):
         proba = softmax_inplace(self._logits(X))
         conf = proba.max(axis=1)
         correct = proba.argmax(axis=1) == y_index
-        prox = self._proximity(self.embeddings_, exclude_self=True)
+        prox = self._proximity(None)
         points = np.column_stack([conf, prox])
         groups = {}
         for name, keep in (("correct", correct), ("wrong", ~correct)):
@@ -202,28 +198,24 @@ class ProCalCalibrator(BaseLocalCalibrator):
         self.ratio_ = float(self.weights_wrong_.sum() / self.weights_correct_.sum())
 
     def _calibrated_confidence(self, points: np.ndarray) -> np.ndarray:
-        dev = resolve_device(self.device)
-        queries = to_tensor(points, dev, torch.float64)
-
-        def density(which):
-            return gaussian_kde_2d(
-                to_tensor(getattr(self, f"points_{which}_"), dev, torch.float64),
-                to_tensor(getattr(self, f"weights_{which}_"), dev, torch.float64),
-                to_tensor(getattr(self, f"bandwidth_{which}_"), dev, torch.float64),
-                queries,
-            )
-
-        f1, f0 = density("correct"), density("wrong")
-        return to_numpy(f1 / torch.clamp(f1 + self.ratio_ * f0, min=1e-10))
+        return density_ratio_confidence(
+            points,
+            points_correct=self.points_correct_,
+            weights_correct=self.weights_correct_,
+            bandwidth_correct=self.bandwidth_correct_,
+            points_wrong=self.points_wrong_,
+            weights_wrong=self.weights_wrong_,
+            bandwidth_wrong=self.bandwidth_wrong_,
+            ratio=self.ratio_,
+            device=resolve_device(self.device),
+        )
 
     def _predict_proba(self, X):
         logits = self._logits(X)
         proba = softmax_inplace(logits.copy())
         top = np.argmax(logits, axis=1)
         conf = proba[np.arange(len(top)), top]
-        prox = self._proximity(
-            _l2_normalize(np.asarray(X, dtype=np.float64)), exclude_self=False
-        )
+        prox = self._proximity(_l2_normalize(np.asarray(X, dtype=np.float64)))
         new_conf = np.clip(
             self._calibrated_confidence(np.column_stack([conf, prox])), 0.0, 1.0
         )

@@ -5,13 +5,13 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 
 from .._torch import resolve_device
 from .._torch.kernels import fit_pts, pts_predict_logits
 from ..base import BaseCalibrator
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
+from ..utils._split import split_rows
 from ._scaling import fit_inverse_temperature
 
 __all__ = ["ParameterizedTemperatureScaling"]
@@ -24,10 +24,12 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
     ``p = softmax(z / T(z))``, with ``k = min(n_top, n_classes)``. The network
     (by default two hidden layers of 5 ReLU units, as in the paper) is
     trained with mini-batch Adam on the Brier score, the paper's MSE loss, on
-    a random ``1 - validation_fraction`` of the calibration set; training
-    stops when the loss on the rest has not improved for ``patience`` epochs,
-    and the best epoch's weights are kept. A temperature never changes the
-    predicted class.
+    a random ``1 - validation_fraction`` of the calibration set (stratified
+    on the labels when every class has two samples or more; at least one
+    sample is held out and one is trained on); training stops when the loss
+    on the rest has not improved for ``patience`` epochs, and the best
+    epoch's weights are kept. A temperature never changes the predicted
+    class.
 
     Two departures from the paper make the method independent of the
     logits' offset and scale, which the softmax ignores:
@@ -170,32 +172,19 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
             )
         rng = check_random_state(self.random_state)
         split_seed, torch_seed = rng.randint(np.iinfo(np.int32).max, size=2)
-        counts = np.bincount(y_index, minlength=n_classes)
-        n_val = max(1, int(round(self.validation_fraction * n_samples)))
-        # stratify on the labels, so the split ignores the column order of X
-        stratify = (
-            self.classes_[y_index]
-            if counts[counts > 0].min() >= 2 and n_val >= np.count_nonzero(counts)
-            else None
-        )
-        train_idx, val_idx = train_test_split(
-            np.arange(n_samples),
-            test_size=n_val,
-            stratify=stratify,
-            random_state=split_seed,
-        )
+        train_idx, val_idx = self._train_validation_split(y_index, int(split_seed))
         beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
         self.temperature_init_ = float(1.0 / beta)
         self.n_top_ = int(min(self.n_top, n_classes))
-        self.coefs_, self.intercepts_, self.best_epoch_, self.n_epochs_ = fit_pts(
+        fitted = fit_pts(
             logits * beta,
             y_index,
             sample_weight,
             k=self.n_top_,
             hidden=tuple(int(h) for h in self.hidden_layer_sizes),
             initial_temperature=1.0,
-            train_idx=np.sort(train_idx),
-            val_idx=np.sort(val_idx),
+            train_idx=train_idx,
+            val_idx=val_idx,
             lr=self.learning_rate,
             weight_decay=self.weight_decay,
             batch_size=self.batch_size,
@@ -205,6 +194,26 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
             device=resolve_device(self.device),
             verbose=self.verbose,
         )
+        self.coefs_ = fitted.coefs
+        self.intercepts_ = fitted.intercepts
+        self.best_epoch_ = fitted.best_epoch
+        self.n_epochs_ = fitted.n_epochs
+
+    def _train_validation_split(self, y_index, seed):
+        """Sorted rows of the training and the validation part.
+
+        The validation part holds ``round(validation_fraction * n)`` rows, at
+        least 1 and at most ``n - 1``. The split is stratified when every
+        class present has 2 samples or more and each part can hold one of every
+        class; it is stratified on the labels' sorted order (not on the
+        column order of ``X``), so that reordering the columns together with
+        ``classes`` gives the same split.
+        """
+        n_samples = len(y_index)
+        n_val = int(round(self.validation_fraction * n_samples))
+        n_val = min(n_samples - 1, max(1, n_val))
+        labels = np.unique(self.classes_[y_index], return_inverse=True)[1]
+        return split_rows(labels, np.arange(n_samples), n_samples - n_val, seed)
 
     def _calibrated_logits(self, logits):
         return pts_predict_logits(

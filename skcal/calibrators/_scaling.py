@@ -6,7 +6,6 @@ Class-based temperature scaling is in ``_cts.py``, next to its kernel.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import replace
 from numbers import Integral, Real
 
@@ -22,6 +21,7 @@ from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._validation import effective_sample_size
+from ..utils._warnings import warn
 
 __all__ = [
     "MatrixScaling",
@@ -42,12 +42,11 @@ _LOG_BETA_BOUND = 16.0
 
 def _warn_unconverged(name: str, result, max_iter: int) -> None:
     if not result.converged:
-        warnings.warn(
+        warn(
             f"{name} did not converge in max_iter={max_iter} iterations (largest "
             f"gradient entry {result.grad_max:.3g}). Increase max_iter, add "
             "regularisation, or check the scores for extreme values.",
             ConvergenceWarning,
-            stacklevel=3,
         )
 
 
@@ -86,20 +85,18 @@ def fit_inverse_temperature(
             else "the scores carry no information about the labels, or are "
             "anti-correlated with them"
         )
-        warnings.warn(
+        warn(
             f"Temperature scaling: the log-likelihood has no minimum for a "
             f"temperature within exp(+-16) of the logits' scale {scale:.4g} (the "
             f"median range of a row) ({reason}); the temperature was set to the "
             f"bound {scale / result.x:.4g}.",
             ConvergenceWarning,
-            stacklevel=4,
         )
     elif not result.converged:
-        warnings.warn(
+        warn(
             f"Temperature scaling did not converge in max_iter={max_iter} Newton "
             "iterations; increase max_iter.",
             ConvergenceWarning,
-            stacklevel=4,
         )
     return replace(result, x=result.x / scale)
 

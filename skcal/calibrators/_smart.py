@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -14,6 +13,7 @@ from .._torch.kernels import fit_smart, smart_predict_temperature
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
+from ..utils._warnings import warn
 
 __all__ = ["SMARTCalibrator"]
 
@@ -278,41 +278,39 @@ class SMARTCalibrator(BaseCalibrator):
             device=resolve_device(self.device),
             verbose=self.verbose,
         )
-        self.coefs_ = fitted["coefs"]
-        self.intercepts_ = fitted["intercepts"]
-        self.gap_mean_ = fitted["gap_mean"]
-        self.gap_std_ = fitted["gap_std"]
-        self.gap_range_ = fitted["gap_range"]
-        self.best_epoch_ = fitted["best_epoch"]
-        self.n_epochs_ = fitted["n_epochs"]
-        self.loss_curve_ = fitted["loss_curve"]
-        self.temperature_init_ = fitted["temperature_init"]
+        self.coefs_ = fitted.coefs
+        self.intercepts_ = fitted.intercepts
+        self.gap_mean_ = fitted.gap_mean
+        self.gap_std_ = fitted.gap_std
+        self.gap_range_ = fitted.gap_range
+        self.best_epoch_ = fitted.best_epoch
+        self.n_epochs_ = fitted.n_epochs
+        self.loss_curve_ = fitted.loss_curve
+        self.temperature_init_ = fitted.temperature_init
         if not np.all(np.isfinite(self.loss_curve_)):
-            warnings.warn(
+            warn(
                 "SMARTCalibrator: the training loss became non-finite; the "
                 f"parameters of epoch {self.best_epoch_} (the best finite loss) "
                 "were kept. Lower learning_rate or raise t_min.",
                 ConvergenceWarning,
-                stacklevel=3,
             )
 
-    def _state(self):
-        return (
-            self.coefs_,
-            self.intercepts_,
-            self.gap_mean_,
-            self.gap_std_,
-            self.gap_range_ if self.clip_gap else None,
-            float(self.t_min),
+    def _temperature(self, logits):
+        return smart_predict_temperature(
+            logits,
+            coefs=self.coefs_,
+            intercepts=self.intercepts_,
+            gap_mean=self.gap_mean_,
+            gap_std=self.gap_std_,
+            t_min=float(self.t_min),
+            gap_range=self.gap_range_ if self.clip_gap else None,
+            device=resolve_device(self.device),
         )
 
     def _calibrated_logits(self, logits):
         # only the temperatures need torch; dividing in numpy saves a
         # round trip of the whole score matrix
-        T = smart_predict_temperature(
-            self._state(), logits, resolve_device(self.device)
-        )
-        return logits / T[:, None]
+        return logits / self._temperature(logits)[:, None]
 
     def predict_temperature(self, X) -> np.ndarray:
         """Temperature of each sample, shape (n_samples,).
@@ -328,7 +326,4 @@ class SMARTCalibrator(BaseCalibrator):
             ``T`` such that the calibrated logits are ``logits / T``.
         """
         check_is_fitted(self)
-        logits = self._validate_scores(X, reset=False)
-        return smart_predict_temperature(
-            self._state(), logits, resolve_device(self.device)
-        )
+        return self._temperature(self._validate_scores(X, reset=False))

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
-import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._torch import resolve_device, to_numpy
+from .._torch import resolve_device
 from .._torch.kernels import (
-    fit_calibra,
+    CompositionalMap,
+    GlobalDirichletMap,
+    fit_compositional_map,
     fit_divide,
-    vq_calibrated_logits,
+    fit_global_dirichlet_map,
+    vq_calibrated_proba,
     vq_head_log_proba,
 )
 from ..base import BaseLocalCalibrator
 from ..exceptions import CodebookWarning
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._split import stratified_split
+from ..utils._warnings import warn
 
 __all__ = ["VQLocalCalibrator"]
 
@@ -291,7 +293,46 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         )
 
     def _fit(self, X, y_index, sample_weight):
-        n_samples, n_features = X.shape
+        self._check_slots(X.shape[1])
+        rng = check_random_state(self.random_state)
+        split_seed, seed1, seed2 = rng.randint(np.iinfo(np.int32).max, size=3)
+        val, train = stratified_split(
+            y_index,
+            self.validation_fraction,
+            X.shape[0],
+            split_seed,
+            "VQLocalCalibrator",
+        )
+        dev = resolve_device(self.device)
+        self._check_cost(dev)
+        split = dict(train_idx=train, val_idx=val)
+        adam = dict(
+            lr=float(self.learning_rate),
+            weight_decay=float(self.weight_decay),
+            batch_size=self.batch_size,
+            max_epochs=self.max_epochs,
+            patience=self.patience,
+            device=dev,
+            verbose=self.verbose,
+        )
+        stage1 = self._divide(
+            X, y_index, sample_weight, seed=int(seed1), **split, **adam
+        )
+        self.codebook_ = stage1.codebook
+        self.head_coef_ = stage1.coef
+        self.head_intercept_ = stage1.intercept
+        head = self._head_outputs(X, dev)
+        self._count_codewords(head.index)
+        self.slot_scales_ = np.ones(self.n_slots)
+        stage2 = None
+        if self.calibration != "none":
+            stage2 = self._calibra(
+                head, y_index, sample_weight, seed=int(seed2), **split, **adam
+            )
+        self.best_epochs_ = (stage1.best_epoch, stage2.best_epoch if stage2 else 0)
+        self.n_epochs_ = (stage1.n_epochs, stage2.n_epochs if stage2 else 0)
+
+    def _check_slots(self, n_features):
         if n_features % self.n_slots:
             raise ValueError(
                 f"n_slots={self.n_slots} must divide the number of features, "
@@ -300,17 +341,9 @@ class VQLocalCalibrator(BaseLocalCalibrator):
                 f"{n_features} (e.g. {np.gcd(n_features, self.n_slots)}) or pad "
                 "the embeddings with zero columns."
             )
+
+    def _check_cost(self, dev):
         n_classes = len(self.classes_)
-        rng = check_random_state(self.random_state)
-        split_seed, seed1, seed2 = rng.randint(np.iinfo(np.int32).max, size=3)
-        val, train = stratified_split(
-            y_index,
-            self.validation_fraction,
-            n_samples,
-            split_seed,
-            "VQLocalCalibrator",
-        )
-        dev = resolve_device(self.device)
         work = n_classes * n_classes * self.n_codewords
         if (
             self.calibration == "compositional"
@@ -326,23 +359,15 @@ class VQLocalCalibrator(BaseLocalCalibrator):
                 f"the quantized head), or a global calibrator such as "
                 f"TemperatureScaling on the head's logits."
             )
+
+    def _divide(self, X, y_index, sample_weight, **kwargs):
+        """Stage 1: the codebook and the head (:func:`fit_divide`)."""
         frozen = self.head == "frozen"
-        common = dict(
-            lr=float(self.learning_rate),
-            weight_decay=float(self.weight_decay),
-            batch_size=self.batch_size,
-            max_epochs=self.max_epochs,
-            patience=self.patience,
-            device=dev,
-            verbose=self.verbose,
-        )
-        stage1 = fit_divide(
+        return fit_divide(
             X,
             y_index,
             sample_weight,
-            train_idx=train,
-            val_idx=val,
-            n_classes=n_classes,
+            n_classes=len(self.classes_),
             n_slots=self.n_slots,
             n_codewords=self.n_codewords,
             codebook_mode=self.codebook,
@@ -351,90 +376,73 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             head_coef=self.coef_ if frozen else None,
             head_intercept=self.intercept_ if frozen else None,
             n_init_batches=self.n_init_batches,
-            seed=int(seed1),
-            **common,
+            **kwargs,
         )
-        self.codebook_ = stage1["codebook"]
-        self.head_coef_ = stage1["coef"]
-        self.head_intercept_ = stage1["intercept"]
-        index, log_p = self._head_outputs(X, dev)
-        self.codeword_usage_ = np.bincount(
-            to_numpy(index).ravel(), minlength=self.n_codewords
-        )
+
+    def _count_codewords(self, index):
+        """``codeword_usage_``, and a warning about the unused codewords."""
+        self.codeword_usage_ = np.bincount(index.ravel(), minlength=self.n_codewords)
         dead = np.flatnonzero(self.codeword_usage_ == 0)
         if dead.size:
-            warnings.warn(
+            warn(
                 f"{dead.size} of {self.n_codewords} codewords are used by no slot "
                 f"of the calibration embeddings (e.g. {dead[:5].tolist()}); they "
                 "waste parameters. Lower n_codewords, or use ema_init='robust'.",
                 CodebookWarning,
-                stacklevel=3,
             )
-        self.slot_scales_ = np.ones(self.n_slots)
-        stage2 = {"best_epoch": 0, "n_epochs": 0}
-        if self.calibration != "none":
-            stage2 = fit_calibra(
-                index,
-                log_p,
-                y_index,
-                sample_weight,
-                train_idx=train,
-                val_idx=val,
-                n_codewords=self.n_codewords,
-                mode=self.calibration,
-                learn_variance=bool(self.learn_variance),
-                reg=float(self.reg),
-                identity_shift=bool(self.identity_shift),
-                seed=int(seed2),
-                **common,
+
+    def _calibra(self, head, y_index, sample_weight, **kwargs):
+        """Stage 2: the calibration map, stored as fitted attributes."""
+        if self.calibration == "dirichlet":
+            fit = fit_global_dirichlet_map(
+                head.log_proba, y_index, sample_weight, **kwargs
             )
-        if self.calibration == "compositional":
-            self.receivers_ = stage2["receivers"]
-            self.senders_ = stage2["senders"]
-            self.prior_logits_ = stage2["prior_logits"]
-            if self.learn_variance:
-                self.slot_scales_ = stage2["slot_scales"]
-        elif self.calibration == "dirichlet":
-            self.dirichlet_coef_ = stage2["coef"]
-            self.dirichlet_intercept_ = stage2["intercept"]
-        self.best_epochs_ = (stage1["best_epoch"], stage2["best_epoch"])
-        self.n_epochs_ = (stage1["n_epochs"], stage2["n_epochs"])
+            self.dirichlet_coef_ = fit.map.coef
+            self.dirichlet_intercept_ = fit.map.intercept
+            return fit
+        fit = fit_compositional_map(
+            head.index,
+            head.log_proba,
+            y_index,
+            sample_weight,
+            n_codewords=self.n_codewords,
+            learn_variance=bool(self.learn_variance),
+            reg=float(self.reg),
+            identity_shift=bool(self.identity_shift),
+            **kwargs,
+        )
+        self.receivers_ = fit.map.receivers
+        self.senders_ = fit.map.senders
+        self.prior_logits_ = fit.map.prior_logits
+        if self.learn_variance:
+            self.slot_scales_ = fit.map.slot_scales
+        return fit
 
     def _head_outputs(self, X, dev):
         return vq_head_log_proba(
             X, self.codebook_, self.head_coef_, self.head_intercept_, self.n_slots, dev
         )
 
-    def _calibration_state(self) -> dict:
+    def _calibration_map(self):
+        """The fitted stage-2 map, or None with ``calibration="none"``."""
+        if self.calibration == "none":
+            return None
         if self.calibration == "dirichlet":
-            return {
-                "coef": self.dirichlet_coef_,
-                "intercept": self.dirichlet_intercept_,
-            }
-        state = {
-            "receivers": self.receivers_,
-            "senders": self.senders_,
-            "prior_logits": self.prior_logits_,
-        }
-        if self.learn_variance:
-            state["slot_scales"] = self.slot_scales_
-        return state
+            return GlobalDirichletMap(self.dirichlet_coef_, self.dirichlet_intercept_)
+        return CompositionalMap(
+            self.receivers_,
+            self.senders_,
+            self.prior_logits_,
+            self.slot_scales_ if self.learn_variance else None,
+            identity_shift=bool(self.identity_shift),
+        )
 
     def _predict_proba(self, X):
         dev = resolve_device(self.device)
-        index, log_p = self._head_outputs(X, dev)
-        if self.calibration == "none":
-            logits = log_p
-        else:
-            logits = vq_calibrated_logits(
-                self._calibration_state(),
-                index,
-                log_p,
-                self.n_codewords,
-                dev,
-                identity_shift=bool(self.identity_shift),
-            )
-        return to_numpy(torch.softmax(logits, dim=1))
+        head = self._head_outputs(X, dev)
+        return vq_calibrated_proba(
+            head.index, head.log_proba, self._calibration_map(), dev
+        )
 
     def quantize(self, X) -> np.ndarray:
         """Codeword index of every slot: the cell of each sample.
@@ -451,5 +459,4 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         """
         check_is_fitted(self)
         X = self._validate_embeddings(X, reset=False)
-        index, _ = self._head_outputs(X, resolve_device(self.device))
-        return to_numpy(index)
+        return self._head_outputs(X, resolve_device(self.device)).index

@@ -11,6 +11,7 @@ from ..metrics import binned_statistics
 from ..metrics._binning import assign_bins
 from ..metrics._ece import top_label
 from ..utils._validation import check_proba_targets
+from ..utils._warnings import warn
 from ._ess import _start_line
 
 
@@ -18,7 +19,7 @@ def _scores_and_targets(proba, y_index, view, labels_):
     """(scores, targets, title) of the top-label or one class's view."""
     if isinstance(view, str) and view == "top_label":
         conf, correct = top_label(proba, y_index)
-        return conf, correct, "top-label"
+        return conf, correct, "top_label"
     matches = np.flatnonzero(labels_ == view) if labels_ is not None else []
     if len(matches):
         k = int(matches[0])
@@ -61,8 +62,11 @@ class ReliabilityDisplay:
         Lower and upper bootstrap quantiles of the frequency per bin.
     name : str, default=None
         Legend label.
-    view : str, default="top-label"
-        What the scores are (used in the axis labels).
+    view : str, default="top_label"
+        What the scores are: "top_label" for the top-label confidences
+        (against accuracy), else a title for one class's probabilities, such
+        as "class 3" (used in the axis labels). The spelling "top-label" is
+        deprecated.
 
     Attributes
     ----------
@@ -102,8 +106,16 @@ class ReliabilityDisplay:
         edges,
         band=None,
         name=None,
-        view="top-label",
+        view="top_label",
     ):
+        if view == "top-label":
+            warn(
+                'view="top-label" is deprecated and will not be accepted in a '
+                'future version: use view="top_label", the spelling of '
+                "from_predictions and of the metrics.",
+                FutureWarning,
+            )
+            view = "top_label"
         self.mean_predicted = np.asarray(mean_predicted)
         self.fraction_positive = np.asarray(fraction_positive)
         self.count = np.asarray(count)
@@ -168,10 +180,12 @@ class ReliabilityDisplay:
             self.count_ax_.set_ylim(0, 4 * max(self.count.max(), 1))
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
-        what = "confidence" if self.view == "top-label" else "predicted probability"
-        ax.set_xlabel(f"mean {what} ({self.view})")
-        observed = "accuracy" if self.view == "top-label" else "observed frequency"
-        ax.set_ylabel(observed)
+        if self.view == "top_label":
+            ax.set_xlabel("mean confidence (top-label)")
+            ax.set_ylabel("accuracy")
+        else:
+            ax.set_xlabel(f"mean predicted probability ({self.view})")
+            ax.set_ylabel("observed frequency")
         ax.legend(loc="upper left")
         self.ax_, self.figure_ = ax, ax.figure
         return self

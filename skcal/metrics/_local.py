@@ -6,15 +6,13 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._torch import resolve_device, to_numpy, to_tensor
-from .._torch.kernels import grouped_kernel_sums, local_errors
-from ..utils._sklearn import Interval, StrOptions, validate_params
+from .._torch.kernels import local_anchor_errors
+from ..utils._sklearn import Interval, StrOptions, _fit_context, validate_params
 from ..utils._validation import (
     check_class_weight,
     check_embeddings,
@@ -77,6 +75,9 @@ class LocalSpace(TransformerMixin, BaseEstimator):
     def __init__(self, n_components=50):
         self.n_components = n_components
 
+    # the scaler and the PCA are built here with valid parameters: no need to
+    # validate them again
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit the scaler and the PCA on reference features ``X``.
 
@@ -91,7 +92,6 @@ class LocalSpace(TransformerMixin, BaseEstimator):
         -------
         self : LocalSpace
         """
-        self._validate_params()
         X = validate_data(self, X, dtype=np.float64)
         check_embeddings(X, "features")
         if X.shape[0] < 2:
@@ -156,50 +156,29 @@ def _class_weights(class_weight, proba, y_index, w) -> np.ndarray:
     return check_class_weight(class_weight, n_classes, frequencies=frequencies)
 
 
-#: Rough cost of one exp, in multiply-adds, for choosing the kernel pass.
-_EXP_COST = 20
-#: Memory allowed for the group columns of the one-pass kernel (bytes).
-_ONE_PASS_BYTES = 512 * 2**20
+@dataclass(frozen=True)
+class _AnchorErrors:
+    """Per-anchor errors with the checked inputs they were computed from.
 
-
-def _one_kernel_pass_is_cheaper(groups, n_features: int) -> bool:
-    """Whether one kernel pass over all the points beats one pass per group.
-
-    A pass per group evaluates the kernel for every pair of each group: a
-    pair that shares the bins of several classes is evaluated once per
-    class. One pass evaluates every pair once and reduces it against two
-    columns per group. Both give the same sums.
+    Attributes
+    ----------
+    lce : ndarray of shape (n_samples, n_classes)
+        Signed ``LCE_k(i)``; NaN outside the kept bins.
+    ess : ndarray of shape (n_samples, n_classes) or None
+        ``ESS_k(i)``, NaN likewise; None unless asked for.
+    proba : ndarray of shape (n_samples, n_classes)
+        Checked probabilities.
+    y_index : ndarray of shape (n_samples,)
+        Column index of each sample's label.
+    sample_weight : ndarray of shape (n_samples,)
+        Checked sample weights (ones when none were given).
     """
-    if not groups:
-        return False
-    members = np.unique(np.concatenate([idx for _, idx in groups]))
-    m, g = len(members), len(groups)
-    if 2 * (2 * g) * m * 8 > _ONE_PASS_BYTES:
-        return False
-    pair = 2 * (n_features + 2) + _EXP_COST
-    per_group = sum(len(idx) ** 2 for _, idx in groups) * (pair + 4)
-    one_pass = m * m * (pair + 4 * g)
-    return one_pass < per_group
 
-
-def _all_groups_at_once(lce, groups, phi_t, resid, w, bandwidth, dev):
-    """Fill ``lce`` for every group from one pass of the kernel."""
-    members = np.unique(np.concatenate([idx for _, idx in groups]))
-    rhs = np.zeros((2 * len(groups), len(members)))
-    positions = []
-    for g, (k, idx) in enumerate(groups):
-        pos = np.searchsorted(members, idx)
-        rhs[2 * g, pos] = w[idx] * resid[idx, k]
-        rhs[2 * g + 1, pos] = w[idx]
-        positions.append(pos)
-    members_t = to_tensor(members, dev, torch.int64)
-    sums = to_numpy(
-        grouped_kernel_sums(
-            phi_t[members_t], to_tensor(rhs, dev, torch.float64), bandwidth
-        )
-    )
-    for g, ((k, idx), pos) in enumerate(zip(groups, positions)):
-        lce[idx, k] = sums[pos, 2 * g] / sums[pos, 2 * g + 1]
+    lce: np.ndarray
+    ess: np.ndarray | None
+    proba: np.ndarray
+    y_index: np.ndarray
+    sample_weight: np.ndarray
 
 
 def _anchor_errors(
@@ -217,19 +196,18 @@ def _anchor_errors(
     with_ess,
     class_weight=None,
 ):
-    """Per-anchor LCE (and ESS), shape (n_samples, n_classes), NaN outside
-    the kept bins; ``class_weight`` is only checked, before the kernel runs."""
+    """Per-anchor LCE (and ESS) of the kept confidence bins.
+
+    Binning and the support filter are done here, in numpy; the kernel sums
+    run in :func:`skcal._torch.kernels.local_anchor_errors`.
+    ``class_weight`` is only checked, before the kernel runs.
+    """
     proba, y_index, w = check_proba_targets(
         y_true, y_proba, labels=labels, sample_weight=sample_weight
     )
     _class_weights(class_weight, proba, y_index, w)  # fail fast
     n, n_classes = proba.shape
     phi = _features_in_space(features, space, n)
-    dev = resolve_device(device)
-    phi_t = to_tensor(phi, dev, torch.float64)
-    w_t = to_tensor(w, dev, torch.float64)
-    lce = np.full((n, n_classes), np.nan)
-    ess = np.full((n, n_classes), np.nan) if with_ess else None
     edges = bin_edges(proba[:, 0], n_bins)
     groups = []  # (class, members) of every kept confidence bin
     for k in range(n_classes):
@@ -247,23 +225,18 @@ def _anchor_errors(
             (k, np.flatnonzero(bins == b)) for b in np.flatnonzero(support > threshold)
         ]
     resid = proba - (y_index[:, None] == np.arange(n_classes))
-    if not with_ess and _one_kernel_pass_is_cheaper(groups, phi.shape[1]):
-        _all_groups_at_once(lce, groups, phi_t, resid, w, bandwidth, dev)
-        return lce, ess, proba, y_index, w
-    resid_t = to_tensor(resid, dev, torch.float64)
-    for k, idx in groups:
-        idx_t = to_tensor(idx, dev, torch.int64)
-        lce_b, ess_b = local_errors(
-            phi_t[idx_t], resid_t[idx_t, k], w_t[idx_t], bandwidth, with_ess=with_ess
-        )
-        lce[idx, k] = to_numpy(lce_b)
-        if with_ess:
-            ess[idx, k] = to_numpy(ess_b)
-    return lce, ess, proba, y_index, w
+    errors = local_anchor_errors(
+        phi, resid, w, groups, bandwidth, device=device, with_ess=with_ess
+    )
+    return _AnchorErrors(
+        lce=errors.lce, ess=errors.ess, proba=proba, y_index=y_index, sample_weight=w
+    )
 
 
-def _summarise(lce, w, class_weight, proba, y_index, reduce: str) -> float:
-    cw = _class_weights(class_weight, proba, y_index, w)
+def _summarise(anchors: _AnchorErrors, class_weight, reduce: str) -> float:
+    """Class-weighted mean of the per-class mean (or max) of ``|LCE_k(i)|``."""
+    lce, w = anchors.lce, anchors.sample_weight
+    cw = _class_weights(class_weight, anchors.proba, anchors.y_index, w)
     values, weights = [], []
     for k in range(lce.shape[1]):
         keep = ~np.isnan(lce[:, k]) & (w > 0)
@@ -396,8 +369,9 @@ def local_calibration_error(
 
     References
     ----------
-    C. Barbera et al. "Local calibration of multiclass classifiers".
-    AISTATS 2026, arXiv:2510.26566.
+    C. Barbera, L. Perini, G. De Toni, A. Passerini, A. Pugnana. "Multiclass
+    Local Calibration With the Jensen-Shannon Distance". AISTATS 2026,
+    arXiv:2510.26566.
 
     Examples
     --------
@@ -411,7 +385,7 @@ def local_calibration_error(
     >>> bool(0 <= lce < 0.1)
     True
     """
-    lce, _, proba, y_index, w = _anchor_errors(
+    anchors = _anchor_errors(
         y_true,
         y_proba,
         features,
@@ -425,7 +399,7 @@ def local_calibration_error(
         with_ess=False,
         class_weight=class_weight,
     )
-    return _summarise(lce, w, class_weight, proba, y_index, "mean")
+    return _summarise(anchors, class_weight, "mean")
 
 
 @validate_params(_LOCAL_PARAMS, prefer_skip_nested_validation=True)
@@ -474,7 +448,7 @@ def max_local_calibration_error(
     >>> bool(max_local_calibration_error(y, proba, features, space=None) < 0.5)
     True
     """
-    lce, _, proba, y_index, w = _anchor_errors(
+    anchors = _anchor_errors(
         y_true,
         y_proba,
         features,
@@ -488,7 +462,7 @@ def max_local_calibration_error(
         with_ess=False,
         class_weight=class_weight,
     )
-    return _summarise(lce, w, class_weight, proba, y_index, "max")
+    return _summarise(anchors, class_weight, "max")
 
 
 @dataclass
@@ -554,7 +528,7 @@ def local_calibration_errors(
     >>> result.anchor_errors.shape, bool(result.lce <= result.mlce)
     ((300, 2), True)
     """
-    lce, _, proba, y_index, w = _anchor_errors(
+    anchors = _anchor_errors(
         y_true,
         y_proba,
         features,
@@ -569,9 +543,9 @@ def local_calibration_errors(
         class_weight=class_weight,
     )
     return LocalCalibrationErrors(
-        lce=_summarise(lce, w, class_weight, proba, y_index, "mean"),
-        mlce=_summarise(lce, w, class_weight, proba, y_index, "max"),
-        anchor_errors=lce,
+        lce=_summarise(anchors, class_weight, "mean"),
+        mlce=_summarise(anchors, class_weight, "max"),
+        anchor_errors=anchors.lce,
     )
 
 
@@ -622,7 +596,7 @@ def effective_sample_size(
     >>> effective_sample_size(np.arange(30) % 2, proba, features, space=None)[0]
     array([29., 29.])
     """
-    _, ess, *_ = _anchor_errors(
+    anchors = _anchor_errors(
         y_true,
         y_proba,
         features,
@@ -635,7 +609,7 @@ def effective_sample_size(
         device=device,
         with_ess=True,
     )
-    return ess
+    return anchors.ess
 
 
 @dataclass
@@ -716,7 +690,7 @@ def ess_profile(
     >>> profile.lce.shape, int(profile.count.sum())
     ((15,), 800)
     """
-    lce, ess, _, _, w = _anchor_errors(
+    anchors = _anchor_errors(
         y_true,
         y_proba,
         features,
@@ -729,6 +703,7 @@ def ess_profile(
         device=device,
         with_ess=True,
     )
+    lce, ess, w = anchors.lce, anchors.ess, anchors.sample_weight
     count = np.zeros(n_quantiles)
     ess_sum = np.zeros(n_quantiles)
     lce_sum = np.zeros(n_quantiles)

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from numbers import Real
 
-import torch
-
-from .._torch import to_tensor
-from .._torch.kernels import soft_binned_ece
+from .._torch.kernels import soft_binned_ece_value
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._ece import BINNED_METRIC_PARAMS, top_label
@@ -22,13 +19,7 @@ def _soft_error(y_true, y_proba, sample_weight, labels, **kernel_args) -> float:
         y_true, y_proba, labels=labels, sample_weight=sample_weight
     )
     conf, correct = top_label(proba, y_index)
-    value = soft_binned_ece(
-        to_tensor(conf, "cpu", torch.float64),
-        to_tensor(correct, "cpu", torch.float64),
-        to_tensor(w, "cpu", torch.float64),
-        **kernel_args,
-    )
-    return float(value)
+    return soft_binned_ece_value(conf, correct, w, **kernel_args)
 
 
 @validate_params(

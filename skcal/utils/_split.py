@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-__all__ = ["stratified_split"]
+__all__ = ["split_rows", "stratified_split"]
 
 
 def stratified_split(y_index, fraction, n_samples, seed, name, sample_weight=None):
@@ -26,12 +26,12 @@ def stratified_split(y_index, fraction, n_samples, seed, name, sample_weight=Non
     counts = np.bincount(y_index[counted], minlength=int(y_index.max()) + 1)
     pinned = counted & (counts[y_index] == 1)
     if pinned.any() and np.count_nonzero(~pinned) >= n_first + 1:
-        first, second = _split_rows(y_index, rows[~pinned], n_first, seed)
+        first, second = split_rows(y_index, rows[~pinned], n_first, seed)
         return first, np.sort(np.concatenate([second, rows[pinned]]))
-    return _split_rows(y_index, rows, n_first, seed)
+    return split_rows(y_index, rows, n_first, seed)
 
 
-def _split_rows(y_index, rows, n_first, seed):
+def split_rows(y_index, rows, n_first, seed):
     """``rows`` split in ``n_first`` and the rest, stratified when possible."""
     labels = y_index[rows]
     counts = np.bincount(labels)

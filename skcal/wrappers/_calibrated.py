@@ -9,7 +9,6 @@ import numpy as np
 from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.frozen import FrozenEstimator
-from sklearn.metrics import log_loss
 from sklearn.model_selection import check_cv
 from sklearn.neural_network import MLPClassifier
 from sklearn.utils import (
@@ -29,8 +28,8 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 
 from .._torch.kernels import softmax_inplace
-from ..base import BaseLocalCalibrator
-from ..utils._sklearn import HasMethods, StrOptions
+from ..base import BaseLocalCalibrator, negative_log_loss
+from ..utils._sklearn import HasMethods, StrOptions, _fit_context
 from ..utils._validation import check_sample_weight
 from ._embeddings import extract_embeddings, final_step, supports_embeddings
 
@@ -122,6 +121,40 @@ def _fit_fold(estimator, X, y, train, test, fit_params, response, n_classes):
     return estimator, _outputs(estimator, _safe_indexing(X, test), response, n_classes)
 
 
+def _check_labels(y) -> np.ndarray:
+    """``y`` as 1-D classification labels (finite, if numbers)."""
+    y = column_or_1d(y, warn=True)
+    if y.dtype.kind == "f":
+        assert_all_finite(y, input_name="y")
+    check_classification_targets(y)
+    return y
+
+
+def _check_local_calibrator(template, estimator, frozen: bool, ensemble: bool):
+    """Refuse a local calibrator where its embeddings cannot be had or mixed."""
+    if not frozen and not ensemble:
+        raise ValueError(
+            f"{type(template).__name__} is a local calibrator fitted on "
+            f"embeddings, and ensemble=False would fit it on the out-of-fold "
+            f"embeddings of models fitted on different folds, which live in "
+            f"different spaces. Use ensemble=True (or 'auto'), or calibrate "
+            f"a fitted model through FrozenEstimator."
+        )
+    if not supports_embeddings(estimator):
+        raise TypeError(
+            f"{type(template).__name__} is fitted on embeddings, but skcal "
+            f"cannot read them from {type(final_step(estimator)).__name__}: "
+            f"it reads an MLPClassifier, a linear classifier or a Pipeline "
+            f"ending in one. Use a score calibrator, or compute the "
+            f"embeddings yourself (see skcal.wrappers.extract_embeddings)."
+        )
+
+
+def _at(values, index):
+    """``values[index]``, or None for None."""
+    return None if values is None else values[index]
+
+
 def _outputs(estimator, X, response, n_classes):
     if response == "embeddings":
         return extract_embeddings(estimator, X)
@@ -155,7 +188,11 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     (:class:`~skcal.base.BaseLocalCalibrator`) sees the classifier's
     embeddings and gets its linear head as ``coef`` / ``intercept``, both
     read by :func:`~skcal.wrappers.extract_embeddings` (an ``MLPClassifier``,
-    a linear model or a ``Pipeline`` ending in one).
+    a linear model or a ``Pipeline`` ending in one). The calibrator says
+    which of its parameters these are through the wrapper protocol of
+    :class:`~skcal.base.BaseCalibrator` and
+    :class:`~skcal.base.BaseLocalCalibrator`; a calibrator that is not a
+    skcal one is fitted with the parameters it was given.
 
     Parameters
     ----------
@@ -286,30 +323,32 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             params["sample_weight"] = sample_weight
         return params, {}
 
-    def _new_calibrator(self, template, input_kind, head=None):
+    def _new_calibrator(self, template, **outputs):
+        """A clone of ``template`` configured by the wrapper protocol.
+
+        ``outputs`` is ``input=`` for a score calibrator, ``coef=`` and
+        ``intercept=`` for a local one: the clone's ``_wrapper_params`` (see
+        :class:`~skcal.base.BaseCalibrator`) says which of its parameters
+        they and ``classes_`` set. A calibrator without that method (not a
+        skcal one) is fitted as it is.
+        """
         if template is None:
             return None
         calibrator = clone(template)
-        params = calibrator.get_params(deep=False)
-        update = {}
-        if "classes" in params:
-            update["classes"] = self.classes_
-        if input_kind is not None and "input" in params:
-            update["input"] = input_kind
-        if head is not None and "coef" in params:
-            update["coef"], update["intercept"] = head
-        return calibrator.set_params(**update)
+        configure = getattr(calibrator, "_wrapper_params", None)
+        if configure is None:
+            return calibrator
+        return calibrator.set_params(**configure(classes=self.classes_, **outputs))
 
     def _fit_calibrator(self, template, outputs, y, sample_weight):
         """Clone the template, fit it on one set of outputs; return it."""
         if self.response_ == "embeddings":
-            emb, coef, intercept = outputs
-            calibrator = self._new_calibrator(template, None, (coef, intercept))
-            Z = emb
+            Z, coef, intercept = outputs
+            calibrator = self._new_calibrator(template, coef=coef, intercept=intercept)
         else:
             (Z,) = outputs
             kind = "proba" if self.response_ == "predict_proba" else "logits"
-            calibrator = self._new_calibrator(template, kind)
+            calibrator = self._new_calibrator(template, input=kind)
         if calibrator is not None:
             calibrator.fit(Z, y, sample_weight=sample_weight)
         return calibrator
@@ -325,6 +364,10 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             )
 
     # ------------------------------------------------------------------ fit
+    @_fit_context(
+        # the classifier is the user's, unvalidated: its own fit validates it
+        prefer_skip_nested_validation=False
+    )
     def fit(self, X, y, sample_weight=None, **fit_params):
         """Fit the classifier (unless frozen) and the calibrator.
 
@@ -347,121 +390,129 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         self : object
             The fitted wrapper.
         """
-        self._validate_params()
         X, y = indexable(X, y)
-        y = column_or_1d(y, warn=True)
-        if y.dtype.kind == "f":
-            assert_all_finite(y, input_name="y")
-        check_classification_targets(y)
-        estimator = self.estimator
+        y = _check_labels(y)
         template = self._get_calibrator()
-        local = isinstance(template, BaseLocalCalibrator)
-        frozen = isinstance(estimator, FrozenEstimator)
+        frozen = isinstance(self.estimator, FrozenEstimator)
         ensemble = (not frozen) if self.ensemble == "auto" else bool(self.ensemble)
-        if local and not frozen and not ensemble:
-            raise ValueError(
-                f"{type(template).__name__} is a local calibrator fitted on "
-                f"embeddings, and ensemble=False would fit it on the out-of-fold "
-                f"embeddings of models fitted on different folds, which live in "
-                f"different spaces. Use ensemble=True (or 'auto'), or calibrate "
-                f"a fitted model through FrozenEstimator."
-            )
-        if local and not supports_embeddings(estimator):
-            raise TypeError(
-                f"{type(template).__name__} is fitted on embeddings, but skcal "
-                f"cannot read them from {type(final_step(estimator)).__name__}: "
-                f"it reads an MLPClassifier, a linear classifier or a Pipeline "
-                f"ending in one. Use a score calibrator, or compute the "
-                f"embeddings yourself (see skcal.wrappers.extract_embeddings)."
-            )
-        sample_weight = (
-            None
-            if sample_weight is None
-            else check_sample_weight(sample_weight, len(y))
+        local = isinstance(template, BaseLocalCalibrator)
+        if local:
+            _check_local_calibrator(template, self.estimator, frozen, ensemble)
+        if sample_weight is not None:
+            sample_weight = check_sample_weight(sample_weight, len(y))
+        fit_params, split_params = self._routed_params(
+            self.estimator, sample_weight, fit_params
         )
-        fit_params_est, split_params = self._routed_params(
-            estimator, sample_weight, fit_params
-        )
-        self.response_ = _resolve_response(estimator, self.response_method, local)
-        if frozen:
-            self.classes_ = np.asarray(estimator.classes_)
-            unknown = np.setdiff1d(np.unique(y), self.classes_)
-            if unknown.size:
-                raise ValueError(
-                    f"y has labels {unknown.tolist()} that the frozen "
-                    f"classifier does not know (its classes_ are "
-                    f"{self.classes_.tolist()}); it cannot predict them."
-                )
-        else:
-            self.classes_ = np.unique(y)
-        n_classes = len(self.classes_)
-
+        self.response_ = _resolve_response(self.estimator, self.response_method, local)
+        self.classes_ = self._fit_classes(y, frozen)
         if frozen and not ensemble:
-            outputs = _outputs(estimator, X, self.response_, n_classes)
-            pairs = [
-                (estimator, self._fit_calibrator(template, outputs, y, sample_weight))
-            ]
+            pairs = [self._calibrate_frozen(template, X, y, sample_weight)]
         else:
-            cv = check_cv(self.cv, y, classifier=True)
-            n_folds = cv.get_n_splits(X, y, **split_params)
-            counts = np.unique(y, return_counts=True)[1]
-            if not frozen and n_folds and counts.min() < n_folds:
-                raise ValueError(
-                    f"{n_folds}-fold cross-fitting needs at least {n_folds} "
-                    f"samples of every class, but one class has "
-                    f"{int(counts.min())}. Use fewer folds (cv=...) or more data."
-                )
-            folds = list(cv.split(X, y, **split_params))
-            fitted = Parallel(n_jobs=self.n_jobs)(
-                delayed(_fit_fold)(
-                    clone(estimator),
-                    X,
-                    y,
-                    train,
-                    test,
-                    fit_params_est,
-                    self.response_,
-                    n_classes,
-                )
-                for train, test in folds
+            pairs = self._cross_fit(
+                template,
+                X,
+                y,
+                sample_weight,
+                fit_params,
+                split_params,
+                frozen,
+                ensemble,
             )
-            for est, _ in fitted:
-                self._check_classes(est)
-
-            def weights(idx):
-                return None if sample_weight is None else sample_weight[idx]
-
-            if ensemble:
-                pairs = [
-                    (est, self._fit_calibrator(template, out, y[test], weights(test)))
-                    for (est, out), (_, test) in zip(fitted, folds)
-                ]
-            else:
-                test_all = np.concatenate([test for _, test in folds])
-                scores = np.concatenate([out[0] for _, out in fitted])
-                order = np.argsort(test_all, kind="stable")
-                if len(test_all) != len(y) or np.any(
-                    test_all[order] != np.arange(len(y))
-                ):
-                    raise ValueError(
-                        "ensemble=False needs a cv whose test folds partition the "
-                        "samples (each sample in exactly one test fold)."
-                    )
-                est = clone(estimator).fit(X, y, **fit_params_est)
-                self._check_classes(est)
-                calibrator = self._fit_calibrator(
-                    template, (scores[order],), y, sample_weight
-                )
-                pairs = [(est, calibrator)]
-
         self.calibrated_classifiers_ = [
-            _CalibratedPair(est, cal, self.response_, n_classes) for est, cal in pairs
+            _CalibratedPair(est, cal, self.response_, len(self.classes_))
+            for est, cal in pairs
         ]
         first = pairs[0][0]
         for attr in ("n_features_in_", "feature_names_in_"):
             if hasattr(first, attr):
                 setattr(self, attr, getattr(first, attr))
         return self
+
+    def _fit_classes(self, y, frozen: bool) -> np.ndarray:
+        """``classes_``: the frozen classifier's, which must cover ``y``."""
+        if not frozen:
+            return np.unique(y)
+        classes = np.asarray(self.estimator.classes_)
+        unknown = np.setdiff1d(np.unique(y), classes)
+        if unknown.size:
+            raise ValueError(
+                f"y has labels {unknown.tolist()} that the frozen classifier "
+                f"does not know (its classes_ are {classes.tolist()}); it cannot "
+                "predict them."
+            )
+        return classes
+
+    def _calibrate_frozen(self, template, X, y, sample_weight):
+        """One pair: the frozen classifier, the calibrator on its outputs."""
+        outputs = _outputs(self.estimator, X, self.response_, len(self.classes_))
+        return self.estimator, self._fit_calibrator(template, outputs, y, sample_weight)
+
+    def _cross_fit(
+        self, template, X, y, sample_weight, fit_params, split_params, frozen, ensemble
+    ):
+        """The pairs of cross-fitting: a clone of the classifier per ``cv`` fold.
+
+        With ``ensemble``, each fold's clone with a calibrator fitted on its
+        test part; else :meth:`_refit_on_all_data`.
+        """
+        cv = check_cv(self.cv, y, classifier=True)
+        n_folds = cv.get_n_splits(X, y, **split_params)
+        counts = np.unique(y, return_counts=True)[1]
+        if not frozen and n_folds and counts.min() < n_folds:
+            raise ValueError(
+                f"{n_folds}-fold cross-fitting needs at least {n_folds} "
+                f"samples of every class, but one class has "
+                f"{int(counts.min())}. Use fewer folds (cv=...) or more data."
+            )
+        folds = list(cv.split(X, y, **split_params))
+        fitted = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_fold)(
+                clone(self.estimator),
+                X,
+                y,
+                train,
+                test,
+                fit_params,
+                self.response_,
+                len(self.classes_),
+            )
+            for train, test in folds
+        )
+        for est, _ in fitted:
+            self._check_classes(est)
+        if not ensemble:
+            return [
+                self._refit_on_all_data(
+                    template, X, y, sample_weight, fit_params, folds, fitted
+                )
+            ]
+        return [
+            (
+                est,
+                self._fit_calibrator(template, out, y[test], _at(sample_weight, test)),
+            )
+            for (est, out), (_, test) in zip(fitted, folds)
+        ]
+
+    def _refit_on_all_data(
+        self, template, X, y, sample_weight, fit_params, folds, fitted
+    ):
+        """One pair: the classifier refitted, the calibrator on out-of-fold outputs.
+
+        The ``ensemble=False`` path; the test folds must partition the samples.
+        """
+        test_all = np.concatenate([test for _, test in folds])
+        scores = np.concatenate([out[0] for _, out in fitted])
+        order = np.argsort(test_all, kind="stable")
+        if len(test_all) != len(y) or np.any(test_all[order] != np.arange(len(y))):
+            raise ValueError(
+                "ensemble=False needs a cv whose test folds partition the "
+                "samples (each sample in exactly one test fold)."
+            )
+        est = clone(self.estimator).fit(X, y, **fit_params)
+        self._check_classes(est)
+        calibrator = self._fit_calibrator(template, (scores[order],), y, sample_weight)
+        return est, calibrator
 
     # -------------------------------------------------------------- predict
     def predict_proba(self, X) -> np.ndarray:
@@ -501,11 +552,14 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         return np.log(np.maximum(self.predict_proba(X), 1e-300))
 
     def score(self, X, y, sample_weight=None) -> float:
-        """Negative mean log loss of the calibrated probabilities (higher is better)."""
-        proba = self.predict_proba(X)
-        return -float(
-            log_loss(y, proba, labels=self.classes_, sample_weight=sample_weight)
-        )
+        """Negative mean log loss of the calibrated probabilities (higher is better).
+
+        Computed as by every skcal calibrator (see
+        :class:`~skcal.base.BaseCalibrator`).
+        """
+        with np.errstate(divide="ignore"):
+            log_proba = np.log(self.predict_proba(X))
+        return negative_log_loss(log_proba, y, self.classes_, sample_weight)
 
     # ------------------------------------------------------- sklearn glue
     def get_metadata_routing(self):

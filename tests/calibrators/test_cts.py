@@ -1,9 +1,11 @@
 """Greedy search of class-based temperature scaling against a slow reference.
 
 The fast search (``skcal._torch.kernels._cts``) tabulates bin sums instead of
-recomputing the ECE of every candidate; these tests run the algorithm as
-written in the spec (section 10), one full softmax and ECE per candidate, and
-require the same temperatures.
+recomputing the ECE of every candidate; these tests run the greedy search of
+Frenkel & Goldberger, "Network calibration by class-based temperature
+scaling" (EUSIPCO 2021), with the start, grid and visiting order that the
+``ClassTemperatureScaling`` docstring documents, one full softmax and ECE per
+candidate, and require the same temperatures.
 """
 
 import numpy as np
@@ -19,7 +21,7 @@ GRID = np.round(np.arange(0.5, 5.0 + 1e-9, 0.1), 10)
 
 
 def _slow_search(logits, y, w, *, initial, grid, n_iter, n_bins, predicted, order):
-    """The spec's greedy search, every candidate evaluated from scratch."""
+    """Frenkel & Goldberger's greedy search, every candidate from scratch."""
     w = w / w.sum()
     temps = np.full(logits.shape[1], float(initial))
     argmax = logits.argmax(axis=1)

@@ -1,4 +1,9 @@
-"""Structured matrix scaling against the spec's formulas and probmetrics."""
+"""Structured matrix scaling against the paper's formulas and probmetrics.
+
+Berta, Holzmüller, Jordan, Bach, "Structured matrix scaling for multi-class
+calibration" (AISTATS 2026), as the ``StructuredMatrixScaling`` docstring
+writes them out.
+"""
 
 import numpy as np
 import pytest
@@ -12,7 +17,7 @@ FLOOR = np.log(np.finfo(np.float32).tiny)
 
 
 def reference_sms(X, y, lam=(1.0, 1.0, 1.0), rho=1.0, tau=1.0):
-    """Section 5 of the spec, step by step, with scipy solvers."""
+    """The three steps of Berta et al. (2026), one by one, with scipy solvers."""
     n, c = X.shape
     z = np.maximum(log_softmax(X, axis=1), FLOOR)
     res = minimize_scalar(
@@ -52,7 +57,7 @@ def reference_sms(X, y, lam=(1.0, 1.0, 1.0), rho=1.0, tau=1.0):
 
 
 @pytest.mark.parametrize("lam", [(1.0, 1.0, 1.0), (0.1, 2.0, 0.5)])
-def test_sms_matches_the_spec(lam, device):
+def test_sms_matches_the_papers_formulas(lam, device):
     X, y = make_miscalibrated_logits(1200, 4, temperature=2.0, random_state=0)
     X = X + np.array([0.5, -0.5, 0.0, 0.2])
     sms = StructuredMatrixScaling(

@@ -157,3 +157,56 @@ def test_pts_does_not_depend_on_the_logits_units():
         est.predict_proba(X * 5e3), ref.predict_proba(X), atol=1e-9
     )
     np.testing.assert_array_equal(est.predict(X * 5e3), X.argmax(axis=1))
+
+
+@pytest.mark.parametrize(
+    "n, n_classes, validation_fraction",
+    [
+        (20, 5, 0.9),  # stratified: 18 validation rows, a training part of 2 < 5
+        (4, 2, 0.9),  # round(0.9 * 4) = 4 validation rows: no training part
+    ],
+)
+def test_pts_large_validation_fraction_still_leaves_a_training_part(
+    n, n_classes, validation_fraction
+):
+    """Was: sklearn's train_test_split raised (a training part smaller than the
+    number of classes cannot be stratified; an empty one is no split)."""
+    X, _ = make_miscalibrated_logits(n, n_classes, random_state=0)
+    y = np.arange(n) % n_classes  # every class at least twice
+    pts = ParameterizedTemperatureScaling(
+        validation_fraction=validation_fraction,
+        max_epochs=5,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
+    proba = pts.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(proba.argmax(axis=1), X.argmax(axis=1))
+
+
+def test_pts_validation_part_is_stratified_on_the_labels_not_the_columns():
+    """The held-out rows follow the label proportions (Tomani et al. 2022 hold
+    out a random part; stratifying keeps every class in both parts), and
+    listing the classes in another column order, with X's columns reordered
+    to match, selects the same rows and gives the same model."""
+    X, y = make_miscalibrated_logits(400, 4, temperature=2.0, random_state=7)
+    y = np.where(np.arange(400) < 40, 3, y)  # class 3: 40 rows of 400 at least
+    labels = np.array([10, 20, 30, 40])
+    order = np.array([2, 0, 3, 1])
+    params = dict(validation_fraction=0.25, max_epochs=20, random_state=1, device="cpu")
+    ref = ParameterizedTemperatureScaling(**params).fit(X, labels[y])
+    perm = ParameterizedTemperatureScaling(classes=labels[order], **params).fit(
+        X[:, order], labels[y]
+    )
+    train, val = ref._train_validation_split(y, 5)
+    assert len(val) == 100 and len(train) == 300
+    np.testing.assert_array_equal(np.sort(np.concatenate([train, val])), np.arange(400))
+    expected = 0.25 * np.bincount(y, minlength=4)
+    assert np.all(np.abs(np.bincount(y[val], minlength=4) - expected) <= 1)
+    # perm's y_index is y re-coded to the column order `order`
+    y_perm = np.argsort(order)[y]
+    for a, b in zip(perm._train_validation_split(y_perm, 5), (train, val)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(
+        perm.predict_proba(X[:, order]), ref.predict_proba(X)[:, order], rtol=1e-9
+    )

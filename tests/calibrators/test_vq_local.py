@@ -1,4 +1,4 @@
-"""VQLocalCalibrator (Divide et Calibra): the spec's engineering checks."""
+"""VQLocalCalibrator: Divide et Calibra (Barbera et al., arXiv:2605.21060)."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import torch
 from scipy.special import gammaln, log_softmax, softmax
 
 from skcal import VQLocalCalibrator
-from skcal._torch.kernels import vq_calibrated_logits
+from skcal._torch.kernels import CompositionalMap, vq_calibrated_proba
 from skcal._torch.kernels._vq import codeword_counts, compositional_logits
 from skcal.exceptions import CodebookWarning, MissingClassWarning
 from skcal.utils._testing import make_region_miscalibrated_embeddings
@@ -73,12 +73,9 @@ def test_identity_at_initialisation(data, device):
     # A = B = sqrt(softplus^-1(1) / w) make alpha = 1 exactly: the map is
     # softmax(log p + log pi), to rounding
     base = np.full((16, 3), np.sqrt(np.log(np.e - 1) / 8))
-    state = {"receivers": base, "senders": base, "prior_logits": vq.prior_logits_}
-    exact = vq_calibrated_logits(
-        state, torch.as_tensor(vq.quantize(X)), torch.as_tensor(log_p), 16, "cpu"
-    )
+    exact = CompositionalMap(base, base, vq.prior_logits_, None, identity_shift=True)
     np.testing.assert_allclose(
-        softmax(exact.numpy(), axis=1),
+        vq_calibrated_proba(vq.quantize(X), log_p, exact, "cpu"),
         softmax(log_p + log_softmax(vq.prior_logits_), axis=1),
         rtol=1e-12,
     )
@@ -106,23 +103,27 @@ def test_parameter_count(data):
 def test_output_depends_only_on_codeword_counts(data):
     X, y, _, _ = data
     vq = _vq().fit(X, y)
-    index = torch.as_tensor(vq.quantize(X[:50]))
-    log_p = torch.log_softmax(torch.randn(50, 3, dtype=torch.float64), dim=1)
-    state = {
-        "receivers": vq.receivers_,
-        "senders": vq.senders_,
-        "prior_logits": vq.prior_logits_,
-    }
-    perm = torch.randperm(8, generator=torch.Generator().manual_seed(0))
-    same = vq_calibrated_logits(state, index[:, perm], log_p, 16, "cpu")
+    index = vq.quantize(X[:50])
+    log_p = log_softmax(np.random.default_rng(0).normal(size=(50, 3)), axis=1)
+    fitted = CompositionalMap(
+        vq.receivers_, vq.senders_, vq.prior_logits_, None, identity_shift=True
+    )
+    perm = np.random.default_rng(0).permutation(8)
+    same = vq_calibrated_proba(index[:, perm], log_p, fitted, "cpu")
     np.testing.assert_allclose(
-        same, vq_calibrated_logits(state, index, log_p, 16, "cpu"), rtol=1e-12
+        same, vq_calibrated_proba(index, log_p, fitted, "cpu"), rtol=1e-12
     )
     # per-slot scales break the symmetry
-    state["slot_scales"] = np.linspace(0.5, 1.5, 8)
-    a = vq_calibrated_logits(state, index, log_p, 16, "cpu")
-    b = vq_calibrated_logits(state, index[:, perm], log_p, 16, "cpu")
-    assert not torch.allclose(a, b)
+    scaled = CompositionalMap(
+        vq.receivers_,
+        vq.senders_,
+        vq.prior_logits_,
+        np.linspace(0.5, 1.5, 8),
+        identity_shift=True,
+    )
+    a = vq_calibrated_proba(index, log_p, scaled, "cpu")
+    b = vq_calibrated_proba(index[:, perm], log_p, scaled, "cpu")
+    assert not np.allclose(a, b, rtol=1e-6, atol=0)
 
 
 def test_equal_cells_get_equal_outputs(data, device):
@@ -229,7 +230,7 @@ def test_many_classes_chunked_map(monkeypatch):
 
 
 def _dense_map(log_p, counts, A, B, prior_logits, identity_shift=True):
-    """The spec's map (section 1.3) by autograd, every C x C matrix stored."""
+    """The paper's compositional map by autograd, every C x C matrix stored."""
     M = torch.einsum("nk,kc,kj->ncj", counts, A, B)
     alpha = torch.logaddexp(M, torch.zeros((), dtype=M.dtype)) + 1e-8
     omega = alpha - 1.0

@@ -3,7 +3,9 @@
 The top-label ECE validates and takes each row's argmax in one pass without
 copying the probabilities; the classwise ECE bins every column at once; the
 equal-width bins are found by integer arithmetic instead of a search. The
-reference below is written from the definitions (spec section 4): edges
+reference below is written from the definitions (Guo et al. 2017 for the
+ECE, Kull et al. 2019 for the classwise ECE, Nguyen & O'Connor 2015 for the
+equal-mass bins; see the docstrings of :mod:`skcal.metrics`): edges
 ``b / n_bins`` or the AdaECE interpolation, ``np.digitize`` for the bins,
 one ``np.bincount`` per class, and a loop over classes.
 """

@@ -18,7 +18,11 @@ from skcal.utils._testing import sample_labels
 
 
 def dense_reference(y, proba, phi, w, bandwidth, n_bins, min_bin_size):
-    """Spec section 2 written out with dense matrices and explicit loops."""
+    """The local metrics of Barbera et al. ("Multiclass Local Calibration With
+    the Jensen-Shannon Distance", AISTATS 2026, arXiv:2510.26566; formulas in
+    :func:`skcal.metrics.local_calibration_error` and
+    :func:`skcal.metrics.effective_sample_size`) written out with dense
+    matrices and explicit loops."""
     n, n_classes = proba.shape
     lce = np.full((n, n_classes), np.nan)
     ess = np.full((n, n_classes), np.nan)
@@ -73,7 +77,7 @@ def kernel_pass(request, monkeypatch):
     """Force each of the two ways of evaluating the kernel sums."""
     one_pass = request.param == "one_pass"
     monkeypatch.setattr(
-        local_metrics, "_one_kernel_pass_is_cheaper", lambda *a: one_pass
+        local_kernel, "_one_kernel_pass_is_cheaper", lambda *a: one_pass
     )
     return request.param
 
@@ -120,10 +124,10 @@ def test_small_tiles_equal_large_tiles(monkeypatch, kernel_pass):
 def test_the_cheaper_kernel_pass_is_chosen():
     # one dominant bin per class: one pass evaluates each pair once, not C times
     concentrated = [(k, np.arange(1000)) for k in range(10)]
-    assert local_metrics._one_kernel_pass_is_cheaper(concentrated, 50)
+    assert local_kernel._one_kernel_pass_is_cheaper(concentrated, 50)
     # many classes, small disjoint bins: the per-group pass is cheaper
     spread = [(k, np.arange(100 * k, 100 * k + 100)) for k in range(100)]
-    assert not local_metrics._one_kernel_pass_is_cheaper(spread, 50)
+    assert not local_kernel._one_kernel_pass_is_cheaper(spread, 50)
 
 
 def test_tiny_case_by_hand():
@@ -257,20 +261,9 @@ def test_ess_profile_aggregates_per_class_quantile_bins():
     ess = effective_sample_size(y, proba, phi, **kwargs)
     profile = ess_profile(y, proba, phi, n_quantiles=4, **kwargs)
     assert profile.count.sum() == np.sum(ess > 0)
-    # reference: quantile bins per class, pooled by counts
-    from skcal.metrics._local import _anchor_errors
-
-    lce, *_ = _anchor_errors(
-        y,
-        proba,
-        phi,
-        n_bins=15,
-        sample_weight=None,
-        labels=None,
-        device="cpu",
-        with_ess=False,
-        **kwargs,
-    )
+    # reference: quantile bins per class, pooled by counts, of the anchor
+    # errors (checked against the dense reference above)
+    lce = local_calibration_errors(y, proba, phi, **kwargs).anchor_errors
     tot_c, tot_l = np.zeros(4), np.zeros(4)
     for k in range(3):
         keep = ess[:, k] > 0

@@ -2,23 +2,40 @@
 
 from ._affine import AffineFit, fit_affine_softmax
 from ._cts import binned_ece, class_temperature_search
-from ._kcal import cv_log_loss, fit_kcal, golden_section_min
-from ._kcal import kernel_proba as kcal_proba
-from ._kcal import project as kcal_project
-from ._local import grouped_kernel_sums, local_errors
-from ._local_net import fit_local_net, local_net_predict
-from ._procal import gaussian_kde_2d, knn_sq_distances
-from ._pts import fit_pts, pts_predict_logits
+from ._kcal import (
+    KCalBandwidth,
+    KCalFit,
+    fit_kcal,
+    golden_section_min,
+    kcal_cv_log_loss,
+    kcal_proba,
+    kcal_project,
+    select_kcal_bandwidth,
+)
+from ._local import LocalErrorsResult, local_anchor_errors
+from ._local_net import LocalNetFit, fit_local_net, local_net_predict
+from ._procal import density_ratio_confidence, knn_proximity
+from ._pts import PTSFit, fit_pts, pts_predict_logits
 from ._smart import (
+    SmartFit,
     fit_smart,
     logit_gaps,
     smart_predict_temperature,
 )
-from ._soft_ece import soft_binned_ece
+from ._soft_ece import soft_binned_ece, soft_binned_ece_value
 from ._softmax import softmax_inplace
 from ._temperature import TemperatureObjective, logit_scale
-from ._vq import calibrated_logits as vq_calibrated_logits
-from ._vq import fit_calibra, fit_divide
+from ._vq import (
+    CalibraFit,
+    CompositionalMap,
+    DivideFit,
+    GlobalDirichletMap,
+    QuantizedHead,
+    fit_compositional_map,
+    fit_divide,
+    fit_global_dirichlet_map,
+)
+from ._vq import calibrated_proba as vq_calibrated_proba
 from ._vq import head_log_proba as vq_head_log_proba
 
 __all__ = [
@@ -29,25 +46,38 @@ __all__ = [
     "class_temperature_search",
     "fit_affine_softmax",
     "fit_pts",
-    "cv_log_loss",
-    "fit_calibra",
+    "PTSFit",
+    "KCalBandwidth",
+    "KCalFit",
+    "LocalNetFit",
+    "density_ratio_confidence",
+    "kcal_cv_log_loss",
+    "select_kcal_bandwidth",
+    "CalibraFit",
+    "CompositionalMap",
+    "DivideFit",
+    "GlobalDirichletMap",
+    "QuantizedHead",
+    "fit_compositional_map",
     "fit_divide",
+    "fit_global_dirichlet_map",
     "fit_kcal",
     "fit_smart",
+    "SmartFit",
     "golden_section_min",
     "kcal_proba",
     "kcal_project",
-    "gaussian_kde_2d",
-    "knn_sq_distances",
+    "knn_proximity",
     "fit_local_net",
-    "grouped_kernel_sums",
-    "local_errors",
+    "LocalErrorsResult",
+    "local_anchor_errors",
     "local_net_predict",
     "logit_gaps",
     "pts_predict_logits",
     "smart_predict_temperature",
     "soft_binned_ece",
+    "soft_binned_ece_value",
     "softmax_inplace",
-    "vq_calibrated_logits",
+    "vq_calibrated_proba",
     "vq_head_log_proba",
 ]

@@ -6,7 +6,13 @@ import math
 
 import torch
 
-__all__ = ["uniform_linear", "weighted_cross_entropy", "weighted_mean"]
+__all__ = [
+    "init_mlp",
+    "relu_mlp",
+    "uniform_linear",
+    "weighted_cross_entropy",
+    "weighted_mean",
+]
 
 
 def uniform_linear(
@@ -62,3 +68,25 @@ def weighted_cross_entropy(
     """Weighted mean of ``-log softmax(logits)[i, y_i]``."""
     nll = -torch.log_softmax(logits, dim=1).gather(1, y[:, None]).squeeze(1)
     return weighted_mean(nll, w)
+
+
+def init_mlp(sizes, generator, device, *, output_bias: float) -> list:
+    """``[W, b]`` layers of sizes ``sizes`` (``uniform_linear``, in order),
+    the output layer at weight 0 and bias ``output_bias``: the network starts
+    as the constant ``output_bias``."""
+    layers = [
+        list(uniform_linear(fan_in, fan_out, generator, device))
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:])
+    ]
+    layers[-1][0].zero_()
+    layers[-1][1].fill_(output_bias)
+    return layers
+
+
+def relu_mlp(layers, h: torch.Tensor) -> torch.Tensor:
+    """Forward pass ``h @ W + b`` through ``layers``, ReLU between layers."""
+    for i, (W, b) in enumerate(layers):
+        h = h @ W + b
+        if i < len(layers) - 1:
+            h = torch.relu(h)
+    return h

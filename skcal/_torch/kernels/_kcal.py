@@ -5,11 +5,18 @@ The kernel is ``k(x, x') = exp(-mean_d (g(x) - g(x'))_d^2 / h)`` (the mean,
 not the sum, over the projected dimensions), and the classifier over a
 memory ``{(x_j, y_j, w_j)}`` is ``p(c | x) = sum_j k(x, x_j) w_j [y_j = c] /
 sum_j k(x, x_j) w_j``.
+
+The public functions take and return numpy arrays: :func:`fit_kcal` trains
+the projection, :func:`kcal_project` applies it, :func:`select_kcal_bandwidth`
+chooses ``h`` by cross-validation on the memory and :func:`kcal_proba`
+classifies new rows over it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -17,14 +24,69 @@ import torch
 from .._convert import to_numpy, to_tensor
 from .._optim import train_adam
 from .._random import make_generator
+from ._common import uniform_linear, weighted_mean
+
+__all__ = [
+    "KCalBandwidth",
+    "KCalFit",
+    "fit_kcal",
+    "golden_section_min",
+    "kcal_cv_log_loss",
+    "kcal_proba",
+    "kcal_project",
+    "select_kcal_bandwidth",
+]
 
 #: Kernel values above ``exp(-_MATCH)`` (``>= 1 - 1e-10``) are self-matches
 #: and dropped, as in the reference code (leave-one-out on the memory).
 _MATCH = 1e-10
 #: Rows of one chunk of queries in the no-gradient passes.
 _CHUNK = 2048
+#: Rows of the training part whose projections give the initial bandwidth.
+_INIT_ROWS = 512
 
 
+@dataclass(frozen=True)
+class KCalFit:
+    """Trained projection and bandwidth of :func:`fit_kcal` (numpy, CPU).
+
+    Attributes
+    ----------
+    projection : tuple of ndarray
+        ``(W1, b1, W2)``, of shapes ``(n_features, n_components)``,
+        ``(n_components,)`` and ``(n_components, n_components)``.
+    bandwidth : float
+        Bandwidth ``h`` trained with the projection.
+    best_epoch : int
+        Epoch whose parameters were kept (0: the initial ones).
+    n_epochs : int
+        Epochs run.
+    """
+
+    projection: tuple
+    bandwidth: float
+    best_epoch: int
+    n_epochs: int
+
+
+@dataclass(frozen=True)
+class KCalBandwidth:
+    """Bandwidth of the kernel classifier and its cross-validated log loss.
+
+    Attributes
+    ----------
+    bandwidth : float
+        ``h``, chosen by :func:`select_kcal_bandwidth` or given.
+    cv_log_loss : float
+        Weighted log loss of the memory classified over itself by folds, at
+        ``bandwidth``.
+    """
+
+    bandwidth: float
+    cv_log_loss: float
+
+
+# ------------------------------------------------------------ tensor pieces
 def project(params, x: torch.Tensor) -> torch.Tensor:
     """Skip-ELU projection ``v + ELU(v) W2`` with ``v = x W1 + b1``."""
     W1, b1, W2 = params
@@ -64,7 +126,7 @@ def kernel_proba(
     query_fold: torch.Tensor | None = None,
     memory_fold: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Kernel classifier probabilities of projected ``queries``.
+    """Kernel classifier probabilities of projected ``queries`` (tensors).
 
     Parameters
     ----------
@@ -110,9 +172,10 @@ def kernel_proba(
     return torch.cat(out) if len(out) > 1 else out[0]
 
 
-def _log_loss(proba, y, w) -> torch.Tensor:
+def _log_loss(proba: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Weighted mean of ``-log p(y_i)``, probabilities floored at 1e-12."""
     p_true = proba.gather(1, y[:, None]).squeeze(1).clamp_min(1e-12)
-    return -(w * torch.log(p_true)).sum() / w.sum().clamp_min(1e-300)
+    return weighted_mean(-torch.log(p_true), w)
 
 
 def _stratified_background(
@@ -138,6 +201,116 @@ def _stratified_background(
     return order[keep]
 
 
+def _memory_targets(labels, weights, n_classes: int, device) -> torch.Tensor:
+    """One-hot labels of a memory times their weights, on ``device``."""
+    labels = np.asarray(labels)
+    onehot = np.zeros((labels.size, n_classes))
+    onehot[np.arange(labels.size), labels] = weights
+    return to_tensor(onehot, device, torch.float64)
+
+
+# ------------------------------------------------------------ training
+@dataclass(frozen=True)
+class _Episodes:
+    """Tensors of one :func:`fit_kcal` run (training and validation parts)."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    w_train: torch.Tensor
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    w_val: torch.Tensor
+    targets: torch.Tensor  # weighted one-hot labels of the training part
+    class_weight: torch.Tensor  # their column sums
+
+    @classmethod
+    def build(cls, X_train, y_train, w_train, X_val, y_val, w_val, n_classes, device):
+        yt = to_tensor(y_train, device, torch.int64)
+        wt = to_tensor(w_train, device, torch.float64)
+        targets = torch.nn.functional.one_hot(yt, n_classes).double() * wt[:, None]
+        return cls(
+            x_train=to_tensor(X_train, device, torch.float64),
+            y_train=yt,
+            w_train=wt,
+            x_val=to_tensor(X_val, device, torch.float64),
+            y_val=to_tensor(y_val, device, torch.int64),
+            w_val=to_tensor(w_val, device, torch.float64),
+            targets=targets,
+            class_weight=targets.sum(dim=0),
+        )
+
+
+def _initial_params(x: torch.Tensor, n_components: int, gen, device) -> list:
+    """``[W1, b1, W2, log h]``: ``nn.Linear``-style layers, ``h`` from the data.
+
+    ``h`` starts at the median mean-squared distance between the projections
+    of the first rows of ``x`` (1 when they all coincide).
+    """
+    W1, b1 = uniform_linear(x.shape[1], n_components, gen, device)
+    W2 = uniform_linear(n_components, n_components, gen, device, bias=False)
+    params = [W1, b1, W2]
+    with torch.no_grad():
+        g = project(params, x[: min(len(x), _INIT_ROWS)])
+        d2 = torch.cdist(g, g).square() / n_components
+        h0 = float(d2[d2 > 0].median()) if bool((d2 > 0).any()) else 1.0
+    params.append(torch.tensor(math.log(h0), dtype=torch.float64, device=device))
+    for p in params:
+        p.requires_grad_(True)
+    return params
+
+
+def _episode_loss(
+    params: list, data: _Episodes, n_per_class: int, n_classes: int, gen
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Loss of one training step: queries ``batch`` over a random background.
+
+    The background holds up to ``n_per_class`` other training rows per class;
+    its columns are reweighted to the class weights of the whole training
+    part.
+    """
+    yt, device = data.y_train, data.y_train.device
+
+    def loss(batch: torch.Tensor) -> torch.Tensor:
+        exclude = torch.zeros(len(yt), dtype=torch.bool, device=device)
+        exclude[batch] = True
+        background = _stratified_background(yt, exclude, n_per_class, n_classes, gen)
+        folds = None
+        if background.numel() == 0:  # the batch is the whole training part:
+            background = batch  # leave-one-out within the batch
+            folds = torch.arange(len(batch), device=device)
+        targets = data.targets[background]
+        sampled = targets.sum(dim=0)
+        scale = torch.where(
+            sampled > 0, data.class_weight / sampled.clamp_min(1e-300), 0.0
+        )
+        proba = kernel_proba(
+            project(params[:3], data.x_train[batch]),
+            project(params[:3], data.x_train[background]),
+            targets * scale,
+            torch.exp(params[3]),
+            query_fold=folds,
+            memory_fold=folds,
+        )
+        return _log_loss(proba, yt[batch], data.w_train[batch])
+
+    return loss
+
+
+def _validation_loss(params: list, data: _Episodes) -> Callable[[], float]:
+    """Log loss of the validation part classified over the training part."""
+
+    def loss() -> float:
+        proba = kernel_proba(
+            project(params[:3], data.x_val),
+            project(params[:3], data.x_train),
+            data.targets,
+            torch.exp(params[3]),
+        )
+        return float(_log_loss(proba, data.y_val, data.w_val))
+
+    return loss
+
+
 def fit_kcal(
     X_train: np.ndarray,
     y_train: np.ndarray,
@@ -156,7 +329,7 @@ def fit_kcal(
     seed: int,
     device: torch.device,
     verbose: int = 0,
-):
+) -> KCalFit:
     """Train the projection and its bandwidth on episodes of ``X_train``.
 
     An epoch runs over ``X_train`` in random query batches; each batch is
@@ -166,74 +339,40 @@ def fit_kcal(
     log loss of the queries is minimised by Adam. Early stopping monitors the
     log loss of ``X_val`` classified over all of ``X_train``.
 
+    Parameters
+    ----------
+    X_train, y_train, w_train : ndarray
+        Standardised embeddings, column indices of the labels and positive
+        sample weights of the training part.
+    X_val, y_val, w_val : ndarray
+        The same for the validation part.
+    n_classes, n_components, batch_size, n_per_class : int
+        Classes, projected dimensions, queries per step and background rows
+        per class.
+    lr : float
+        Adam step size.
+    max_epochs, patience : int
+        Early stopping.
+    seed : int
+        Seeds the initialisation, the batches and the backgrounds (a CPU
+        generator: the same draws on every device).
+    device : torch.device
+    verbose : int, default=0
+
     Returns
     -------
-    params : list of ndarray
-        ``[W1, b1, W2]``.
-    bandwidth : float
-    best_epoch, n_epochs : int
+    KCalFit
     """
     gen = make_generator(seed, "cpu")
-    d_in = X_train.shape[1]
-    W1 = torch.rand(d_in, n_components, generator=gen, dtype=torch.float64) * 2 - 1
-    W1 /= math.sqrt(d_in)
-    b1 = torch.rand(n_components, generator=gen, dtype=torch.float64) * 2 - 1
-    b1 /= math.sqrt(d_in)
-    W2 = torch.rand(n_components, n_components, generator=gen, dtype=torch.float64)
-    W2 = (W2 * 2 - 1) / math.sqrt(n_components)
-    params = [t.to(device) for t in (W1, b1, W2)]
-    xt = to_tensor(X_train, device, torch.float64)
-    yt = to_tensor(y_train, device, torch.int64)
-    wt = to_tensor(w_train, device, torch.float64)
-    xv = to_tensor(X_val, device, torch.float64)
-    yv = to_tensor(y_val, device, torch.int64)
-    wv = to_tensor(w_val, device, torch.float64)
-    onehot_t = torch.nn.functional.one_hot(yt, n_classes).double() * wt[:, None]
-    class_weight = onehot_t.sum(dim=0)
-    with torch.no_grad():  # start at the median mean-squared distance
-        g = project(params, xt[: min(len(xt), 512)])
-        d2 = torch.cdist(g, g).square() / n_components
-        h0 = float(d2[d2 > 0].median()) if bool((d2 > 0).any()) else 1.0
-    log_h = torch.tensor(math.log(h0), dtype=torch.float64, device=device)
-    params.append(log_h)
-    for p in params:
-        p.requires_grad_(True)
-
-    def episode_loss(batch: torch.Tensor) -> torch.Tensor:
-        exclude = torch.zeros(len(yt), dtype=torch.bool, device=device)
-        exclude[batch] = True
-        background = _stratified_background(yt, exclude, n_per_class, n_classes, gen)
-        folds = None
-        if background.numel() == 0:  # the batch is the whole training part:
-            background = batch  # leave-one-out within the batch
-            folds = torch.arange(len(batch), device=device)
-        targets = onehot_t[background]
-        sampled = targets.sum(dim=0)
-        scale = torch.where(sampled > 0, class_weight / sampled.clamp_min(1e-300), 0.0)
-        proba = kernel_proba(
-            project(params[:3], xt[batch]),
-            project(params[:3], xt[background]),
-            targets * scale,
-            torch.exp(params[3]),
-            query_fold=folds,
-            memory_fold=folds,
-        )
-        return _log_loss(proba, yt[batch], wt[batch])
-
-    def val_loss() -> float:
-        proba = kernel_proba(
-            project(params[:3], xv),
-            project(params[:3], xt),
-            onehot_t,
-            torch.exp(params[3]),
-        )
-        return float(_log_loss(proba, yv, wv))
-
+    data = _Episodes.build(
+        X_train, y_train, w_train, X_val, y_val, w_val, n_classes, device
+    )
+    params = _initial_params(data.x_train, n_components, gen, device)
     best_epoch, n_epochs, _ = train_adam(
-        episode_loss,
-        val_loss,
+        _episode_loss(params, data, n_per_class, n_classes, gen),
+        _validation_loss(params, data),
         params,
-        n_samples=len(yt),
+        n_samples=len(data.y_train),
         batch_size=batch_size,
         max_epochs=max_epochs,
         lr=lr,
@@ -242,24 +381,165 @@ def fit_kcal(
         device=device,
         verbose=verbose,
     )
-    state = [to_numpy(p) for p in params[:3]]
-    return state, float(torch.exp(params[3]).detach()), best_epoch, n_epochs
+    return KCalFit(
+        projection=tuple(to_numpy(p) for p in params[:3]),
+        bandwidth=float(torch.exp(params[3]).detach()),
+        best_epoch=best_epoch,
+        n_epochs=n_epochs,
+    )
 
 
-def cv_log_loss(
-    G: torch.Tensor,
-    targets: torch.Tensor,
-    y: torch.Tensor,
-    w: torch.Tensor,
-    folds: torch.Tensor,
+# ------------------------------------------------------------ prediction
+def kcal_project(projection, X: np.ndarray, device) -> np.ndarray:
+    """Skip-ELU projection of standardised rows ``X`` (float64 numpy).
+
+    Parameters
+    ----------
+    projection : sequence of ndarray
+        ``(W1, b1, W2)`` (:attr:`KCalFit.projection`).
+    X : ndarray of shape (n_samples, n_features)
+    device : torch.device or str
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_components)
+    """
+    params = [to_tensor(p, device, torch.float64) for p in projection]
+    with torch.no_grad():
+        return to_numpy(project(params, to_tensor(X, device, torch.float64)))
+
+
+def kcal_proba(
+    projection,
+    X: np.ndarray,
+    memory: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
     bandwidth: float,
-) -> float:
-    """Cross-validated log loss of the kernel classifier over ``G`` itself."""
+    *,
+    n_classes: int,
+    device,
+) -> np.ndarray:
+    """Kernel classifier probabilities of standardised rows ``X``.
+
+    Parameters
+    ----------
+    projection : sequence of ndarray
+        ``(W1, b1, W2)``.
+    X : ndarray of shape (n_samples, n_features)
+        Standardised embeddings of the queries.
+    memory : ndarray of shape (n_memory, n_components)
+        Projected memory.
+    labels, weights : ndarray of shape (n_memory,)
+        Column index and positive weight of each memory row.
+    bandwidth : float
+    n_classes : int
+    device : torch.device or str
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_classes)
+        A query that coincides with a memory row does not see it
+        (leave-one-out, see :func:`_class_sums`).
+    """
+    params = [to_tensor(p, device, torch.float64) for p in projection]
+    targets = _memory_targets(labels, weights, n_classes, device)
     with torch.no_grad():
         proba = kernel_proba(
-            G, G, targets, bandwidth, query_fold=folds, memory_fold=folds
+            project(params, to_tensor(X, device, torch.float64)),
+            to_tensor(memory, device, torch.float64),
+            targets,
+            bandwidth,
         )
-        return float(_log_loss(proba, y, w))
+    return to_numpy(proba)
+
+
+# ------------------------------------------------------------ bandwidth
+def _cv_objective(memory, labels, weights, folds, n_classes: int, device):
+    """The function ``h -> cross-validated log loss`` of a memory (tensors kept)."""
+    G = to_tensor(memory, device, torch.float64)
+    targets = _memory_targets(labels, weights, n_classes, device)
+    y = to_tensor(labels, device, torch.int64)
+    w = to_tensor(weights, device, torch.float64)
+    folds = to_tensor(folds, device, torch.int64)
+
+    def objective(bandwidth: float) -> float:
+        with torch.no_grad():
+            proba = kernel_proba(
+                G, G, targets, bandwidth, query_fold=folds, memory_fold=folds
+            )
+            return float(_log_loss(proba, y, w))
+
+    return objective
+
+
+def kcal_cv_log_loss(
+    memory: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+    folds: np.ndarray,
+    bandwidth: float,
+    *,
+    n_classes: int,
+    device="cpu",
+) -> float:
+    """Cross-validated log loss of the kernel classifier over ``memory`` itself.
+
+    Each row is classified over the rows of the other folds; the result is
+    the ``weights``-weighted mean of ``-log max(p(y_i), 1e-12)``.
+
+    Parameters
+    ----------
+    memory : ndarray of shape (n_memory, n_components)
+        Projected memory.
+    labels, weights, folds : ndarray of shape (n_memory,)
+        Column index, weight and fold id of each row.
+    bandwidth : float
+    n_classes : int
+    device : torch.device or str, default="cpu"
+
+    Returns
+    -------
+    float
+    """
+    objective = _cv_objective(memory, labels, weights, folds, n_classes, device)
+    return objective(bandwidth)
+
+
+def select_kcal_bandwidth(
+    memory: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+    folds: np.ndarray,
+    *,
+    n_classes: int,
+    init: float,
+    fixed: float | None = None,
+    device,
+) -> KCalBandwidth:
+    """Bandwidth that minimises :func:`kcal_cv_log_loss` on the memory.
+
+    Golden-section search over ``log h`` in ``[log(init / 10), log(10 init)]``
+    (tolerance 1e-4, relative in ``h``), as in the KCal paper; with
+    ``fixed``, no search: ``h = fixed`` and only its loss is computed.
+
+    Returns
+    -------
+    KCalBandwidth
+    """
+    objective = _cv_objective(memory, labels, weights, folds, n_classes, device)
+    if fixed is None:
+        log_h0 = np.log(init)
+        log_h = golden_section_min(
+            lambda log_h: objective(float(np.exp(log_h))),
+            log_h0 - np.log(10.0),
+            log_h0 + np.log(10.0),
+            xtol=1e-4,
+        )
+        bandwidth = float(np.exp(log_h))
+    else:
+        bandwidth = float(fixed)
+    return KCalBandwidth(bandwidth=bandwidth, cv_log_loss=objective(bandwidth))
 
 
 def golden_section_min(fun, lower: float, upper: float, *, xtol: float) -> float:

@@ -16,6 +16,7 @@ mean one-vs-rest Jensen-Shannon distance between ``softmax(l)`` and
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -23,6 +24,8 @@ import torch
 from .._convert import to_numpy, to_tensor
 from .._optim import train_adam
 from .._random import make_generator
+
+__all__ = ["LocalNetFit", "fit_local_net", "local_net_predict"]
 
 #: Names of the parameters, in order.
 PARAMS = ("W1", "b1", "Ws", "bs", "a_sim", "b_sim", "Wc", "bc", "a_cls", "b_cls")
@@ -102,6 +105,151 @@ def batch_terms(
     return (w * js).sum(), -(w * torch.log(p_true)).sum(), w.sum()
 
 
+@dataclass(frozen=True)
+class LocalNetFit:
+    """Trained Local Net of :func:`fit_local_net` (numpy, CPU).
+
+    Attributes
+    ----------
+    network : dict of ndarray
+        The parameters named in :data:`PARAMS`.
+    best_epoch : int
+        Epoch whose parameters were kept (0: the initial network).
+    n_epochs : int
+        Epochs run.
+    """
+
+    network: dict
+    best_epoch: int
+    n_epochs: int
+
+
+@dataclass(frozen=True)
+class _Data:
+    """Tensors of one :func:`fit_local_net` run."""
+
+    h: torch.Tensor
+    z: torch.Tensor
+    pi: torch.Tensor
+    y: torch.Tensor
+    onehot: torch.Tensor
+    w: torch.Tensor
+    train: torch.Tensor  # row indices
+    val: torch.Tensor
+    present: torch.Tensor | None  # classes the losses run over; None: all
+
+    @classmethod
+    def build(cls, h, z, pi, y_index, sample_weight, train, val, present, device):
+        yt = to_tensor(y_index, device, torch.int64)
+        if present is not None and np.all(present):
+            present = None
+        if present is not None:
+            present = to_tensor(np.asarray(present, dtype=bool), device, torch.bool)
+        return cls(
+            h=to_tensor(h, device, torch.float64),
+            z=to_tensor(z, device, torch.float64),
+            pi=to_tensor(pi, device, torch.float64),
+            y=yt,
+            onehot=torch.nn.functional.one_hot(yt, z.shape[1]).double(),
+            w=to_tensor(sample_weight, device, torch.float64),
+            train=to_tensor(train, device, torch.int64),
+            val=to_tensor(val, device, torch.int64),
+            present=present,
+        )
+
+
+def _initial_params(
+    d_in: int,
+    hidden: int,
+    d_sim: int,
+    n_classes: int,
+    vector_affine: bool,
+    generator: torch.Generator,
+    device,
+) -> dict:
+    """Parameters at which the logits are about ``z`` and the embedding ``pi``.
+
+    Weight matrices ``N(0, 0.01^2)``, biases 0, the affine scales ``a`` 1 and
+    the shifts ``b`` ``N(0, 0.01^2)``, drawn in the order of :data:`PARAMS`.
+    """
+
+    def normal(*shape):
+        return 0.01 * torch.randn(
+            *shape, generator=generator, device=device, dtype=torch.float64
+        )
+
+    def zeros(size):
+        return torch.zeros(size, dtype=torch.float64, device=device)
+
+    def ones(size):
+        return torch.ones(size, dtype=torch.float64, device=device)
+
+    n_sim, n_cls = (d_sim, n_classes) if vector_affine else (1, 1)
+    params = {
+        "W1": normal(d_in, hidden),
+        "b1": zeros(hidden),
+        "Ws": normal(hidden, d_sim),
+        "bs": zeros(d_sim),
+        "a_sim": ones(n_sim),
+        "b_sim": normal(n_sim),
+        "Wc": normal(hidden, n_classes),
+        "bc": zeros(n_classes),
+        "a_cls": ones(n_cls),
+        "b_cls": normal(n_cls),
+    }
+    for p in params.values():
+        p.requires_grad_(True)
+    return params
+
+
+def _losses(
+    params: dict,
+    data: _Data,
+    *,
+    bandwidth: float,
+    dropout: float,
+    lambda_js: float,
+    alpha_ce: float,
+    batch_size: int,
+    generator: torch.Generator,
+):
+    """The training loss of a batch and the validation loss (early stopping).
+
+    The validation loss is the JS term (the log-loss term when ``lambda_js``
+    is 0) over the validation rows, computed batch by batch like the
+    training loss, without dropout.
+    """
+
+    def terms(rows, gen):
+        return batch_terms(
+            params,
+            data.h[rows],
+            data.z[rows],
+            data.pi[rows],
+            data.y[rows],
+            data.onehot[rows],
+            data.w[rows],
+            bandwidth,
+            dropout=dropout,
+            generator=gen,
+            present=data.present,
+        )
+
+    def loss(batch):
+        js, ce, total = terms(data.train[batch], generator)
+        return (lambda_js * js + alpha_ce * ce) / total.clamp_min(1e-300)
+
+    def val_loss() -> float:
+        js_sum = ce_sum = total = 0.0
+        for start in range(0, len(data.val), batch_size):
+            js, ce, w = terms(data.val[start : start + batch_size], None)
+            js_sum, ce_sum, total = js_sum + js, ce_sum + ce, total + w
+        value = js_sum if lambda_js > 0 else ce_sum
+        return float(value / max(float(total), 1e-300))
+
+    return loss, val_loss
+
+
 def fit_local_net(
     h: np.ndarray,
     z: np.ndarray,
@@ -126,81 +274,57 @@ def fit_local_net(
     device: torch.device,
     verbose: int = 0,
     present: np.ndarray | None = None,
-) -> tuple[dict, int, int]:
-    """Train a Local Net; returns ``(params as numpy, best_epoch, n_epochs)``.
+) -> LocalNetFit:
+    """Train a Local Net by mini-batch Adam with early stopping.
 
-    Weight matrices start at ``N(0, 0.01^2)``, biases at 0, the affine
-    scales ``a`` at 1 and shifts ``b`` at ``N(0, 0.01^2)``, so the logits
-    start at ``z`` and the embedding at ``pi``. Early stopping monitors the
-    JS term on the validation rows (the log-loss term when ``lambda_js`` is
-    0), computed batch by batch like the training loss. ``present`` (boolean,
-    one per class) restricts the losses to those classes (see
-    :func:`batch_terms`) and the other classes then get the mean logit map
-    of the present ones (:func:`fill_absent_classes`); None is every class.
+    The network starts at its head (:func:`_initial_params`). Early stopping
+    monitors the JS term on the validation rows (the log-loss term when
+    ``lambda_js`` is 0), computed batch by batch like the training loss.
+    ``present`` (boolean, one per class) restricts the losses to those
+    classes (see :func:`batch_terms`) and the other classes then get the
+    mean logit map of the present ones (:func:`fill_absent_classes`); None
+    is every class.
+
+    Parameters
+    ----------
+    h, z, pi : ndarray of shape (n_samples, ...)
+        Standardised embeddings, the head's logits and the PCA projection.
+    y_index, sample_weight : ndarray of shape (n_samples,)
+        Column index of each label, and sample weights.
+    train_idx, val_idx : ndarray of int
+        Rows that train, and rows that monitor early stopping.
+    hidden, dropout, bandwidth, lambda_js, alpha_ce, vector_affine
+        The network and its loss (see :class:`~skcal.LocalNetCalibrator`).
+    lr, weight_decay, batch_size, max_epochs, patience
+        Adam and early stopping.
+    seed : int
+        Seeds the initialisation, the batches and the dropout (a generator
+        on ``device``).
+    device : torch.device
+    verbose : int, default=0
+    present : ndarray of bool of shape (n_classes,), default=None
+
+    Returns
+    -------
+    LocalNetFit
     """
     gen = make_generator(seed, device)
-    n_classes, d_in, d_sim = z.shape[1], h.shape[1], pi.shape[1]
-
-    def normal(*shape):
-        return 0.01 * torch.randn(
-            *shape, generator=gen, device=device, dtype=torch.float64
-        )
-
-    n_sim, n_cls = (d_sim, n_classes) if vector_affine else (1, 1)
-    params = {
-        "W1": normal(d_in, hidden),
-        "b1": torch.zeros(hidden, dtype=torch.float64, device=device),
-        "Ws": normal(hidden, d_sim),
-        "bs": torch.zeros(d_sim, dtype=torch.float64, device=device),
-        "a_sim": torch.ones(n_sim, dtype=torch.float64, device=device),
-        "b_sim": normal(n_sim),
-        "Wc": normal(hidden, n_classes),
-        "bc": torch.zeros(n_classes, dtype=torch.float64, device=device),
-        "a_cls": torch.ones(n_cls, dtype=torch.float64, device=device),
-        "b_cls": normal(n_cls),
-    }
-    for p in params.values():
-        p.requires_grad_(True)
-    ht = to_tensor(h, device, torch.float64)
-    zt = to_tensor(z, device, torch.float64)
-    pit = to_tensor(pi, device, torch.float64)
-    yt = to_tensor(y_index, device, torch.int64)
-    wt = to_tensor(sample_weight, device, torch.float64)
-    onehot = torch.nn.functional.one_hot(yt, n_classes).double()
-    train = to_tensor(train_idx, device, torch.int64)
-    val = to_tensor(val_idx, device, torch.int64)
-    if present is not None and np.all(present):
-        present = None
-    if present is not None:
-        present = to_tensor(np.asarray(present, dtype=bool), device, torch.bool)
-
-    def terms(rows, generator):
-        return batch_terms(
-            params,
-            ht[rows],
-            zt[rows],
-            pit[rows],
-            yt[rows],
-            onehot[rows],
-            wt[rows],
-            bandwidth,
-            dropout=dropout,
-            generator=generator,
-            present=present,
-        )
-
-    def loss(batch):
-        js, ce, total = terms(train[batch], gen)
-        return (lambda_js * js + alpha_ce * ce) / total.clamp_min(1e-300)
-
-    def val_loss() -> float:
-        js_sum = ce_sum = total = 0.0
-        for start in range(0, len(val), batch_size):
-            js, ce, w = terms(val[start : start + batch_size], None)
-            js_sum, ce_sum, total = js_sum + js, ce_sum + ce, total + w
-        value = js_sum if lambda_js > 0 else ce_sum
-        return float(value / max(float(total), 1e-300))
-
+    params = _initial_params(
+        h.shape[1], hidden, pi.shape[1], z.shape[1], vector_affine, gen, device
+    )
+    data = _Data.build(
+        h, z, pi, y_index, sample_weight, train_idx, val_idx, present, device
+    )
+    loss, val_loss = _losses(
+        params,
+        data,
+        bandwidth=bandwidth,
+        dropout=dropout,
+        lambda_js=lambda_js,
+        alpha_ce=alpha_ce,
+        batch_size=batch_size,
+        generator=gen,
+    )
     best_epoch, n_epochs, _ = train_adam(
         loss,
         val_loss,
@@ -215,10 +339,10 @@ def fit_local_net(
         device=device,
         verbose=verbose,
     )
-    state = {k: to_numpy(v) for k, v in params.items()}
-    if present is not None:
-        fill_absent_classes(state, to_numpy(present).astype(bool))
-    return state, best_epoch, n_epochs
+    network = {k: to_numpy(v) for k, v in params.items()}
+    if data.present is not None:
+        fill_absent_classes(network, to_numpy(data.present).astype(bool))
+    return LocalNetFit(network=network, best_epoch=best_epoch, n_epochs=n_epochs)
 
 
 def fill_absent_classes(state: dict, present: np.ndarray) -> None:

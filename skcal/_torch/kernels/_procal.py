@@ -1,14 +1,21 @@
 """ProCal's kernels: k-nearest-neighbour distances and a 2-D Gaussian KDE.
 
 Both work on row chunks of the queries, so memory stays at one
-``chunk x n_memory`` block whatever the number of queries.
+``chunk x n_memory`` block whatever the number of queries. The calibrator
+calls :func:`knn_proximity` and :func:`density_ratio_confidence`, which take
+and return numpy arrays.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
+
+from .._convert import to_numpy, to_tensor
+
+__all__ = ["density_ratio_confidence", "knn_proximity"]
 
 #: Elements of one ``chunk x n_memory`` block (32 MB in float64).
 _BLOCK = 1 << 22
@@ -89,3 +96,77 @@ def gaussian_kde_2d(
         d2 = torch.cdist(q, scaled_points).square_()
         out[start : start + step] = torch.exp(d2.mul_(-0.5)) @ weights
     return out / norm
+
+
+def knn_proximity(
+    memory: np.ndarray, queries: np.ndarray | None, k: int, *, device
+) -> np.ndarray:
+    """ProCal's proximity ``mean_k exp(-D_k)`` of each query.
+
+    Parameters
+    ----------
+    memory : ndarray of shape (n, d)
+        Neighbour memory (L2-normalised embeddings).
+    queries : ndarray of shape (m, d) or None
+        None: the proximity of the memory rows themselves, a row not
+        counting itself (see :func:`knn_sq_distances`).
+    k : int
+        Number of neighbours.
+    device : torch.device or str
+
+    Returns
+    -------
+    ndarray of shape (m,) (or (n,))
+    """
+    memory_t = to_tensor(memory, device, torch.float64)
+    exclude_self = queries is None
+    queries_t = memory_t if exclude_self else to_tensor(queries, device, torch.float64)
+    d2 = knn_sq_distances(queries_t, memory_t, k, exclude_self=exclude_self)
+    return to_numpy(torch.exp(-d2).mean(dim=1))
+
+
+def density_ratio_confidence(
+    queries: np.ndarray,
+    *,
+    points_correct: np.ndarray,
+    weights_correct: np.ndarray,
+    bandwidth_correct: np.ndarray,
+    points_wrong: np.ndarray,
+    weights_wrong: np.ndarray,
+    bandwidth_wrong: np.ndarray,
+    ratio: float,
+    device,
+) -> np.ndarray:
+    """Bayes' rule over two densities: ``f1 / max(f1 + ratio f0, 1e-10)``.
+
+    ``f1`` and ``f0`` are the :func:`gaussian_kde_2d` densities of the
+    correctly and wrongly classified points at ``queries``.
+
+    Parameters
+    ----------
+    queries : ndarray of shape (m, 2)
+        ``(confidence, proximity)`` of each query.
+    points_correct, points_wrong : ndarray of shape (n, 2)
+    weights_correct, weights_wrong : ndarray of shape (n,)
+    bandwidth_correct, bandwidth_wrong : ndarray of shape (2,)
+    ratio : float
+        ``rho``, the weight of the wrong over the correct predictions.
+    device : torch.device or str
+
+    Returns
+    -------
+    ndarray of shape (m,)
+    """
+    q = to_tensor(queries, device, torch.float64)
+
+    def density(points, weights, bandwidth):
+        return gaussian_kde_2d(
+            to_tensor(points, device, torch.float64),
+            to_tensor(weights, device, torch.float64),
+            to_tensor(bandwidth, device, torch.float64),
+            q,
+        )
+
+    f1 = density(points_correct, weights_correct, bandwidth_correct)
+    f0 = density(points_wrong, weights_wrong, bandwidth_wrong)
+    return to_numpy(f1 / torch.clamp(f1 + ratio * f0, min=1e-10))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -10,6 +10,7 @@ import torch
 from .._convert import to_numpy, to_tensor
 from .._optim import train_adam
 from .._random import make_generator
+from ._common import init_mlp, relu_mlp
 
 #: Logits (shifted to a row maximum of 0 and divided by the global temperature
 #: by the caller) are clipped to +-LOGIT_CLIP before the network and softmax.
@@ -22,11 +23,7 @@ def _features(z: torch.Tensor, k: int) -> torch.Tensor:
 
 def pts_temperature(layers, z: torch.Tensor, k: int) -> torch.Tensor:
     """Temperature of each row: ``|MLP(top-k sorted logits)|`` in [1e-12, 1e12]."""
-    h = _features(z, k)
-    for i, (W, b) in enumerate(layers):
-        h = h @ W + b
-        if i < len(layers) - 1:
-            h = torch.relu(h)
+    h = relu_mlp(layers, _features(z, k))
     return h.squeeze(1).abs().clamp(1e-12, 1e12)
 
 
@@ -41,6 +38,35 @@ def pts_predict_logits(
     ]
     with torch.no_grad():
         return to_numpy(z / pts_temperature(layers, z, k)[:, None])
+
+
+@dataclass(frozen=True)
+class PTSFit:
+    """The trained temperature network (numpy, CPU) and its training run.
+
+    Attributes
+    ----------
+    coefs : list of ndarray
+        Weight matrices, input layer first; layer ``i`` maps ``h`` to
+        ``h @ coefs[i] + intercepts[i]`` (shape ``(fan_in, fan_out)``).
+    intercepts : list of ndarray
+        Bias vectors, input layer first.
+    best_epoch : int
+        Epoch whose weights were kept (0: the initial, global temperature).
+    n_epochs : int
+        Epochs run.
+    """
+
+    coefs: list
+    intercepts: list
+    best_epoch: int
+    n_epochs: int
+
+
+def _init_layers(sizes: list, initial_temperature: float, gen, device) -> list:
+    """``nn.Linear``-style layers, the output one at ``T = initial_temperature``."""
+    # output weight 0 and bias T0: training starts from global temperature scaling
+    return init_mlp(sizes, gen, device, output_bias=initial_temperature)
 
 
 def fit_pts(
@@ -61,31 +87,25 @@ def fit_pts(
     seed: int,
     device: torch.device,
     verbose: int = 0,
-):
+) -> PTSFit:
     """Train the temperature network on the Brier score (PTS's MSE loss).
 
-    Hidden layers are initialised like ``torch.nn.Linear`` from a local
-    generator; the output layer starts at weight 0 and bias
-    ``initial_temperature``, so training starts from global temperature
-    scaling. Returns ``(coefs, intercepts, best_epoch, n_epochs)`` with numpy
-    arrays.
+    Mini-batch Adam on the rows ``train_idx``, early stopping on the loss of
+    the rows ``val_idx``. Hidden layers are initialised like
+    ``torch.nn.Linear`` from a local generator seeded by ``seed``; the output
+    layer starts at weight 0 and bias ``initial_temperature``, so training
+    starts from global temperature scaling.
+
+    Returns
+    -------
+    PTSFit
     """
     gen = make_generator(seed, "cpu")
     z = to_tensor(logits, device, torch.float64).clamp(-LOGIT_CLIP, LOGIT_CLIP)
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight, device, torch.float64)
     onehot = torch.nn.functional.one_hot(y, z.shape[1]).double()
-    sizes = [k, *hidden, 1]
-    layers = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        bound = 1.0 / math.sqrt(fan_in)
-        W = (
-            torch.rand(fan_in, fan_out, generator=gen, dtype=torch.float64) * 2 - 1
-        ) * bound
-        b = (torch.rand(fan_out, generator=gen, dtype=torch.float64) * 2 - 1) * bound
-        layers.append([W.to(device), b.to(device)])
-    layers[-1][0].zero_()
-    layers[-1][1].fill_(initial_temperature)
+    layers = _init_layers([k, *hidden, 1], initial_temperature, gen, device)
     params = [t.requires_grad_(True) for layer in layers for t in layer]
     train = to_tensor(train_idx, device, torch.int64)
     val = to_tensor(val_idx, device, torch.int64)
@@ -110,6 +130,9 @@ def fit_pts(
         device=device,
         verbose=verbose,
     )
-    coefs = [to_numpy(W) for W, _ in layers]
-    intercepts = [to_numpy(b) for _, b in layers]
-    return coefs, intercepts, best_epoch, n_epochs
+    return PTSFit(
+        coefs=[to_numpy(W) for W, _ in layers],
+        intercepts=[to_numpy(b) for _, b in layers],
+        best_epoch=best_epoch,
+        n_epochs=n_epochs,
+    )

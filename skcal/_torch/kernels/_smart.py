@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -33,6 +34,7 @@ import torch
 from .._convert import to_numpy, to_tensor
 from .._optim import minimize_adam, newton_root_1d
 from .._random import make_generator
+from ._common import init_mlp, relu_mlp
 from ._soft_ece import soft_binned_ece
 
 #: ``g_hat = (g - mean) / (std + GAP_EPS)`` (SMART's Algorithm 1).
@@ -60,25 +62,36 @@ def logit_gaps(z: torch.Tensor) -> torch.Tensor:
 
 def smart_temperature(layers, g_hat: torch.Tensor, t_min: float) -> torch.Tensor:
     """Temperature of each row: ``softplus(MLP(g_hat)) + t_min``."""
-    h = g_hat[:, None]
-    for i, (W, b) in enumerate(layers):
-        h = h @ W + b
-        if i < len(layers) - 1:
-            h = torch.relu(h)
+    h = relu_mlp(layers, g_hat[:, None])
     return torch.nn.functional.softplus(h.squeeze(1)) + t_min
 
 
-def smart_predict_temperature(state, logits, device) -> np.ndarray:
+def standardize_gaps(gaps: torch.Tensor, gap_mean: float, gap_std: float):
+    """``g_hat = (g - mean) / (std + GAP_EPS)``, the network's input."""
+    return (gaps - gap_mean) / (gap_std + GAP_EPS)
+
+
+def smart_predict_temperature(
+    logits: np.ndarray,
+    *,
+    coefs,
+    intercepts,
+    gap_mean: float,
+    gap_std: float,
+    t_min: float,
+    gap_range=None,
+    device,
+) -> np.ndarray:
     """Temperature of each row of ``logits`` as float64 numpy.
 
-    ``state = (coefs, intercepts, gap_mean, gap_std, gap_range, t_min)``;
-    gaps are clipped to ``gap_range`` (``(low, high)``, or None) first.
+    ``coefs``, ``intercepts``, ``gap_mean`` and ``gap_std`` are those of a
+    :class:`SmartFit`; gaps are clipped to ``gap_range`` (``(low, high)``, or
+    None: not clipped) before they are standardised.
     """
-    coefs, intercepts, gap_mean, gap_std, gap_range, t_min = state
     gaps = logit_gaps(to_tensor(logits, device, torch.float64))
     if gap_range is not None:
         gaps = gaps.clamp(gap_range[0], gap_range[1])
-    g_hat = (gaps - gap_mean) / (gap_std + GAP_EPS)
+    g_hat = standardize_gaps(gaps, gap_mean, gap_std)
     layers = [
         (to_tensor(W, device, torch.float64), to_tensor(b, device, torch.float64))
         for W, b in zip(coefs, intercepts)
@@ -281,20 +294,133 @@ def _nll_temperature(d, d_true, w) -> float:
     return 1.0 / result.x
 
 
-def _init_layers(hidden: tuple, t0: float, t_min: float, gen, device):
+def _init_layers(hidden: tuple, t0: float, t_min: float, gen, device) -> list:
     """``nn.Linear``-style hidden layers; the output layer starts at ``T = t0``."""
     sizes = [1, *hidden, 1]
-    layers = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        bound = 1.0 / math.sqrt(fan_in)
-        W = torch.rand(fan_in, fan_out, generator=gen, dtype=torch.float64) * 2 - 1
-        b = torch.rand(fan_out, generator=gen, dtype=torch.float64) * 2 - 1
-        layers.append([(W * bound).to(device), (b * bound).to(device)])
     # W_out = 0 and softplus(b_out) + t_min = t0 (t0 > t_min)
-    layers[-1][0].zero_()
     x = t0 - t_min  # inverse softplus, stable for large x
-    layers[-1][1].fill_(x + math.log(-math.expm1(-x)))
-    return layers
+    return init_mlp(sizes, gen, device, output_bias=x + math.log(-math.expm1(-x)))
+
+
+@dataclass(frozen=True)
+class SmartFit:
+    """The trained temperature network (numpy, CPU) and its training run.
+
+    Attributes
+    ----------
+    coefs : list of ndarray
+        Weight matrices, input layer first; layer ``i`` maps ``h`` to
+        ``h @ coefs[i] + intercepts[i]`` (shape ``(fan_in, fan_out)``).
+    intercepts : list of ndarray
+        Bias vectors, input layer first.
+    gap_mean : float
+        Weighted mean of the calibration logit gaps.
+    gap_std : float
+        Their weighted ``ddof=0`` standard deviation; 1 when they are all
+        equal.
+    gap_range : tuple of float
+        Smallest and largest gap of the rows with positive weight.
+    temperature_init : float
+        Temperature the network starts at: the NLL-optimal global one (at
+        least ``2 t_min``).
+    best_epoch : int
+        Adam steps taken before the kept parameters (0: the initial ones).
+    n_epochs : int
+        Adam steps taken.
+    loss_curve : list of float
+        Training loss at each epoch.
+    """
+
+    coefs: list
+    intercepts: list
+    gap_mean: float
+    gap_std: float
+    gap_range: tuple
+    temperature_init: float
+    best_epoch: int
+    n_epochs: int
+    loss_curve: list
+
+
+def _gap_moments(gaps: torch.Tensor, w: torch.Tensor) -> tuple[float, float]:
+    """Weighted mean and ``ddof=0`` standard deviation (1 if zero) of ``gaps``.
+
+    ``ddof=0``: unchanged when every weight is scaled, and equal for integer
+    weights and repeated rows (the reference's unbiased std differs by
+    ``sqrt(n / (n - 1))``, a rescaling of the input that the first layer
+    absorbs).
+    """
+    w_sum = w.sum()
+    gap_mean = (w @ gaps) / w_sum
+    gap_std = torch.sqrt((w @ (gaps - gap_mean) ** 2) / w_sum)
+    if float(gap_std) == 0.0:  # all gaps equal: no scale to standardise by
+        return float(gap_mean), 1.0
+    return float(gap_mean), float(gap_std)
+
+
+def _make_log_partition(d: torch.Tensor, t0: float, interpolate: bool | None):
+    """``beta -> (log S, d log S / d beta)`` of the rows of ``d``.
+
+    Interpolated (:class:`_InterpolatedLogPartition`, around ``beta = 1 /
+    t0``) when ``interpolate`` is True, or when it is None on the CPU with at
+    least ``_INTERP_MIN_CLASSES`` classes; summed exactly otherwise.
+    """
+    if interpolate is None:
+        interpolate = d.device.type == "cpu" and d.shape[1] >= _INTERP_MIN_CLASSES
+    if not interpolate:
+        return functools.partial(_exact_log_partition, d=d)
+    return _InterpolatedLogPartition(
+        d,
+        1.0 / t0,
+        step=_NODE_STEP,
+        # (2 span + 2) nodes of 4 float64 per row: at most the 4 C bytes of a
+        # row of gaps
+        span=max(1, min(_NODE_SPAN, (d.shape[1] // 8 - 2) // 2)),
+        tol=_INTERP_TOL,
+    )
+
+
+def _make_objective(
+    layers,
+    log_partition,
+    *,
+    g_hat: torch.Tensor,
+    d_true: torch.Tensor,
+    correct: torch.Tensor,
+    w: torch.Tensor,
+    t_min: float,
+    loss: str,
+    soft_ece: dict,
+):
+    """The training loss of the current ``layers``, a closure for Adam.
+
+    It runs in float32 (the parameters and Adam stay in float64): twice as
+    fast as float64 on n-sized arrays, and the confidences come from float32
+    row sums anyway. ``soft_ece`` holds ``n_bins``, ``sharpness``, ``power``
+    and ``smoothing`` of :func:`soft_binned_ece`.
+    """
+    f32 = torch.float32
+    g_hat, w, correct = g_hat.to(f32), w.to(f32), correct.to(f32)
+    w_sum = w.sum()
+
+    def objective() -> torch.Tensor:
+        layers32 = [(W.to(f32), b.to(f32)) for W, b in layers]
+        beta = 1.0 / smart_temperature(layers32, g_hat, t_min)
+        log_s = _LogPartition.apply(beta, log_partition)
+        if loss == "soft_ece":
+            return soft_binned_ece(
+                torch.exp(-log_s), correct, w, eps=1e-6, eps_mode="add", **soft_ece
+            )
+        if loss == "mse":
+            per_row = (torch.exp(-log_s) - correct) ** 2
+        elif loss == "nll":
+            per_row = beta * d_true + log_s
+        else:  # brier: sum_k p_k^2 - 2 p_y + 1
+            sq = torch.exp(_LogPartition.apply(2.0 * beta, log_partition) - 2.0 * log_s)
+            per_row = sq - 2.0 * torch.exp(-beta * d_true - log_s) + 1.0
+        return (w @ per_row) / w_sum
+
+    return objective
 
 
 def fit_smart(
@@ -317,34 +443,29 @@ def fit_smart(
     device: torch.device,
     verbose: int = 0,
     interpolate: bool | None = None,
-):
+) -> SmartFit:
     """Fit the temperature network with full-batch Adam.
 
-    ``interpolate`` (None: on the CPU with at least ``_INTERP_MIN_CLASSES``
-    classes) evaluates ``log S`` through :class:`_InterpolatedLogPartition`.
+    The network starts at the NLL-optimal global temperature; ``seed`` draws
+    its hidden layers. ``interpolate`` (None: on the CPU with at least
+    ``_INTERP_MIN_CLASSES`` classes) evaluates ``log S`` through
+    :class:`_InterpolatedLogPartition`.
 
-    Returns a dict with ``coefs``, ``intercepts`` (numpy), ``gap_mean``,
-    ``gap_std``, ``best_epoch``, ``n_epochs`` and ``loss_curve``.
+    Returns
+    -------
+    SmartFit
     """
     gen = make_generator(seed, "cpu")
     z = to_tensor(logits, device, torch.float64)
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight, device, torch.float64)
-    w_sum = w.sum()
 
     top2 = torch.topk(z, 2, dim=1).values
     gaps = top2[:, 0] - top2[:, 1]
-    gap_mean = (w @ gaps) / w_sum
-    # ddof=0: unchanged when every weight is scaled and equal for integer
-    # weights and repeated rows (the reference's unbiased std differs by
-    # sqrt(n / (n - 1)), a rescaling of the input that the first layer absorbs)
-    gap_std = torch.sqrt((w @ (gaps - gap_mean) ** 2) / w_sum)
-    if float(gap_std) == 0.0:  # all gaps equal: no scale to standardise by
-        gap_std = torch.ones_like(gap_std)
+    gap_mean, gap_std = _gap_moments(gaps, w)
     positive = gaps[w > 0]
-    g_hat = (gaps - gap_mean) / (gap_std + GAP_EPS)
-
-    top = torch.argmax(z, dim=1)
+    correct = torch.argmax(z, dim=1) == y
+    # gaps to the top logit, float32: the per-epoch work reads only these
     d = (top2[:, :1] - z).to(torch.float32)
     d_true = d.gather(1, y[:, None]).squeeze(1)
     del z
@@ -353,54 +474,17 @@ def fit_smart(
     t0 = max(_nll_temperature(d, d_true.to(torch.float64), w), 2.0 * t_min)
     layers = _init_layers(tuple(hidden), t0, t_min, gen, device)
     params = [t.requires_grad_(True) for layer in layers for t in layer]
-
-    # the per-epoch work runs in float32 (the parameters and Adam stay in
-    # float64): it is twice as fast as float64 on n-sized arrays, and the
-    # confidences come from float32 row sums anyway
-    f32 = torch.float32
-    g_hat, w = g_hat.to(f32), w.to(f32)
-    if interpolate is None:
-        interpolate = device.type == "cpu" and d.shape[1] >= _INTERP_MIN_CLASSES
-    if interpolate:
-        log_partition = _InterpolatedLogPartition(
-            d,
-            1.0 / t0,
-            step=_NODE_STEP,
-            # (2 span + 2) nodes of 4 float64 per row: at most the 4 C bytes
-            # of a row of gaps
-            span=max(1, min(_NODE_SPAN, (d.shape[1] // 8 - 2) // 2)),
-            tol=_INTERP_TOL,
-        )
-    else:
-        log_partition = functools.partial(_exact_log_partition, d=d)
-    correct = (top == y).to(f32)
-    w_sum = w.sum()
-
-    def objective() -> torch.Tensor:
-        layers32 = [(W.to(f32), b.to(f32)) for W, b in layers]
-        beta = 1.0 / smart_temperature(layers32, g_hat, t_min)
-        log_s = _LogPartition.apply(beta, log_partition)
-        if loss == "soft_ece":
-            return soft_binned_ece(
-                torch.exp(-log_s),
-                correct,
-                w,
-                n_bins=n_bins,
-                sharpness=alpha,
-                power=q,
-                eps=1e-6,
-                eps_mode="add",
-                smoothing=smoothing,
-            )
-        if loss == "mse":
-            per_row = (torch.exp(-log_s) - correct) ** 2
-        elif loss == "nll":
-            per_row = beta * d_true + log_s
-        else:  # brier: sum_k p_k^2 - 2 p_y + 1
-            sq = torch.exp(_LogPartition.apply(2.0 * beta, log_partition) - 2.0 * log_s)
-            per_row = sq - 2.0 * torch.exp(-beta * d_true - log_s) + 1.0
-        return (w @ per_row) / w_sum
-
+    objective = _make_objective(
+        layers,
+        _make_log_partition(d, t0, interpolate),
+        g_hat=standardize_gaps(gaps, gap_mean, gap_std),
+        d_true=d_true,
+        correct=correct,
+        w=w,
+        t_min=t_min,
+        loss=loss,
+        soft_ece=dict(n_bins=n_bins, sharpness=alpha, power=q, smoothing=smoothing),
+    )
     best_epoch, n_epochs, curve = minimize_adam(
         objective,
         params,
@@ -410,14 +494,14 @@ def fit_smart(
         tol=tol,
         verbose=verbose,
     )
-    return {
-        "coefs": [to_numpy(W) for W, _ in layers],
-        "intercepts": [to_numpy(b) for _, b in layers],
-        "gap_mean": float(gap_mean),
-        "gap_std": float(gap_std),
-        "gap_range": (float(positive.min()), float(positive.max())),
-        "best_epoch": best_epoch,
-        "n_epochs": n_epochs,
-        "loss_curve": curve,
-        "temperature_init": t0,
-    }
+    return SmartFit(
+        coefs=[to_numpy(W) for W, _ in layers],
+        intercepts=[to_numpy(b) for _, b in layers],
+        gap_mean=gap_mean,
+        gap_std=gap_std,
+        gap_range=(float(positive.min()), float(positive.max())),
+        temperature_init=t0,
+        best_epoch=best_epoch,
+        n_epochs=n_epochs,
+        loss_curve=curve,
+    )

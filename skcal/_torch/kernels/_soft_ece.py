@@ -11,13 +11,17 @@ weighted mean confidence and accuracy are compared:
 * Karandikar et al.'s soft-binned ECE: ``k = 1 / temperature``, ``p = 2``,
   normalisers ``max(sum_i s_i u_ib, 1e-5)``.
 
-The metrics in :mod:`skcal.metrics` and the SMART calibrator's objective call
-this same function.
+The metrics in :mod:`skcal.metrics` (through :func:`soft_binned_ece_value`,
+numpy in and a float out) and the SMART calibrator's objective call this same
+function.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+from .._convert import to_tensor
 
 
 def soft_binned_ece(
@@ -79,3 +83,28 @@ def soft_binned_ece(
     bin_weight = mass / w_sum
     total = bin_weight @ err.pow(power)
     return total if power == 1 else total.pow(1.0 / power)
+
+
+def soft_binned_ece_value(
+    conf: np.ndarray, correct: np.ndarray, weight: np.ndarray, **kwargs
+) -> float:
+    """:func:`soft_binned_ece` of numpy arrays, in float64 on the CPU.
+
+    Parameters
+    ----------
+    conf, correct, weight : ndarray of shape (n_samples,)
+        Confidence, correctness (0/1) and non-negative sample weight.
+    **kwargs
+        The keyword arguments of :func:`soft_binned_ece`.
+
+    Returns
+    -------
+    float
+    """
+    value = soft_binned_ece(
+        to_tensor(conf, "cpu", torch.float64),
+        to_tensor(correct, "cpu", torch.float64),
+        to_tensor(weight, "cpu", torch.float64),
+        **kwargs,
+    )
+    return float(value)

@@ -13,11 +13,18 @@ give
 
 with ``log B(a) = sum_k lgamma(a_k) - lgamma(sum_k a_k)``; the calibrated
 probabilities are ``softmax(logit)``.
+
+The kernels take and return numpy arrays: :func:`fit_divide` gives a
+:class:`DivideFit`, :func:`head_log_proba` the cells and head outputs
+(:class:`QuantizedHead`), :func:`fit_compositional_map` (VQ) or
+:func:`fit_global_dirichlet_map` (VQ-DC) a :class:`CalibraFit` whose map
+:func:`calibrated_proba` applies.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -25,6 +32,7 @@ import torch
 from .._convert import to_numpy, to_tensor
 from .._optim import train_adam
 from .._random import make_generator
+from ._common import uniform_linear, weighted_cross_entropy
 
 #: Floor of the Dirichlet parameters (softplus -> 0 makes lgamma steep).
 ALPHA_FLOOR = 1e-8
@@ -135,7 +143,7 @@ def _blocks(n, C, K, device):
             yield slice(i0, min(i0 + rows, n)), slice(j0, min(j0 + cols, C))
 
 
-class _DirichletMap(torch.autograd.Function):
+class _DirichletCore(torch.autograd.Function):
     """``core_j = sum_c (alpha_cj - 1) log p_c - log B(alpha_.j)`` per sample.
 
     ``alpha = softplus(A^T diag(counts) B) + 1e-8`` is each sample's ``C x C``
@@ -235,23 +243,229 @@ def compositional_logits(
     keep = torch.is_grad_enabled() and any(
         t.requires_grad for t in (log_p, counts, A, B)
     )
-    core = _DirichletMap.apply(log_p, counts, A, B, keep)
+    core = _DirichletCore.apply(log_p, counts, A, B, keep)
     logits = core + torch.log_softmax(prior_logits, dim=0)
     return logits + log_p if identity_shift else logits
 
 
-def _weighted_ce(logits, y, w) -> torch.Tensor:
-    nll = -torch.log_softmax(logits, dim=1).gather(1, y[:, None]).squeeze(1)
-    return (w * nll).sum() / w.sum().clamp_min(1e-300)
+# ----------------------------------------------------------------- results
+@dataclass(frozen=True)
+class DivideFit:
+    """Stage 1 of :func:`fit_divide`: the codebook and the head (numpy, CPU).
+
+    Attributes
+    ----------
+    codebook : ndarray of shape (n_codewords, d)
+        The codewords, ``d = n_features / n_slots``.
+    coef : ndarray of shape (n_classes, n_features)
+        Head on the quantized embeddings (the given one when frozen).
+    intercept : ndarray of shape (n_classes,)
+        Its bias.
+    best_epoch : int
+        Epoch whose state was kept (0: the initial one).
+    n_epochs : int
+        Epochs run.
+    """
+
+    codebook: np.ndarray
+    coef: np.ndarray
+    intercept: np.ndarray
+    best_epoch: int
+    n_epochs: int
 
 
-def _linear_init(fan_in, fan_out, gen, device):
-    bound = 1.0 / math.sqrt(fan_in)
-    W = (
-        torch.rand(fan_out, fan_in, generator=gen, dtype=torch.float64) * 2 - 1
-    ) * bound
-    b = (torch.rand(fan_out, generator=gen, dtype=torch.float64) * 2 - 1) * bound
-    return W.to(device), b.to(device)
+@dataclass(frozen=True)
+class QuantizedHead:
+    """Cells and head outputs of :func:`head_log_proba` (numpy, CPU).
+
+    Attributes
+    ----------
+    index : ndarray of shape (n_samples, n_slots)
+        Codeword index (int64) of every slot: the sample's cell.
+    log_proba : ndarray of shape (n_samples, n_classes)
+        Log-probabilities of the head on the quantized embeddings.
+    """
+
+    index: np.ndarray
+    log_proba: np.ndarray
+
+
+@dataclass(frozen=True)
+class CompositionalMap:
+    """The cell-wise Dirichlet map of the module docstring (numpy, CPU).
+
+    Attributes
+    ----------
+    receivers, senders : ndarray of shape (n_codewords, n_classes)
+        ``A`` and ``B``.
+    prior_logits : ndarray of shape (n_classes,)
+        ``log pi`` up to a constant.
+    slot_scales : ndarray of shape (n_slots,) or None
+        ``sigma^2`` per slot; None counts every slot once.
+    identity_shift : bool
+        Add ``log p`` to the linear term (the identity at ``alpha = 1``).
+    """
+
+    receivers: np.ndarray
+    senders: np.ndarray
+    prior_logits: np.ndarray
+    slot_scales: np.ndarray | None
+    identity_shift: bool
+
+    def logits(self, index: torch.Tensor, log_p: torch.Tensor) -> torch.Tensor:
+        """Calibrated logits of cells ``index`` with head outputs ``log_p``."""
+        dev = log_p.device
+        scales = self.slot_scales
+        counts = codeword_counts(
+            index,
+            self.receivers.shape[0],
+            None if scales is None else to_tensor(scales, dev, torch.float64),
+        )
+        return compositional_logits(
+            log_p,
+            counts,
+            to_tensor(self.receivers, dev, torch.float64),
+            to_tensor(self.senders, dev, torch.float64),
+            to_tensor(self.prior_logits, dev, torch.float64),
+            identity_shift=self.identity_shift,
+        )
+
+
+@dataclass(frozen=True)
+class GlobalDirichletMap:
+    """Dirichlet calibration of the head, ``logits = log_p W + b`` (numpy, CPU).
+
+    Attributes
+    ----------
+    coef : ndarray of shape (n_classes, n_classes)
+        ``W``.
+    intercept : ndarray of shape (n_classes,)
+        ``b``.
+    """
+
+    coef: np.ndarray
+    intercept: np.ndarray
+
+    def logits(self, index: torch.Tensor, log_p: torch.Tensor) -> torch.Tensor:
+        """Calibrated logits of head outputs ``log_p`` (``index`` is unused)."""
+        dev = log_p.device
+        return log_p @ to_tensor(self.coef, dev, torch.float64) + to_tensor(
+            self.intercept, dev, torch.float64
+        )
+
+
+@dataclass(frozen=True)
+class CalibraFit:
+    """Stage 2: a fitted calibration map and its training (numpy, CPU).
+
+    Attributes
+    ----------
+    map : CompositionalMap or GlobalDirichletMap
+        The map, ready for :func:`calibrated_proba`.
+    best_epoch : int
+        Epoch whose parameters were kept (0: the initial ones).
+    n_epochs : int
+        Epochs run.
+    """
+
+    map: CompositionalMap | GlobalDirichletMap
+    best_epoch: int
+    n_epochs: int
+
+
+# ------------------------------------------------------------ shared pieces
+@dataclass(frozen=True)
+class _Rows:
+    """Labels, weights and the split of one stage, as tensors on its device."""
+
+    y: torch.Tensor
+    w: torch.Tensor
+    train: torch.Tensor  # row indices
+    val: torch.Tensor
+
+    @classmethod
+    def of(cls, y, w, train_idx, val_idx, device) -> _Rows:
+        return cls(
+            to_tensor(y, device, torch.int64),
+            to_tensor(w, device, torch.float64),
+            to_tensor(train_idx, device, torch.int64),
+            to_tensor(val_idx, device, torch.int64),
+        )
+
+    def loss(self, logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Weighted cross-entropy of ``logits``, the outputs of ``rows``."""
+        return weighted_cross_entropy(logits, self.y[rows], self.w[rows])
+
+
+def _train(loss, val_loss, params, rows: _Rows, gen, **adam) -> tuple[int, int]:
+    """:func:`train_adam` over the training rows: ``(best_epoch, n_epochs)``."""
+    best_epoch, n_epochs, _ = train_adam(
+        loss, val_loss, params, n_samples=len(rows.train), generator=gen, **adam
+    )
+    return best_epoch, n_epochs
+
+
+# ------------------------------------------------------------------ stage 1
+def _initial_codebook(S, train, mode, n_codewords, n_rows, gen) -> torch.Tensor:
+    """``N(0, I)`` codewords, or distinct slot vectors of ``n_rows`` train rows."""
+    d = S.shape[2]
+    if mode == "normal":
+        codebook = torch.randn(n_codewords, d, generator=gen, dtype=torch.float64)
+        return codebook.to(S.device)
+    order = torch.randperm(len(train), generator=gen)
+    rows = train[order[:n_rows].to(S.device)]
+    # distinct vectors only: a repeated value (e.g. the zeros of ReLU
+    # features) would give codewords that can never win a slot
+    # (with fewer distinct vectors than codewords, the rest are repeats:
+    # dead codewords, which the estimator reports)
+    pool = torch.unique(S[rows].reshape(-1, d), dim=0)
+    pick = torch.randperm(pool.shape[0], generator=gen)[:n_codewords]
+    if pool.shape[0] < n_codewords:
+        extra = torch.randint(
+            pool.shape[0], (n_codewords - pool.shape[0],), generator=gen
+        )
+        pick = torch.cat([pick, extra])
+    return pool[pick.to(S.device)].clone()
+
+
+class _EMACodebook:
+    """A codebook and its EMA statistics ``N_k`` (count) and ``m_k`` (sum).
+
+    ``init="zeros"`` starts from ``N_k = m_k = 0``, otherwise from
+    ``N_k = 1, m_k = c_k``. The three tensors are updated in place, so that
+    :func:`train_adam` saves and restores them with the head.
+    """
+
+    def __init__(self, codebook: torch.Tensor, init: str, decay: float):
+        self.codebook = codebook
+        self.decay = decay
+        n_codewords = codebook.shape[0]
+        if init == "zeros":
+            self.count = codebook.new_zeros(n_codewords)
+            self.sum = torch.zeros_like(codebook)
+        else:
+            self.count = codebook.new_ones(n_codewords)
+            self.sum = codebook.clone()
+
+    @property
+    def state(self) -> list[torch.Tensor]:
+        return [self.codebook, self.count, self.sum]
+
+    @torch.no_grad()
+    def update(self, S: torch.Tensor, index: torch.Tensor, w: torch.Tensor):
+        """Move every codeword toward the weighted mean of its slots ``S``."""
+        n_slots, d = S.shape[1], S.shape[2]
+        flat = index.reshape(-1)
+        # weights relative to the batch mean: unit weights count one per
+        # slot, and scaling every weight changes nothing
+        slot_w = (w / w.mean().clamp_min(1e-300)).repeat_interleave(n_slots)
+        counts = torch.zeros_like(self.count).index_add_(0, flat, slot_w)
+        sums = torch.zeros_like(self.sum).index_add_(
+            0, flat, S.reshape(-1, d) * slot_w[:, None]
+        )
+        self.count.mul_(self.decay).add_(counts, alpha=1 - self.decay)
+        self.sum.mul_(self.decay).add_(sums, alpha=1 - self.decay)
+        self.codebook.copy_(self.sum / (self.count + EMA_EPS)[:, None])
 
 
 def fit_divide(
@@ -267,8 +481,8 @@ def fit_divide(
     codebook_mode: str,
     ema_init: str,
     decay: float,
-    head_coef,
-    head_intercept,
+    head_coef: np.ndarray | None,
+    head_intercept: np.ndarray | None,
     n_init_batches: int,
     lr: float,
     weight_decay: float,
@@ -278,109 +492,104 @@ def fit_divide(
     seed: int,
     device: torch.device,
     verbose: int = 0,
-) -> dict:
+) -> DivideFit:
     """Stage 1: the codebook and the quantization-aware head.
 
-    With ``head_coef`` given the head is frozen and only the codebook is
-    updated. Returns numpy arrays ``codebook``, ``coef``, ``intercept`` and
-    ``best_epoch``, ``n_epochs``.
+    The codebook starts from random slot vectors of ``n_init_batches``
+    shuffled batches of the training rows (``codebook_mode`` ``"ema"`` or
+    ``"data"``) or from ``N(0, I)`` (``"normal"``); only ``"ema"`` moves it.
+    The head starts like ``torch.nn.Linear``, or is ``head_coef`` /
+    ``head_intercept`` and stays frozen; with a frozen head and a fixed
+    codebook nothing is trained.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Embeddings, ``n_features = n_slots * d``.
+    y, w : ndarray of shape (n_samples,)
+        Column index of each label, and sample weights.
+    train_idx, val_idx : ndarray of int
+        Rows trained on, and rows of the early-stopping loss.
+    n_classes, n_slots, n_codewords : int
+        ``C``, ``w`` and ``K``.
+    codebook_mode : {"ema", "data", "normal"}
+    ema_init : {"robust", "zeros"}
+        See :class:`_EMACodebook`.
+    decay : float
+        EMA decay.
+    head_coef, head_intercept : ndarray or None
+        A frozen head, or None to train one.
+    n_init_batches : int
+        Batches whose slots the initial codewords are drawn from.
+    lr, weight_decay, batch_size, max_epochs, patience, verbose
+        Of :func:`~skcal._torch.train_adam`.
+    seed : int
+        Seeds the codebook, the head and the batches (in this order).
+    device : torch.device
+
+    Returns
+    -------
+    DivideFit
     """
     gen = make_generator(seed, "cpu")
-    Xt = to_tensor(X, device, torch.float64)
-    S = slots(Xt, n_slots)
-    d = S.shape[2]
-    yt = to_tensor(y, device, torch.int64)
-    wt = to_tensor(w, device, torch.float64)
-    train = to_tensor(train_idx, device, torch.int64)
-    val = to_tensor(val_idx, device, torch.int64)
-    # codebook: random slot vectors of (up to) n_init_batches shuffled batches
-    if codebook_mode == "normal":
-        codebook = torch.randn(n_codewords, d, generator=gen, dtype=torch.float64)
-        codebook = codebook.to(device)
-    else:
-        order = torch.randperm(len(train_idx), generator=gen)
-        rows = train[order[: n_init_batches * batch_size].to(device)]
-        # distinct vectors only: a repeated value (e.g. the zeros of ReLU
-        # features) would give codewords that can never win a slot
-        # (with fewer distinct vectors than codewords, the rest are repeats:
-        # dead codewords, which the estimator reports)
-        pool = torch.unique(S[rows].reshape(-1, d), dim=0)
-        pick = torch.randperm(pool.shape[0], generator=gen)[:n_codewords]
-        if pool.shape[0] < n_codewords:
-            extra = torch.randint(
-                pool.shape[0], (n_codewords - pool.shape[0],), generator=gen
-            )
-            pick = torch.cat([pick, extra])
-        codebook = pool[pick.to(device)].clone()
+    S = slots(to_tensor(X, device, torch.float64), n_slots)
+    rows = _Rows.of(y, w, train_idx, val_idx, device)
+    initial = _initial_codebook(
+        S, rows.train, codebook_mode, n_codewords, n_init_batches * batch_size, gen
+    )
+    book = _EMACodebook(initial, ema_init, decay)
     ema = codebook_mode == "ema"
-    if ema_init == "zeros":
-        ema_count = torch.zeros(n_codewords, dtype=torch.float64, device=device)
-        ema_sum = torch.zeros_like(codebook)
-    else:
-        ema_count = torch.ones(n_codewords, dtype=torch.float64, device=device)
-        ema_sum = codebook.clone()
     frozen = head_coef is not None
     if frozen:
         W = to_tensor(head_coef, device, torch.float64)
         b = to_tensor(head_intercept, device, torch.float64)
     else:
-        W, b = _linear_init(S.shape[1] * d, n_classes, gen, device)
+        W, b = uniform_linear(X.shape[1], n_classes, gen, device, out_first=True)
         W.requires_grad_(True)
         b.requires_grad_(True)
 
-    def head_logits(rows):
-        index = assign(S[rows], codebook)
-        return codebook[index].reshape(len(rows), -1) @ W.T + b, index
+    def head_logits(r):
+        index = assign(S[r], book.codebook)
+        return book.codebook[index].reshape(len(r), -1) @ W.T + b, index
 
     def loss(batch):
-        rows = train[batch]
-        logits, index = head_logits(rows)
+        r = rows.train[batch]
+        logits, index = head_logits(r)
         if ema:
-            with torch.no_grad():
-                flat = index.reshape(-1)
-                # weights relative to the batch mean: unit weights count one
-                # per slot, and scaling every weight changes nothing
-                w_rows = wt[rows] / wt[rows].mean().clamp_min(1e-300)
-                slot_w = w_rows.repeat_interleave(n_slots)
-                counts = torch.zeros_like(ema_count).index_add_(0, flat, slot_w)
-                sums = torch.zeros_like(ema_sum).index_add_(
-                    0, flat, S[rows].reshape(-1, d) * slot_w[:, None]
-                )
-                ema_count.mul_(decay).add_(counts, alpha=1 - decay)
-                ema_sum.mul_(decay).add_(sums, alpha=1 - decay)
-                codebook.copy_(ema_sum / (ema_count + EMA_EPS)[:, None])
-        return _weighted_ce(logits, yt[rows], wt[rows])
+            book.update(S[r], index, rows.w[r])
+        return rows.loss(logits, r)
 
     def val_loss():
-        logits, _ = head_logits(val)
-        return float(_weighted_ce(logits, yt[val], wt[val]))
+        return float(rows.loss(head_logits(rows.val)[0], rows.val))
 
-    params = ([] if frozen else [W, b]) + [codebook, ema_count, ema_sum]
-    best_epoch, n_epochs, _ = train_adam(
+    best_epoch, n_epochs = _train(
         loss,
         val_loss,
-        params,
-        n_samples=len(train_idx),
-        batch_size=batch_size,
+        ([] if frozen else [W, b]) + book.state,
+        rows,
+        gen,
         max_epochs=max_epochs if (ema or not frozen) else 0,
         lr=lr,
         weight_decay=weight_decay,
+        batch_size=batch_size,
         patience=patience,
-        generator=gen,
         device=device,
         verbose=verbose,
     )
-    return {
-        "codebook": to_numpy(codebook),
-        "coef": to_numpy(W),
-        "intercept": to_numpy(b),
-        "best_epoch": best_epoch,
-        "n_epochs": n_epochs,
-    }
+    return DivideFit(
+        to_numpy(book.codebook), to_numpy(W), to_numpy(b), best_epoch, n_epochs
+    )
 
 
-def head_log_proba(X, codebook, coef, intercept, n_slots: int, device):
-    """Codeword indices ``(n, w)`` and head log-probabilities ``(n, C)``."""
+def head_log_proba(
+    X: np.ndarray,
+    codebook: np.ndarray,
+    coef: np.ndarray,
+    intercept: np.ndarray,
+    n_slots: int,
+    device,
+) -> QuantizedHead:
+    """Cells of ``X`` and the head's log-probabilities on its quantization."""
     Xt = to_tensor(X, device, torch.float64)
     cb = to_tensor(codebook, device, torch.float64)
     with torch.no_grad():
@@ -389,9 +598,12 @@ def head_log_proba(X, codebook, coef, intercept, n_slots: int, device):
         logits = q @ to_tensor(coef, device, torch.float64).T + to_tensor(
             intercept, device, torch.float64
         )
-        return index, torch.log_softmax(logits, dim=1)
+        return QuantizedHead(
+            to_numpy(index), to_numpy(torch.log_softmax(logits, dim=1))
+        )
 
 
+# ------------------------------------------------------------------ stage 2
 def init_compositional(n_codewords, n_classes, n_slots, gen, device):
     """``A = B = sqrt(softplus^-1(1) / w) + N(0, 1e-5^2)``, so that ``alpha = 1``."""
     base = math.sqrt(math.log(math.e - 1.0) / n_slots)
@@ -403,16 +615,59 @@ def init_compositional(n_codewords, n_classes, n_slots, gen, device):
     return noisy(), noisy()
 
 
-def fit_calibra(
-    index: torch.Tensor,
-    log_p: torch.Tensor,
+def _small_normal(shape, gen, device, scale=0.01, mean=0.0) -> torch.Tensor:
+    """``mean + N(0, scale^2)`` draws from ``gen`` (on the CPU), on ``device``."""
+    draw = scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
+    return (draw if mean == 0.0 else mean + draw).to(device)
+
+
+def _initial_map(n_codewords, n_classes, n_slots, learn_variance, gen, device):
+    """Initial ``A``, ``B``, prior logits and (``learn_variance``) slot scales.
+
+    ``A, B`` from :func:`init_compositional`, the prior logits from
+    ``N(0, 0.01^2)``, the scales from ``1 + N(0, 0.01^2)``, drawn in this order.
+    """
+    params = {}
+    params["receivers"], params["senders"] = init_compositional(
+        n_codewords, n_classes, n_slots, gen, device
+    )
+    params["prior_logits"] = _small_normal((n_classes,), gen, device)
+    if learn_variance:
+        params["slot_scales"] = _small_normal((n_slots,), gen, device, mean=1.0)
+    return params
+
+
+def _variance_penalty(params, counts, rows: _Rows, reg: float):
+    """The regulariser of the paper's C.9, around the initial ``A``, ``B``.
+
+    ``reg (sum_k s_k (|a_k - a_k^0|^2 + |b_k - b_k^0|^2)
+    + |sigma^2 - 1|^2 / (n + 1))`` with the per-codeword strength
+    ``s_k = C / (n_k + 1)``, ``n_k`` the codeword's uses by the ``n``
+    training rows.
+    """
+    A0, B0 = params["receivers"].clone(), params["senders"].clone()
+    n_classes = params["receivers"].shape[1]
+    strength = n_classes / (counts[rows.train].sum(dim=0) + 1.0)
+    n_fit = float(len(rows.train))
+
+    def penalty():
+        dA = ((params["receivers"] - A0) ** 2).sum(dim=1)
+        dB = ((params["senders"] - B0) ** 2).sum(dim=1)
+        ds = ((params["slot_scales"] - 1.0) ** 2).sum() / (n_fit + 1.0)
+        return reg * ((strength * dA).sum() + (strength * dB).sum() + ds)
+
+    return penalty
+
+
+def fit_compositional_map(
+    index: np.ndarray,
+    log_p: np.ndarray,
     y: np.ndarray,
     w: np.ndarray,
     *,
     train_idx: np.ndarray,
     val_idx: np.ndarray,
     n_codewords: int,
-    mode: str,
     learn_variance: bool,
     reg: float,
     identity_shift: bool,
@@ -424,57 +679,63 @@ def fit_calibra(
     seed: int,
     device: torch.device,
     verbose: int = 0,
-) -> dict:
-    """Stage 2: the calibration map on frozen indices and head outputs.
+) -> CalibraFit:
+    """Stage 2 (VQ): the compositional map on fixed cells and head outputs.
 
-    ``mode="compositional"`` fits ``A, B``, the prior logits and (with
-    ``learn_variance``) the per-slot scales with the regulariser of the
-    paper's C.9; ``mode="dirichlet"`` fits ``logits = log_p W + b`` from
-    ``N(0, 0.01^2)``. Returns numpy parameters and the epochs.
+    ``A, B`` start at :func:`init_compositional` (the identity map), the
+    prior logits at ``N(0, 0.01^2)`` and, with ``learn_variance``, the
+    per-slot scales at ``1 + N(0, 0.01^2)``, trained with the regulariser
+    of the paper's C.9 (:func:`_variance_penalty`).
+
+    Parameters
+    ----------
+    index : ndarray of shape (n_samples, n_slots)
+        Cells, from :func:`head_log_proba`.
+    log_p : ndarray of shape (n_samples, n_classes)
+        The head's log-probabilities.
+    y, w : ndarray of shape (n_samples,)
+        Column index of each label, and sample weights.
+    train_idx, val_idx : ndarray of int
+        Rows trained on, and rows of the early-stopping loss.
+    n_codewords : int
+    learn_variance : bool
+    reg : float
+        ``lambda`` of the regulariser.
+    identity_shift : bool
+        See :class:`CompositionalMap`.
+    lr, weight_decay, batch_size, max_epochs, patience, verbose
+        Of :func:`~skcal._torch.train_adam`.
+    seed : int
+        Seeds the initialisation and the batches.
+    device : torch.device
+
+    Returns
+    -------
+    CalibraFit
+        With a :class:`CompositionalMap`.
     """
     gen = make_generator(seed, "cpu")
-    n_classes, n_slots = log_p.shape[1], index.shape[1]
-    yt = to_tensor(y, device, torch.int64)
-    wt = to_tensor(w, device, torch.float64)
-    train = to_tensor(train_idx, device, torch.int64)
-    val = to_tensor(val_idx, device, torch.int64)
-    params = {}
-    if mode == "dirichlet":
-        params["coef"] = (
-            0.01 * torch.randn(n_classes, n_classes, generator=gen, dtype=torch.float64)
-        ).to(device)
-        params["intercept"] = (
-            0.01 * torch.randn(n_classes, generator=gen, dtype=torch.float64)
-        ).to(device)
-    else:
-        params["receivers"], params["senders"] = init_compositional(
-            n_codewords, n_classes, n_slots, gen, device
-        )
-        A0, B0 = params["receivers"].clone(), params["senders"].clone()
-        params["prior_logits"] = (
-            0.01 * torch.randn(n_classes, generator=gen, dtype=torch.float64)
-        ).to(device)
-        if learn_variance:
-            params["slot_scales"] = (
-                1.0 + 0.01 * torch.randn(n_slots, generator=gen, dtype=torch.float64)
-            ).to(device)
-        fixed_counts = codeword_counts(index, n_codewords)
-        # C.9: per-codeword strength |Y| / (n_c + eta), n_c over the fit rows
-        usage = fixed_counts[train].sum(dim=0)
-        strength = n_classes / (usage + 1.0)
-        n_fit = float(len(train_idx))
+    idx = to_tensor(index, device, torch.int64)
+    lp = to_tensor(log_p, device, torch.float64)
+    n_classes, n_slots = lp.shape[1], idx.shape[1]
+    rows = _Rows.of(y, w, train_idx, val_idx, device)
+    params = _initial_map(n_codewords, n_classes, n_slots, learn_variance, gen, device)
+    fixed_counts = codeword_counts(idx, n_codewords)
+    penalty = (
+        _variance_penalty(params, fixed_counts, rows, reg)
+        if learn_variance
+        else (lambda: 0.0)
+    )
     for p in params.values():
         p.requires_grad_(True)
 
-    def logits_of(rows):
-        if mode == "dirichlet":
-            return log_p[rows] @ params["coef"] + params["intercept"]
+    def logits_of(r):
         if learn_variance:
-            counts = codeword_counts(index[rows], n_codewords, params["slot_scales"])
+            counts = codeword_counts(idx[r], n_codewords, params["slot_scales"])
         else:
-            counts = fixed_counts[rows]
+            counts = fixed_counts[r]
         return compositional_logits(
-            log_p[rows],
+            lp[r],
             counts,
             params["receivers"],
             params["senders"],
@@ -482,51 +743,105 @@ def fit_calibra(
             identity_shift=identity_shift,
         )
 
-    def penalty():
-        if mode == "dirichlet" or not learn_variance:
-            return 0.0
-        dA = ((params["receivers"] - A0) ** 2).sum(dim=1)
-        dB = ((params["senders"] - B0) ** 2).sum(dim=1)
-        ds = ((params["slot_scales"] - 1.0) ** 2).sum() / (n_fit + 1.0)
-        return reg * ((strength * dA).sum() + (strength * dB).sum() + ds)
-
-    def loss(batch):
-        rows = train[batch]
-        return _weighted_ce(logits_of(rows), yt[rows], wt[rows]) + penalty()
-
-    def val_loss():
-        return float(_weighted_ce(logits_of(val), yt[val], wt[val]))
-
-    best_epoch, n_epochs, _ = train_adam(
-        loss,
-        val_loss,
+    best_epoch, n_epochs = _fit_map(
+        logits_of,
+        penalty,
         list(params.values()),
-        n_samples=len(train_idx),
-        batch_size=batch_size,
-        max_epochs=max_epochs,
+        rows,
+        gen,
         lr=lr,
         weight_decay=weight_decay,
+        batch_size=batch_size,
+        max_epochs=max_epochs,
         patience=patience,
-        generator=gen,
         device=device,
         verbose=verbose,
     )
-    out = {k: to_numpy(v) for k, v in params.items()}
-    out.update(best_epoch=best_epoch, n_epochs=n_epochs)
-    return out
+    fitted = {k: to_numpy(v) for k, v in params.items()}
+    fitted.setdefault("slot_scales", None)
+    return CalibraFit(
+        CompositionalMap(**fitted, identity_shift=identity_shift), best_epoch, n_epochs
+    )
 
 
-def calibrated_logits(state: dict, index, log_p, n_codewords: int, device, **kw):
-    """Stage-2 logits from numpy ``state`` (see :func:`fit_calibra`)."""
-    p = {
-        k: to_tensor(v, device, torch.float64)
-        for k, v in state.items()
-        if isinstance(v, np.ndarray)
-    }
+def fit_global_dirichlet_map(
+    log_p: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    *,
+    train_idx: np.ndarray,
+    val_idx: np.ndarray,
+    lr: float,
+    weight_decay: float,
+    batch_size: int,
+    max_epochs: int,
+    patience: int,
+    seed: int,
+    device: torch.device,
+    verbose: int = 0,
+) -> CalibraFit:
+    """Stage 2 (VQ-DC): ``logits = log_p W + b``, ``W, b`` from ``N(0, 0.01^2)``.
+
+    Parameters are those of :func:`fit_compositional_map`.
+
+    Returns
+    -------
+    CalibraFit
+        With a :class:`GlobalDirichletMap`.
+    """
+    gen = make_generator(seed, "cpu")
+    lp = to_tensor(log_p, device, torch.float64)
+    n_classes = lp.shape[1]
+    rows = _Rows.of(y, w, train_idx, val_idx, device)
+    coef = _small_normal((n_classes, n_classes), gen, device).requires_grad_(True)
+    intercept = _small_normal((n_classes,), gen, device).requires_grad_(True)
+    best_epoch, n_epochs = _fit_map(
+        lambda r: lp[r] @ coef + intercept,
+        lambda: 0.0,
+        [coef, intercept],
+        rows,
+        gen,
+        lr=lr,
+        weight_decay=weight_decay,
+        batch_size=batch_size,
+        max_epochs=max_epochs,
+        patience=patience,
+        device=device,
+        verbose=verbose,
+    )
+    fitted = GlobalDirichletMap(to_numpy(coef), to_numpy(intercept))
+    return CalibraFit(fitted, best_epoch, n_epochs)
+
+
+def _fit_map(logits_of, penalty, params, rows: _Rows, gen, **adam) -> tuple[int, int]:
+    """Train a stage-2 map: weighted cross-entropy of ``logits_of(rows)`` + penalty."""
+
+    def loss(batch):
+        r = rows.train[batch]
+        return rows.loss(logits_of(r), r) + penalty()
+
+    def val_loss():
+        return float(rows.loss(logits_of(rows.val), rows.val))
+
+    return _train(loss, val_loss, params, rows, gen, **adam)
+
+
+def calibrated_proba(
+    index: np.ndarray,
+    log_p: np.ndarray,
+    calibration_map: CompositionalMap | GlobalDirichletMap | None,
+    device,
+) -> np.ndarray:
+    """Calibrated probabilities of cells ``index`` with head outputs ``log_p``.
+
+    ``softmax(calibration_map.logits(index, log_p))``, or ``softmax(log_p)``
+    (the head alone) when ``calibration_map`` is None.
+    """
+    lp = to_tensor(log_p, device, torch.float64)
     with torch.no_grad():
-        if "coef" in p:
-            return log_p @ p["coef"] + p["intercept"]
-        counts = codeword_counts(index, n_codewords, p.get("slot_scales"))
-        return compositional_logits(
-            log_p, counts, p["receivers"], p["senders"], p["prior_logits"], **kw
-        )
+        if calibration_map is None:
+            logits = lp
+        else:
+            idx = to_tensor(index, device, torch.int64)
+            logits = calibration_map.logits(idx, lp)
+        return to_numpy(torch.softmax(logits, dim=1))
