@@ -19,6 +19,8 @@ __all__ = ["HistogramBinningCalibrator", "IsotonicCalibrator"]
 #: class never seen positive in a region would otherwise get probability 0
 #: and an infinite log loss (scikit-learn's log_loss clips at ~2e-16).
 _PROBA_FLOOR = 1e-12
+#: Rows per block of the transposed copy in :func:`_map_transposed`.
+_TRANSPOSE_ROWS = 512
 
 
 def _renormalize(Q: np.ndarray, P: np.ndarray) -> np.ndarray:
@@ -45,6 +47,40 @@ def _renormalize_inplace(Q: np.ndarray, logits: np.ndarray) -> np.ndarray:
     normalize_rows_inplace(Q, _PROBA_FLOOR)
     if empty is not None and empty.size:
         Q[empty] = softmax_into(logits[empty], np.empty((empty.size, Q.shape[1])))
+    return Q
+
+
+def _map_transposed(Q: np.ndarray, logits: np.ndarray, map_column) -> np.ndarray:
+    """One-vs-rest values of the softmax ``Q``, renormalised, in place.
+
+    ``map_column(k, p)`` maps the probabilities ``p`` of class ``k``. The
+    columns of ``Q`` are copied into the rows of a transposed array (by
+    blocks of rows, whose cache lines serve the next columns), so that each
+    map reads contiguous memory (a strided column costs more than the
+    copy); the values are floored as they are written back, and divided by
+    their row sums as they are transposed into ``Q`` (C-contiguous float64,
+    returned): :func:`_renormalize_inplace`'s result, computed in that
+    layout.
+    """
+    n, n_classes = Q.shape
+    if Q.size == 0:
+        return Q
+    QT = np.empty((n_classes, n))
+    for start in range(0, n, _TRANSPOSE_ROWS):
+        QT[:, start : start + _TRANSPOSE_ROWS] = Q[start : start + _TRANSPOSE_ROWS].T
+    for k in range(n_classes):
+        np.maximum(map_column(k, QT[k]), _PROBA_FLOOR, out=QT[k])
+    sums = QT.sum(axis=0)
+    # a row whose values are all 0 keeps its softmax: its floored values all
+    # equal the floor, so only rows of so small a sum are looked at again,
+    # on their values before the floor (Q still holds the softmax)
+    rows = np.flatnonzero(sums <= 2 * n_classes * _PROBA_FLOOR)
+    if rows.size:
+        positive = [map_column(k, Q[rows, k]) > 0 for k in range(n_classes)]
+        rows = rows[~np.any(positive, axis=0)]
+    np.divide(QT.T, sums[:, None], out=Q)
+    if rows.size:
+        Q[rows] = softmax_into(logits[rows], np.empty((rows.size, n_classes)))
     return Q
 
 
@@ -226,6 +262,10 @@ class IsotonicCalibrator(_OneVsRest):
             )
             for k in np.flatnonzero(~present):
                 self.thresholds_[k], self.values_[k] = knots, values
+
+    def _calibrated_proba(self, logits):
+        Q = softmax_into(logits, np.empty(logits.shape))
+        return _map_transposed(Q, logits, self._map_column)
 
     def _map_column(self, k, p):
         x, v = self.thresholds_[k], self.values_[k]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from scipy.special import expit, log_expit
 
@@ -15,22 +13,31 @@ from .._torch.kernels._softmax import (
     log_inplace,
     minus_into,
     one_minus_into,
+    row_max,
     row_sum,
     rows_minus,
     sigmoid_inplace,
-    softmax_into,
 )
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import StrOptions
 from ..utils._validation import effective_sample_size
-from ._binning import _BLOCK, _present_classes, _renormalize_inplace
+from ..utils._warnings import warn
+from ._binning import _present_classes, _renormalize_inplace
 
 __all__ = ["BetaCalibrator", "PlattCalibrator"]
 
 #: Below this, a sum of exponentials may hold subnormal terms (rounded to an
 #: absolute 5e-324): the argmax's log-odds are then summed exactly instead.
 _SUM_FLOOR = 1e-290
+#: Beta calibration clips the probabilities to ``[eps, 1 - eps]`` (as the
+#: ``betacal`` package does), i.e. their logs to ``[ln eps, ln(1 - eps)]``.
+_EPS = float(np.finfo(np.float64).eps)
+_LOG_EPS = float(np.log(_EPS))
+_LOG_ONE_MINUS_EPS = float(np.log(1.0 - _EPS))
+#: Entries per block of rows of the predict paths: the scratch arrays stay
+#: small (2 MiB) and are allocated once per call, not once per operation.
+_ROWS_BLOCK = 1 << 18
 
 
 def _class_log_odds(logits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -188,11 +195,10 @@ class PlattCalibrator(BaseCalibrator):
         self.coef_[~present] = self.coef_[present].mean()
         self.intercept_[~present] = self.intercept_[present].mean()
         if failed:
-            warnings.warn(
+            warn(
                 f"PlattCalibrator: Newton's method did not converge for classes "
                 f"{failed[:10]} in 100 iterations.",
                 ConvergenceWarning,
-                stacklevel=3,
             )
 
     def _calibrated_proba(self, logits):
@@ -398,28 +404,44 @@ class BetaCalibrator(BaseCalibrator):
         self.coef_[~present] = self.coef_[present].mean(axis=0)
         self.intercept_[~present] = self.intercept_[present].mean()
         if failed:
-            warnings.warn(
+            warn(
                 f"BetaCalibrator: Newton's method did not converge for classes "
                 f"{failed[:10]} in 100 iterations (separable scores?).",
                 ConvergenceWarning,
-                stacklevel=3,
             )
 
     def _calibrated_proba(self, logits):
-        eps = np.finfo(np.float64).eps
-        S = softmax_into(logits, np.empty(logits.shape))
-        clip_inplace(S, eps, 1 - eps)
+        """The beta map of each class's softmax probability, renormalised.
+
+        One exponential per entry gives both ``s`` (the softmax, computed as
+        :func:`softmax_into` does, bit for bit) and ``ln s = (z - m) -
+        ln sum exp(z - m)``, the log-softmax, so that only ``ln(1 - s)``
+        needs a logarithm per entry. Clipping ``ln s`` to ``[ln eps, ln(1 -
+        eps)]`` is clipping ``s`` to ``[eps, 1 - eps]`` before its log, and
+        ``1 - s`` clipped to the same range is ``1 - clip(s)`` exactly. By
+        blocks of rows, in the returned array and one scratch block.
+        """
+        z = np.asarray(logits, dtype=np.float64)
+        out = np.empty(z.shape)
+        if z.size == 0:
+            return out
         a, minus_b = self.coef_[:, 0], -self.coef_[:, 1]
-        # by blocks of rows: log(1 - s) needs a second array, kept small
-        block = max(1, _BLOCK // S.shape[1])
-        T = np.empty((min(block, S.shape[0]), S.shape[1]))
-        for start in range(0, S.shape[0], block):
-            s = S[start : start + block]
-            t = log_inplace(one_minus_into(s, T[: len(s)]))
-            log_inplace(s)
-            affine_columns(s, a, self.intercept_, out=s)  # a ln s + c
-            affine_columns(t, minus_b, s, out=s)  # - b ln(1 - s)
-        return _renormalize_inplace(sigmoid_inplace(S), logits)
+        block = max(1, _ROWS_BLOCK // z.shape[1])
+        scratch = np.empty((min(block, z.shape[0]), z.shape[1]))
+        for start in range(0, z.shape[0], block):
+            zb = z[start : start + block]
+            f, s = out[start : start + len(zb)], scratch[: len(zb)]
+            np.subtract(zb, row_max(zb)[:, None], out=f)  # z - m
+            exp_into(f, s)
+            total = row_sum(s)
+            np.divide(s, total[:, None], out=s)  # the softmax
+            f -= np.log(total)[:, None]  # ln s
+            clip_inplace(f, _LOG_EPS, _LOG_ONE_MINUS_EPS)
+            log_inplace(clip_inplace(one_minus_into(s, s), _EPS, 1.0 - _EPS))
+            affine_columns(f, a, self.intercept_, out=f)  # a ln s + c
+            affine_columns(s, minus_b, f, out=f)  # - b ln(1 - s)
+            sigmoid_inplace(f)
+        return _renormalize_inplace(out, logits)
 
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))

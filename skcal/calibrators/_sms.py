@@ -8,6 +8,14 @@ import numpy as np
 
 from .._torch import resolve_device
 from .._torch.kernels import fit_affine_softmax, softmax_inplace
+from .._torch.kernels._softmax import (
+    exp_into,
+    log_inplace,
+    row_max,
+    row_min,
+    row_sum,
+    scale_rows_inplace,
+)
 from ..base import BaseCalibrator
 from ..utils._sklearn import Interval
 from ..utils._validation import effective_sample_size
@@ -18,6 +26,8 @@ __all__ = ["StructuredMatrixScaling"]
 
 #: log of the smallest normal float32: the floor of the log-probabilities.
 _LOG_FLOOR = float(np.log(np.finfo(np.float32).tiny))
+#: Entries per block of rows of the predict path (2 MiB per scratch block).
+_ROWS_BLOCK = 1 << 18
 
 
 class StructuredMatrixScaling(BaseCalibrator):
@@ -95,6 +105,9 @@ class StructuredMatrixScaling(BaseCalibrator):
     """
 
     _shift_invariant = True
+    # the logits are read through their log-softmax, which subtracts the row
+    # maxima itself: predict_proba passes float64 scores unshifted
+    _softmax_first = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -169,5 +182,55 @@ class StructuredMatrixScaling(BaseCalibrator):
         self.n_iter_ = fit.result.n_iter
 
     def _calibrated_logits(self, logits):
-        x = self._features(self._log_floor(logits))
-        return x @ self.coef_.T + self.intercept_
+        return self._predict(logits, proba=False)
+
+    def _calibrated_proba(self, logits):
+        return self._predict(logits, proba=True)
+
+    def _predict(self, logits, *, proba):
+        """``W x + b`` (or its softmax) of the features of ``logits``.
+
+        The operations of :meth:`_log_floor`, :meth:`_features` and the
+        affine map, by blocks of rows, in two scratch blocks and the
+        returned array (each block of which gets its softmax while it is in
+        cache). With ``t = z - max(z)`` (row maxima 0), the log-softmax is
+        ``t - L``, ``L = log sum exp(t)``, and ``max(t - L, floor) = max(t,
+        floor + L) - L``: the constant ``-L`` of each row drops out of
+        ``softmax(beta z)``, whose argument ``beta max(t, floor + L)`` has
+        row maxima 0 (no shift needed). ``L`` lies between 0 and ``log C``:
+        a row whose ``t`` stays above ``floor + log C`` never reaches the
+        floor, and only the other rows pay for the exponentials of ``L``.
+        The results are those of the step by step formulas up to rounding
+        (~1e-14 relative).
+        """
+        z = np.asarray(logits, dtype=np.float64)
+        n, n_classes = z.shape
+        out = np.empty((n, n_classes))
+        block = max(1, _ROWS_BLOCK // n_classes)
+        t = np.empty((min(block, n), n_classes))
+        e = np.empty(t.shape)
+        weights = self.coef_.T
+        near_floor = _LOG_FLOOR + np.log(n_classes)  # below it, t - L may be floored
+        for start in range(0, n, block):
+            zb = z[start : start + block]
+            tb, eb, ob = t[: len(zb)], e[: len(zb)], out[start : start + len(zb)]
+            np.subtract(zb, row_max(zb)[:, None], out=tb)
+            low = row_min(tb) < near_floor
+            if low.any():  # t = max(t, floor + L) there
+                rows = None if low.all() else np.flatnonzero(low)
+                tl = tb if rows is None else tb[rows]
+                total = row_sum(exp_into(tl, eb[: len(tl)]))
+                np.maximum(tl, (_LOG_FLOOR + np.log(total))[:, None], out=tl)
+                if rows is not None:
+                    tb[rows] = tl
+            # x = log((1 - mix) softmax(beta t) + mix / C)
+            tb *= self.beta_
+            exp_into(tb, eb, None if self.beta_ > 0 else row_max(tb))
+            scale_rows_inplace(eb, (1.0 - self.mix_) / row_sum(eb))
+            eb += self.mix_ / n_classes
+            log_inplace(eb)
+            np.matmul(eb, weights, out=ob)
+            ob += self.intercept_
+            if proba:
+                softmax_inplace(ob)
+        return out

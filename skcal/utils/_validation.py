@@ -6,14 +6,13 @@ Nothing the caller passed is modified in place.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_consistent_length, column_or_1d
 
 from ..exceptions import InputWarning
 from ._sklearn import _check_sample_weight
+from ._warnings import warn
 
 #: Probabilities are clipped to at least this value before taking their log:
 #: the smallest normal float64 (log -708.4), so that only exact zeros and
@@ -73,6 +72,7 @@ def check_probabilities(
     renormalize: bool = True,
     copy: bool = True,
     top_label: bool = False,
+    log: bool = False,
 ):
     """Validate that ``P`` holds probability rows.
 
@@ -83,7 +83,10 @@ def check_probabilities(
     inspected (by :func:`check_finite`) to name a bad row. float32 rows are
     summed in float32 pieces of 1024 entries; when a sum is within its
     rounding bound of the tolerance, or an entry is negative, every row is
-    summed again in float64, so the verdict is that of float64 sums.
+    summed again in float64, so the verdict is that of float64 sums. The
+    copy (``copy=True``) is written block by block in the same pass, while
+    the block is in cache: clipped, divided by its float64 row sums and
+    (``log``) turned into logs, each block in place in the new array.
 
     Parameters
     ----------
@@ -106,11 +109,16 @@ def check_probabilities(
     top_label : bool, default=False
         Also return the argmax (the first on ties) and the maximum of each
         row of the returned array.
+    log : bool, default=False
+        Return ``log(max(p, PROBA_EPS))`` of the (renormalised) float64 copy
+        instead of the copy: the logits of probabilities (numpy's ``log``).
+        Needs ``copy=True`` and ``top_label=False``.
 
     Returns
     -------
     P : ndarray of shape (n_samples, n_classes)
-        The validated probabilities (never the caller's array modified).
+        The validated probabilities, or their logs with ``log`` (never the
+        caller's array modified).
     pred : ndarray of shape (n_samples,) of intp
         Only with ``top_label``: each row's argmax.
     conf : ndarray of shape (n_samples,)
@@ -118,6 +126,8 @@ def check_probabilities(
     """
     if renormalize and not copy:
         raise ValueError("renormalize=True needs copy=True.")
+    if log and (not copy or top_label):
+        raise ValueError("log=True needs copy=True and top_label=False.")
     P = np.asarray(P)
     if P.dtype != np.float32 and P.dtype != np.float64:
         P = np.asarray(P, dtype=np.float64)
@@ -133,6 +143,7 @@ def check_probabilities(
     sums = np.empty(n)
     pred = np.zeros(n, dtype=np.intp) if top_label else None
     conf = np.zeros(n, dtype=P.dtype) if top_label else None
+    out = np.empty((n, n_cols)) if copy else None
     low = high = 0.0  # the range always includes 0, as in the messages
     if n and n_cols:
         # blocks of ~1 MiB stay in cache between the reductions; einsum sums
@@ -142,7 +153,7 @@ def check_probabilities(
         lows, highs = np.empty(len(starts)), np.empty(len(starts))
         flat_rows = P.flags.c_contiguous
         offsets = np.arange(min(step, n)) * n_cols
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for b, start in enumerate(starts):
                 block = P[start : start + step]
                 stop = start + len(block)
@@ -157,16 +168,26 @@ def check_probabilities(
                 lows[b] = block.min()
                 if not top_label:
                     highs[b] = block.max()
-                    continue
-                rows = block.argmax(axis=1, out=pred[start:stop])
-                if flat_rows:
-                    flat = offsets[: len(rows)] + rows
-                    block.ravel().take(flat, out=conf[start:stop])
                 else:
-                    conf[start:stop] = block[np.arange(len(rows)), rows]
+                    rows = block.argmax(axis=1, out=pred[start:stop])
+                    if flat_rows:
+                        flat = offsets[: len(rows)] + rows
+                        block.ravel().take(flat, out=conf[start:stop])
+                    else:
+                        conf[start:stop] = block[np.arange(len(rows)), rows]
+                    highs[b] = conf[start:stop].max()
+                if copy:
+                    _copy_block(
+                        block,
+                        out[start:stop],
+                        sums[start:stop],
+                        clip=bool(lows[b] < 0 or highs[b] > 1),
+                        renormalize=renormalize,
+                        log=log,
+                    )
             # np.minimum / np.maximum keep a NaN (Python's min and max drop it)
             low = float(np.minimum(low, lows.min()))
-            high = float(np.maximum(high, (conf if top_label else highs).max()))
+            high = float(np.maximum(high, highs.max()))
             far = float(np.maximum(1.0 - sums.min(), sums.max() - 1.0))
         if not (np.isfinite(low) and np.isfinite(high) and np.isfinite(far)):
             check_finite(P, name)  # raises unless only a sum overflowed
@@ -191,11 +212,7 @@ def check_probabilities(
             )
     clip = low < 0 or high > 1
     if copy:
-        P = np.array(P, dtype=np.float64)
-        if clip:
-            np.clip(P, 0.0, 1.0, out=P)
-        if renormalize:
-            P /= P.sum(axis=1, keepdims=True)
+        P = out
     elif clip:
         P = np.clip(P, 0.0, 1.0)
     if not top_label:
@@ -204,6 +221,26 @@ def check_probabilities(
         pred = np.argmax(P, axis=1)
         conf = np.take_along_axis(P, pred[:, None], axis=1)[:, 0]
     return P, pred, conf.astype(P.dtype, copy=False)
+
+
+def _copy_block(block, out, sums, *, clip, renormalize, log):
+    """Write the float64 copy of one validated block into ``out``.
+
+    Clipped to [0, 1] when ``clip``; with ``renormalize`` divided by the
+    row sums, which are ``sums`` (computed in float64 by the validation)
+    for float64 rows that need no clipping, and are summed again from the
+    float64 copy otherwise; with ``log``, ``log(max(p, PROBA_EPS))``.
+    """
+    if renormalize and not clip and block.dtype == np.float64:
+        np.divide(block, sums[:, None], out=out)  # the copy and the division
+    else:
+        out[...] = block
+        if clip:
+            np.clip(out, 0.0, 1.0, out=out)
+        if renormalize:
+            out /= np.einsum("ij->i", out)[:, None]
+    if log:
+        np.log(np.maximum(out, PROBA_EPS, out=out), out=out)
 
 
 def check_scores_shape(X, name: str = "X") -> None:
@@ -246,14 +283,11 @@ def scores_to_logits(
     if X.shape[0] == 0:
         return X
     if input == "proba":
-        # check_probabilities validates finiteness (with the same message);
-        # its float64 result is overwritten unless it is X itself
-        P = check_probabilities(X, name, tol=tol)
-        if np.may_share_memory(P, X) or not P.flags.writeable:
-            P = P.copy()
-        # numpy's log, not torch's: ulp-level differences would be amplified
-        # by the calibrators' scales (1 / T) in the log-probabilities
-        return np.log(np.maximum(P, PROBA_EPS, out=P), out=P)
+        # check_probabilities validates finiteness (with the same message)
+        # and takes the logs of its new array in the same pass; numpy's log,
+        # not torch's: ulp-level differences would be amplified by the
+        # calibrators' scales (1 / T) in the log-probabilities
+        return check_probabilities(X, name, tol=tol, log=True)
     if shift:  # the row maxima are needed anyway: their maximum is X's
         from .._torch.kernels._softmax import minus_rows, row_max
 
@@ -279,12 +313,11 @@ def scores_to_logits(
         and high <= 1
         and np.all(np.abs(X.sum(axis=1, dtype=np.float64) - 1.0) <= tol)
     ):
-        warnings.warn(
+        warn(
             f"input='logits' but every row of {name} lies in [0, 1] and sums to 1: "
             "these look like probabilities. Pass input='proba' if they are; the "
             "calibrator never guesses.",
             InputWarning,
-            stacklevel=3,
         )
     if shift:
         return minus_rows(X, maxima)

@@ -1,0 +1,238 @@
+"""The blocked, fused predict paths against independent references.
+
+``predict_proba`` of isotonic and beta calibration and of structured matrix
+scaling runs by blocks of rows (or on transposed columns) and reuses
+intermediate results; the validation of ``input="proba"`` writes its copy in
+the same pass as its checks. Each is compared here with the formulas written
+out with scipy and scikit-learn, on enough rows for several blocks, with
+extreme rows and with the special cases of each path.
+"""
+
+import numpy as np
+import pytest
+from scipy.special import expit, log_softmax, softmax
+from sklearn.isotonic import IsotonicRegression
+
+from skcal import BetaCalibrator, IsotonicCalibrator, StructuredMatrixScaling
+from skcal.utils._testing import make_miscalibrated_logits
+from skcal.utils._validation import (
+    PROBA_EPS,
+    check_probabilities,
+    scores_to_logits,
+    sum_tolerance,
+)
+
+EPS = np.finfo(np.float64).eps
+
+
+def _floor_renormalize(Q, P):
+    """Floored at 1e-12 and renormalised; rows that are all 0 keep ``P``."""
+    out = np.maximum(Q, 1e-12)
+    out /= out.sum(axis=1, keepdims=True)
+    return np.where((Q.sum(axis=1) > 0)[:, None], out, P)
+
+
+def _test_logits(n, n_classes, seed):
+    """Rows of every scale, from flat to one class far above the others."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, n_classes)) * rng.choice(
+        [0.05, 1.0, 4.0, 30.0], size=(n, 1)
+    )
+    X[:5] = 0.0  # uniform rows
+    X[5:10, 0] += 200.0  # the others' probabilities far below the floors
+    return X
+
+
+# ------------------------------------------------------------- isotonic
+@pytest.mark.parametrize("n_classes, n", [(3, 400), (40, 2000), (150, 60)])
+def test_isotonic_predict_is_sklearn_per_class(n_classes, n):
+    # the transposed path, with more classes than rows in the last case
+    X, y = make_miscalibrated_logits(4000, n_classes, temperature=2.0, random_state=1)
+    assert np.unique(y).size == n_classes  # no class left to the mean map
+    Xt = _test_logits(n, n_classes, seed=2)
+    iso = IsotonicCalibrator(classes=np.arange(n_classes)).fit(X, y)
+    P, Pt = softmax(X, axis=1), softmax(Xt, axis=1)
+    Q = np.column_stack(
+        [
+            IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")
+            .fit(P[:, k], y == k)
+            .predict(Pt[:, k])
+            for k in range(n_classes)
+        ]
+    )
+    expected = _floor_renormalize(Q, Pt)
+    Xt_before = Xt.copy()
+    got = iso.predict_proba(Xt)
+    np.testing.assert_array_equal(Xt, Xt_before)  # the input is not modified
+    assert not np.may_share_memory(got, Xt)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_isotonic_rows_whose_values_are_all_zero_keep_the_softmax():
+    X, y = make_miscalibrated_logits(800, 4, temperature=2.0, random_state=3)
+    iso = IsotonicCalibrator().fit(X, y)
+    Xt = _test_logits(300, 4, seed=4)
+    Pt = softmax(Xt, axis=1)
+    kept = iso.values_[1].copy()
+    for v in iso.values_:
+        v[:] = 0.0
+    iso.values_[1][:] = kept
+    q1 = np.interp(Pt[:, 1], iso.thresholds_[1], kept)
+    assert (q1 == 0).any() and (q1 > 0).any()  # both kinds of rows
+    Q = np.column_stack([np.zeros(300), q1, np.zeros(300), np.zeros(300)])
+    np.testing.assert_allclose(
+        iso.predict_proba(Xt), _floor_renormalize(Q, Pt), rtol=1e-12, atol=1e-300
+    )
+    # values above 0 but below the floor: uniform rows, not the softmax
+    iso.values_[1][:] = kept * 1e-14
+    expected = _floor_renormalize(Q * 1e-14, Pt)
+    assert np.any(expected == 0.25) and np.any(expected != 0.25)
+    np.testing.assert_allclose(iso.predict_proba(Xt), expected, rtol=1e-12, atol=1e-300)
+
+
+# ----------------------------------------------------------------- beta
+def _beta_reference(est, X):
+    """Kull et al.'s map of each class's clipped softmax, renormalised."""
+    P = softmax(X, axis=1)
+    s = np.clip(P, EPS, 1 - EPS)
+    a, b = est.coef_[:, 0], est.coef_[:, 1]
+    Q = expit(a * np.log(s) - b * np.log(1 - s) + est.intercept_)
+    return _floor_renormalize(Q, P)
+
+
+@pytest.mark.parametrize("parameters", ["abm", "am", "ab"])
+def test_beta_predict_is_the_formula(parameters):
+    # 3000 x 100 entries: two blocks of rows; no probability within 1e-2 of
+    # 1, where ln(1 - s) would amplify the softmax's rounding
+    X, y = make_miscalibrated_logits(3000, 100, temperature=2.0, random_state=5)
+    est = BetaCalibrator(parameters=parameters).fit(X, y)
+    Xt = np.random.default_rng(6).normal(size=(3000, 100)) * 1.5
+    assert softmax(Xt, axis=1).max() < 0.99
+    np.testing.assert_allclose(
+        est.predict_proba(Xt), _beta_reference(est, Xt), rtol=1e-11, atol=1e-300
+    )
+
+
+def test_beta_predict_clips_like_the_formula():
+    # probabilities below eps and within eps of 1: ln s and ln(1 - s) are
+    # those of the clipped values (the log-softmax is clipped, not s)
+    X, y = make_miscalibrated_logits(1000, 3, temperature=2.0, random_state=7)
+    est = BetaCalibrator().fit(X, y)
+    Xt = np.array([[0.0, -40.0, -800.0], [50.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    expected = _beta_reference(est, Xt)
+    np.testing.assert_allclose(est.predict_proba(Xt), expected, rtol=1e-12)
+
+
+# ----------------------------------------------------------------- SMS
+def _sms_reference(sms, X):
+    """The three steps of structured matrix scaling, with scipy."""
+    n_classes = X.shape[1]
+    z = np.maximum(log_softmax(X, axis=1), np.log(np.finfo(np.float32).tiny))
+    p = (1 - sms.mix_) * softmax(sms.beta_ * z, axis=1) + sms.mix_ / n_classes
+    return np.log(p) @ sms.coef_.T + sms.intercept_
+
+
+@pytest.mark.parametrize("beta", [None, 0.05])
+def test_sms_predict_is_the_formula(beta):
+    # 3000 x 100: two blocks of rows, the first one made only of rows whose
+    # log-softmax reaches the floor, the second one of both kinds. With the
+    # fitted beta the floored entries' share is far below the uniform
+    # mixture's; beta = 0.05 makes the floor visible in the probabilities
+    n_classes = 100
+    X, y = make_miscalibrated_logits(2000, n_classes, temperature=2.0, random_state=8)
+    sms = StructuredMatrixScaling(device="cpu", max_iter=50).fit(X, y)
+    if beta is not None:
+        sms.beta_ = beta
+    Xt = _test_logits(3000, n_classes, seed=9)
+    Xt[:2700, 0] += 150.0  # gaps beyond the floor's 87.3
+    Xt[2800:2810] *= 40.0
+    floor = np.log(np.finfo(np.float32).tiny)
+    low = (log_softmax(Xt, axis=1) < floor).any(axis=1)
+    assert low[:2700].all() and low[2700:].any() and not low[2700:].all()
+    logits = _sms_reference(sms, Xt)
+    np.testing.assert_allclose(
+        sms.predict_proba(Xt), softmax(logits, axis=1), rtol=1e-11, atol=1e-300
+    )
+    # decision_function: the same logits, up to a constant per row
+    got = sms.decision_function(Xt)
+    np.testing.assert_allclose(
+        got - got.mean(axis=1, keepdims=True),
+        logits - logits.mean(axis=1, keepdims=True),
+        rtol=0,
+        atol=1e-10,
+    )
+
+
+def test_sms_predict_from_probabilities_is_the_formula():
+    X, y = make_miscalibrated_logits(1500, 5, temperature=2.0, random_state=10)
+    P = softmax(X, axis=1)
+    sms = StructuredMatrixScaling(device="cpu", input="proba").fit(P, y)
+    Pt = softmax(_test_logits(500, 5, seed=11), axis=1)
+    logits = _sms_reference(sms, np.log(np.maximum(Pt, PROBA_EPS)))
+    np.testing.assert_allclose(
+        sms.predict_proba(Pt), softmax(logits, axis=1), rtol=1e-11, atol=1e-300
+    )
+
+
+# ------------------------------------------- validation of probabilities
+def _probabilities(n, n_classes, seed, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    P = softmax(rng.normal(size=(n, n_classes)) * 3, axis=1).astype(dtype)
+    P[::7] /= P[::7].sum(axis=1, keepdims=True) * (1 + 5e-5)  # sums off by 5e-5
+    P[3] = 0.0
+    P[3, 1] = 1.0
+    return P
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_validated_copy_is_the_renormalised_probabilities(dtype):
+    # 40,000 x 10: several validation blocks of rows; one block holds a
+    # value a little below 0 and one a little above 1 (within tolerance)
+    P = _probabilities(40_000, 10, seed=12, dtype=dtype)
+    P[25_000, :2] = [-5e-6, 5e-6 + P[25_000, :2].sum()]
+    P[35_000, :] = 0.0
+    P[35_000, 0] = 1 + 5e-6
+    before = P.copy()
+    tol = sum_tolerance(dtype)
+    clipped = np.clip(P.astype(np.float64), 0.0, 1.0)
+    renormalised = clipped / clipped.sum(axis=1, keepdims=True)
+    got = check_probabilities(P, tol=tol)
+    assert got.dtype == np.float64 and not np.may_share_memory(got, P)
+    np.testing.assert_allclose(got, renormalised, rtol=1e-15, atol=0)
+    kept = check_probabilities(P, tol=tol, renormalize=False)
+    np.testing.assert_array_equal(kept, clipped)
+    logs = scores_to_logits(P, "proba", tol=tol)
+    expected = np.log(np.maximum(renormalised, PROBA_EPS))
+    np.testing.assert_allclose(logs, expected, rtol=1e-15, atol=1e-15)
+    np.testing.assert_array_equal(P, before)  # the input is not modified
+
+
+def test_invalid_probabilities_are_still_refused():
+    P = _probabilities(30_000, 10, seed=13)
+    bad = P.copy()
+    bad[20_000, 0] += 0.01
+    with pytest.raises(ValueError, match="row 20000 sums to"):
+        scores_to_logits(bad, "proba")
+    bad = P.copy()
+    bad[29_000, 1] = -0.2
+    with pytest.raises(ValueError, match="range over"):
+        scores_to_logits(bad, "proba")
+    bad = P.copy()
+    bad[15_000, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        scores_to_logits(bad, "proba")
+    with pytest.raises(ValueError, match="log=True needs copy=True"):
+        check_probabilities(P, renormalize=False, copy=False, log=True)
+
+
+@pytest.mark.parametrize("cls", [IsotonicCalibrator, BetaCalibrator])
+def test_probabilities_give_the_map_of_their_logs(cls):
+    # input="proba" is the same fitted map of log(max(p, tiny)) of the
+    # renormalised rows, whatever the validation's blocks
+    X, y = make_miscalibrated_logits(2000, 10, temperature=2.0, random_state=14)
+    est = cls(input="proba").fit(softmax(X, axis=1), y)
+    P = _probabilities(30_000, 10, seed=15)
+    got = est.predict_proba(P)
+    Z = np.log(np.maximum(P / P.sum(axis=1, keepdims=True), PROBA_EPS))
+    est.set_params(input="logits")
+    np.testing.assert_allclose(got, est.predict_proba(Z), rtol=1e-12, atol=1e-15)
