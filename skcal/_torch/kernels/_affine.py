@@ -117,7 +117,7 @@ def fit_affine_softmax(
             b = b - b[-1]
         return W, b
 
-    data_term = _SoftmaxNLL(z, y, w, full_matrix, n_classes)
+    data_term = _SoftmaxNLL(z, y, w, full_matrix)
 
     def loss_fn() -> torch.Tensor:
         W, b = effective()
@@ -180,34 +180,31 @@ class _SoftmaxNLL:
     """Weighted mean NLL of ``softmax(z W^T + b)`` and its gradient in closed form.
 
     ``W`` is a ``(C, d)`` matrix, or with ``full=False`` the vector of a
-    diagonal map (``d = C``). The true-class output ``sum_i w_i out[i, y_i]``
-    is linear in ``(W, b)``: its coefficients are computed once, so no call
-    indexes rows by label, and the softmax takes one exp pass over a buffer
-    that is then reused for the gradient (no autograd over ``n x C`` tensors).
-    ``w`` sums to one.
+    diagonal map (``d = C``). The softmax takes one exp pass over a buffer
+    that is then reused for the gradient (no autograd over ``n x C``
+    tensors); the true-class terms are gathered and scattered per row, so
+    the loss is a sum of non-negative per-row terms ``lse_i - out[i, y_i]``
+    (no cancellation between large sums when the logits are large). ``w``
+    sums to one.
     """
 
-    def __init__(self, z, y, w, full: bool, n_out: int):
-        self.z, self.w, self.full = z, w, full
-        true_w = torch.zeros((len(z), n_out), dtype=z.dtype, device=z.device)
-        true_w.scatter_(1, y[:, None], w[:, None])
-        self.true_W = true_w.T @ z if full else (true_w * z).sum(dim=0)
-        self.true_b = true_w.sum(dim=0)
+    def __init__(self, z, y, w, full: bool):
+        self.z, self.y, self.w, self.full = z, y[:, None], w, full
 
     def __call__(self, W, b):
-        z, w = self.z, self.w
+        z, w, y = self.z, self.w, self.y
         with torch.no_grad():
             out = torch.addmm(b, z, W.T) if self.full else torch.addcmul(b, z, W)
+            out_true = out.gather(1, y).squeeze(1)
             top = out.amax(dim=1, keepdim=True)
             proba = out.sub_(top).exp_()  # in place: out is not needed again
             total = proba.sum(dim=1, keepdim=True)
             lse = top.squeeze(1) + total.log().squeeze(1)
-            data = torch.dot(w, lse) - (W * self.true_W).sum()
-            data -= torch.dot(b, self.true_b)
+            data = torch.dot(w, lse - out_true)
             proba.mul_(w[:, None] / total)  # w_i softmax(out_i)
+            proba.scatter_add_(1, y, -w[:, None])  # w_i (softmax - onehot)
             grad_W = proba.T @ z if self.full else (proba * z).sum(dim=0)
-            grad_W -= self.true_W
-            grad_b = proba.sum(dim=0) - self.true_b
+            grad_b = proba.sum(dim=0)
         return data, grad_W, grad_b
 
 
@@ -233,7 +230,7 @@ def _fit_whitened(z, y, w, init, *, tol, max_iter):
         start[:, :n_classes] += to_tensor(init[0], z.device)
         start[:, n_classes] += to_tensor(init[1], z.device)
     V = (start @ L).requires_grad_(True)
-    data_term = _SoftmaxNLL(x, y, w, full=True, n_out=n_classes)
+    data_term = _SoftmaxNLL(x, y, w, full=True)
     no_bias = torch.zeros(n_classes, **f64)
 
     def loss_fn() -> torch.Tensor:
