@@ -165,14 +165,14 @@ def _finite_or_raise(t: torch.Tensor) -> np.ndarray:
 
 def _affine_result(W, b, result, *, scale, ref_row) -> AffineFit:
     """The fit of a full map ``[W, b]`` (the raw parameters ``W - I``, ``b``)."""
-    raw = (to_numpy(W - torch.eye(len(W), dtype=W.dtype, device=W.device)), b)
+    raw = (to_numpy(W - torch.eye(len(W), dtype=W.dtype, device=W.device)), to_numpy(b))
     if ref_row:
         W, b = W - W[-1:], b - b[-1]
     return AffineFit(
         coef=_finite_or_raise(W * scale),
         intercept=_finite_or_raise(b),
         result=result,
-        raw=(raw[0], to_numpy(raw[1])),
+        raw=raw,
     )
 
 
