@@ -13,14 +13,17 @@ matrix, in float64:
   array, the memory-bound limit of a calibrator that returns a new array);
 * ``scipy softmax``: ``scipy.special.softmax(X, axis=1)``.
 
-``x softmax`` is each time divided by the numpy pass's (the faster of the
-two as a rule). Where a peer library implements the same model (see
-``compare_peers.py``, whose method factories are reused), the peer's predict
-is timed the same way on the softmax probabilities of the test logits, next
-to skcal's with ``input="proba"`` on those same probabilities: ``x skcal``
-is the peer's time divided by skcal's (``> 1``: skcal is faster). netcal's
-``LogisticCalibration`` and dirichletcal are left out (their fits take
-minutes; netcal's ``BetaCalibration`` is a different model).
+``x softmax`` is each time divided by that of a numpy softmax pass over
+the same matrix, timed alternately with it (call for call) in the same
+process, so that the ratio is little affected by a shared machine's load;
+the two reference rows are timed on their own. Where a peer library
+implements the same model (see ``compare_peers.py``, whose method factories
+are reused), the peer's predict is timed the same way on the softmax
+probabilities of the test logits, next to skcal's with ``input="proba"`` on
+those same probabilities: ``x skcal`` is the peer's ``x softmax`` divided by
+skcal's (``> 1``: skcal is faster). netcal's ``LogisticCalibration`` and
+dirichletcal are left out (their fits take minutes; netcal's ``BetaCalibration``
+is a different model).
 
 Each (method, size) runs in a fresh process that generates the data, fits,
 and predicts. A fit that takes more than ``--fit-limit`` seconds (default
@@ -87,6 +90,25 @@ PEERS = {
 
 def _emit(**record):
     print(json.dumps(record), flush=True)
+
+
+def _paired_times(fn, reference, repeats):
+    """Medians of ``fn`` and ``reference``, timed alternately after one call each.
+
+    Alternating the two calls in the same process cancels most of a shared
+    machine's drift from the ratio ``fn / reference``.
+    """
+    fn()
+    reference()
+    times, ref_times = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        reference()
+        ref_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), float(np.median(ref_times))
 
 
 def _median_time(fn, repeats):
@@ -176,7 +198,10 @@ def child(kind, name, n, n_classes, repeats, threads):
         _emit(event="error", error=f"{type(exc).__name__}: {exc}"[:300])
         return
     _emit(event="fit", s=time.perf_counter() - start)
-    _emit(event="predict", s=_median_time(lambda: predict(model, X_test), repeats))
+    predict_s, softmax_s = _paired_times(
+        lambda: predict(model, X_test), lambda: _softmax_numpy(X_test), repeats
+    )
+    _emit(event="predict", s=predict_s, softmax_s=softmax_s)
 
 
 def run(kind, name, n, n_classes, args):
@@ -201,6 +226,8 @@ def run(kind, name, n, n_classes, args):
                 out["fit_s"] = record["s"]
             elif event == "predict":
                 out["predict_s"] = record["s"]
+                if "softmax_s" in record:
+                    out["softmax_s"] = record["softmax_s"]
             elif event == "error":
                 out["note"] = record["error"]
         if proc.poll() is not None and lines.empty():
@@ -258,8 +285,9 @@ def main(argv=None):
         rows = []
 
         def show(label, r, base, ref=None, rows=rows, size=size):
-            ratio = r.get("predict_s", float("nan")) / base
-            versus = r.get("predict_s", float("nan")) / ref if ref else float("nan")
+            # the softmax pass timed alternately in the same process, if any
+            ratio = r.get("predict_s", float("nan")) / r.get("softmax_s", base)
+            versus = ratio / ref if ref else float("nan")
             print(
                 f"{label:40s} {_fmt(r.get('fit_s'), '8.2f'):>8s} "
                 f"{_fmt(r.get('predict_s'), '10.4f'):>10s} {_fmt(ratio, '9.2f'):>9s} "
@@ -285,7 +313,7 @@ def main(argv=None):
                     f"  {label}",
                     run("peer", label, n, c, args),
                     base,
-                    mine.get("predict_s"),
+                    mine.get("predict_s", float("nan")) / mine.get("softmax_s", base),
                 )
         if args.json:
             with open(args.json, "a") as f:

@@ -18,6 +18,7 @@ from .utils._validation import (
     PROBA_EPS,
     check_embeddings,
     check_finite,
+    check_probabilities,
     check_sample_weight,
     check_scores_shape,
     resolve_classes,
@@ -53,6 +54,23 @@ def _owned(out, logits: np.ndarray) -> np.ndarray:
     if np.may_share_memory(out, logits) or not out.flags.writeable:
         out = out.copy()
     return out
+
+
+class _LogRows:
+    """Rows of the logits of validated probabilities, computed on demand.
+
+    ``logits[rows]`` is what :func:`scores_to_logits` returns for those rows
+    of ``X`` with ``input="proba"``: ``log(max(p, PROBA_EPS))`` of the
+    renormalised rows. The ``input="proba"`` path of a calibrator that maps
+    probabilities (``_maps_probabilities``) needs them only for the rare
+    rows of its fallbacks.
+    """
+
+    def __init__(self, X: np.ndarray, tol: float):
+        self._X, self._tol = X, tol
+
+    def __getitem__(self, rows) -> np.ndarray:
+        return check_probabilities(self._X[rows], tol=self._tol, log=True)
 
 
 def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
@@ -205,6 +223,11 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     #: then passes float64 scores unshifted, which gives the same
     #: probabilities bit for bit without the shifted copy.
     _softmax_first = False
+    #: Whether the model reads the scores only through their softmax and
+    #: implements :meth:`_calibrated_proba_of_probabilities`: with
+    #: ``input="proba"``, :meth:`predict_proba` then maps the validated
+    #: probabilities themselves, without the round trip through their logs.
+    _maps_probabilities = False
 
     # ------------------------------------------------------------------ hooks
     def _fit(self, logits: np.ndarray, y_index: np.ndarray, sample_weight):
@@ -222,6 +245,17 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         return any float64 array, which the caller copies if needed.
         """
         return softmax_inplace(_owned(self._calibrated_logits(logits), logits))
+
+    def _calibrated_proba_of_probabilities(self, P: np.ndarray, logits) -> np.ndarray:
+        """Calibrated probabilities of validated probabilities ``P``.
+
+        ``P`` (C-contiguous float64, the calibrator's own copy, which it may
+        overwrite) holds the renormalised rows of ``X`` floored at
+        ``PROBA_EPS``: the softmax of the logits :meth:`_calibrated_proba`
+        would get, to a few units in the last place. ``logits[rows]`` gives
+        those logits for the rows a fallback needs.
+        """
+        raise NotImplementedError
 
     def _wrapper_params(self, *, classes, input) -> dict:
         """The parameters :class:`~skcal.CalibratedClassifier` sets on a clone.
@@ -311,9 +345,29 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         Column ``j`` is the probability of ``classes_[j]``; rows sum to 1.
         """
         check_is_fitted(self)
+        if self._maps_probabilities and self.input == "proba":
+            return self._predict_proba_of_probabilities(X)
         shift = "unless_float64" if self._softmax_first else None
         logits = self._validate_scores(X, reset=False, shift=shift)
         return _owned(self._calibrated_proba(logits), logits)
+
+    def _predict_proba_of_probabilities(self, X) -> np.ndarray:
+        """:meth:`predict_proba` for ``input="proba"`` (``_maps_probabilities``).
+
+        The validation of :meth:`_validate_scores` (same checks, same
+        messages), whose copy of the probabilities is mapped directly.
+        """
+        if _is_one_dimensional(X):
+            check_scores_shape(np.asarray(X))
+        tol = sum_tolerance(getattr(X, "dtype", None))
+        dtype = [np.float64, np.float32]
+        X = validate_data(self, X, reset=False, dtype=dtype, ensure_all_finite=False)
+        check_scores_shape(X)
+        if X.shape[0] == 0:
+            return np.empty(X.shape)
+        P = check_probabilities(X, tol=tol, floor=True)
+        out = self._calibrated_proba_of_probabilities(P, _LogRows(X, tol))
+        return np.asarray(out, dtype=np.float64, order="C")
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, computed stably."""

@@ -39,7 +39,8 @@ def _renormalize_inplace(Q: np.ndarray, logits: np.ndarray) -> np.ndarray:
     one-vs-rest values of the rows of ``logits``; only rows whose values
     are all 0 need the original probabilities, so their softmax is computed
     for them alone, and the row sums are only looked at when some value
-    is 0.
+    is 0. ``logits`` may be any object whose ``logits[rows]`` gives those
+    rows (see ``BaseCalibrator._calibrated_proba_of_probabilities``).
     """
     empty = None
     if Q.size and not Q.min() > 0:
@@ -60,7 +61,7 @@ def _map_transposed(Q: np.ndarray, logits: np.ndarray, map_column) -> np.ndarray
     copy); the values are floored as they are written back, and divided by
     their row sums as they are transposed into ``Q`` (C-contiguous float64,
     returned): :func:`_renormalize_inplace`'s result, computed in that
-    layout.
+    layout (``logits`` as there).
     """
     n, n_classes = Q.shape
     if Q.size == 0:
@@ -165,6 +166,7 @@ class _OneVsRest(BaseCalibrator):
 
     _shift_invariant = True
     _softmax_first = True
+    _maps_probabilities = True
 
     def _fit(self, logits, y_index, sample_weight):
         P = softmax_inplace(np.array(logits, dtype=np.float64))
@@ -172,8 +174,11 @@ class _OneVsRest(BaseCalibrator):
 
     def _calibrated_proba(self, logits):
         Q = softmax_into(logits, np.empty(logits.shape))
-        self._map_columns(Q)
-        return _renormalize_inplace(Q, logits)
+        return self._calibrated_proba_of_probabilities(Q, logits)
+
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        self._map_columns(P)
+        return _renormalize_inplace(P, logits)
 
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
@@ -263,9 +268,8 @@ class IsotonicCalibrator(_OneVsRest):
             for k in np.flatnonzero(~present):
                 self.thresholds_[k], self.values_[k] = knots, values
 
-    def _calibrated_proba(self, logits):
-        Q = softmax_into(logits, np.empty(logits.shape))
-        return _map_transposed(Q, logits, self._map_column)
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        return _map_transposed(P, logits, self._map_column)
 
     def _map_column(self, k, p):
         x, v = self.thresholds_[k], self.values_[k]

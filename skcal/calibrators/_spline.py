@@ -131,6 +131,7 @@ class SplineCalibrator(BaseCalibrator):
     _shift_invariant = True
     _keeps_argmax = "predict"
     _softmax_first = True
+    _maps_probabilities = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -172,7 +173,14 @@ class SplineCalibrator(BaseCalibrator):
 
     def _calibrated_proba(self, logits):
         P = softmax_into(logits, np.empty(logits.shape))
-        top = np.argmax(logits, axis=1)
+        # the logits' own argmax: their softmax may round two of them to a tie
+        return self._replace_top_label(P, logits, np.argmax(logits, axis=1))
+
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        # the argmax of their logs log(max(p, PROBA_EPS)): log is increasing
+        return self._replace_top_label(P, logits, np.argmax(P, axis=1))
+
+    def _replace_top_label(self, P, logits, top):
         new = self._calibrated_confidence(
             np.take(P, top + P.shape[1] * np.arange(len(top)))
         )

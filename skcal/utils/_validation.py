@@ -73,6 +73,7 @@ def check_probabilities(
     copy: bool = True,
     top_label: bool = False,
     log: bool = False,
+    floor: bool = False,
 ):
     """Validate that ``P`` holds probability rows.
 
@@ -113,6 +114,10 @@ def check_probabilities(
         Return ``log(max(p, PROBA_EPS))`` of the (renormalised) float64 copy
         instead of the copy: the logits of probabilities (numpy's ``log``).
         Needs ``copy=True`` and ``top_label=False``.
+    floor : bool, default=False
+        Floor the (renormalised) float64 copy at ``PROBA_EPS``: the softmax of
+        the ``log=True`` result, to a few units in the last place, without
+        the logarithm. Needs ``copy=True`` and ``top_label=False``.
 
     Returns
     -------
@@ -126,8 +131,9 @@ def check_probabilities(
     """
     if renormalize and not copy:
         raise ValueError("renormalize=True needs copy=True.")
-    if log and (not copy or top_label):
-        raise ValueError("log=True needs copy=True and top_label=False.")
+    if (log or floor) and (not copy or top_label):
+        option = "log" if log else "floor"
+        raise ValueError(f"{option}=True needs copy=True and top_label=False.")
     P = np.asarray(P)
     if P.dtype != np.float32 and P.dtype != np.float64:
         P = np.asarray(P, dtype=np.float64)
@@ -184,6 +190,7 @@ def check_probabilities(
                         clip=bool(lows[b] < 0 or highs[b] > 1),
                         renormalize=renormalize,
                         log=log,
+                        floor=floor,
                     )
             # np.minimum / np.maximum keep a NaN (Python's min and max drop it)
             low = float(np.minimum(low, lows.min()))
@@ -223,13 +230,14 @@ def check_probabilities(
     return P, pred, conf.astype(P.dtype, copy=False)
 
 
-def _copy_block(block, out, sums, *, clip, renormalize, log):
+def _copy_block(block, out, sums, *, clip, renormalize, log, floor):
     """Write the float64 copy of one validated block into ``out``.
 
     Clipped to [0, 1] when ``clip``; with ``renormalize`` divided by the
     row sums, which are ``sums`` (computed in float64 by the validation)
     for float64 rows that need no clipping, and are summed again from the
-    float64 copy otherwise; with ``log``, ``log(max(p, PROBA_EPS))``.
+    float64 copy otherwise; with ``log``, ``log(max(p, PROBA_EPS))``, and
+    with ``floor``, ``max(p, PROBA_EPS)``.
     """
     if renormalize and not clip and block.dtype == np.float64:
         np.divide(block, sums[:, None], out=out)  # the copy and the division
@@ -239,8 +247,10 @@ def _copy_block(block, out, sums, *, clip, renormalize, log):
             np.clip(out, 0.0, 1.0, out=out)
         if renormalize:
             out /= np.einsum("ij->i", out)[:, None]
+    if log or floor:
+        np.maximum(out, PROBA_EPS, out=out)
     if log:
-        np.log(np.maximum(out, PROBA_EPS, out=out), out=out)
+        np.log(out, out=out)
 
 
 def check_scores_shape(X, name: str = "X") -> None:

@@ -13,7 +13,14 @@ import pytest
 from scipy.special import expit, log_softmax, softmax
 from sklearn.isotonic import IsotonicRegression
 
-from skcal import BetaCalibrator, IsotonicCalibrator, StructuredMatrixScaling
+from skcal import (
+    BetaCalibrator,
+    HistogramBinningCalibrator,
+    IsotonicCalibrator,
+    SplineCalibrator,
+    StructuredMatrixScaling,
+)
+from skcal.calibrators._binning import _PROBA_FLOOR
 from skcal.utils._testing import make_miscalibrated_logits
 from skcal.utils._validation import (
     PROBA_EPS,
@@ -223,9 +230,27 @@ def test_invalid_probabilities_are_still_refused():
         scores_to_logits(bad, "proba")
     with pytest.raises(ValueError, match="log=True needs copy=True"):
         check_probabilities(P, renormalize=False, copy=False, log=True)
+    with pytest.raises(ValueError, match="floor=True needs copy=True"):
+        check_probabilities(P, top_label=True, floor=True)
 
 
-@pytest.mark.parametrize("cls", [IsotonicCalibrator, BetaCalibrator])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_floored_copy_is_the_softmax_of_the_logs(dtype):
+    P = _probabilities(30_000, 10, seed=16, dtype=dtype)
+    tol = sum_tolerance(dtype)
+    clipped = np.clip(P.astype(np.float64), 0.0, 1.0)
+    expected = np.maximum(clipped / clipped.sum(axis=1, keepdims=True), PROBA_EPS)
+    got = check_probabilities(P, tol=tol, floor=True)
+    np.testing.assert_allclose(got, expected, rtol=1e-15, atol=0)
+    assert got[3, 0] == PROBA_EPS  # an exact zero, floored
+    logs = check_probabilities(P, tol=tol, log=True)
+    np.testing.assert_allclose(got, softmax(logs, axis=1), rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [IsotonicCalibrator, BetaCalibrator, HistogramBinningCalibrator, SplineCalibrator],
+)
 def test_probabilities_give_the_map_of_their_logs(cls):
     # input="proba" is the same fitted map of log(max(p, tiny)) of the
     # renormalised rows, whatever the validation's blocks
@@ -234,5 +259,28 @@ def test_probabilities_give_the_map_of_their_logs(cls):
     P = _probabilities(30_000, 10, seed=15)
     got = est.predict_proba(P)
     Z = np.log(np.maximum(P / P.sum(axis=1, keepdims=True), PROBA_EPS))
+    est.set_params(input="logits")
+    np.testing.assert_allclose(got, est.predict_proba(Z), rtol=1e-12, atol=1e-15)
+
+
+def test_probabilities_mapped_directly_keep_the_fallback_rows():
+    # input="proba" maps the probabilities directly (no round trip through
+    # their logs) and still falls back to the original probabilities where
+    # every one-vs-rest value is 0: a hand-set map that is 0 below p = 0.5
+    # for every class sends uniform rows there
+    X, y = make_miscalibrated_logits(500, 4, temperature=2.0, random_state=18)
+    est = IsotonicCalibrator(input="proba").fit(softmax(X, axis=1), y)
+    for k in range(4):
+        est.thresholds_[k] = np.array([0.0, 0.5, 1.0])
+        est.values_[k] = np.array([0.0, 0.0, 1.0])
+    uniform = np.full((3, 4), 0.25)
+    confident = np.array([[0.1, 0.7, 0.1, 0.1], [0.0, 0.0, 0.2, 0.8]])
+    got = est.predict_proba(np.vstack([uniform, confident]))
+    np.testing.assert_array_equal(got[:3], uniform)  # the fallback
+    # the others: 0 below 0.5, then 2 p - 1, floored, renormalised
+    values = np.maximum(2 * confident - 1, _PROBA_FLOOR)
+    expected = values / values.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(got[3:], expected, rtol=1e-14, atol=0)
+    Z = np.log(np.maximum(np.vstack([uniform, confident]), PROBA_EPS))
     est.set_params(input="logits")
     np.testing.assert_allclose(got, est.predict_proba(Z), rtol=1e-12, atol=1e-15)
