@@ -9,7 +9,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._torch import resolve_device
-from .._torch.kernels import fit_smart, smart_predict_temperature
+from .._torch.kernels import (
+    fit_smart,
+    smart_predict_proba,
+    smart_predict_temperature,
+)
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
@@ -178,6 +182,8 @@ class SMARTCalibrator(BaseCalibrator):
 
     _shift_invariant = True
     _keeps_argmax = "proba"
+    # the gaps and the softmax subtract the row maxima themselves
+    _softmax_first = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -295,9 +301,9 @@ class SMARTCalibrator(BaseCalibrator):
                 ConvergenceWarning,
             )
 
-    def _temperature(self, logits):
-        return smart_predict_temperature(
-            logits,
+    def _network(self) -> dict:
+        """The fitted temperature network, as the kernels take it."""
+        return dict(
             coefs=self.coefs_,
             intercepts=self.intercepts_,
             gap_mean=self.gap_mean_,
@@ -306,6 +312,12 @@ class SMARTCalibrator(BaseCalibrator):
             gap_range=self.gap_range_ if self.clip_gap else None,
             device=resolve_device(self.device),
         )
+
+    def _temperature(self, logits):
+        return smart_predict_temperature(logits, **self._network())
+
+    def _calibrated_proba(self, logits):
+        return smart_predict_proba(logits, **self._network())
 
     def _calibrated_logits(self, logits):
         # only the temperatures need torch; dividing in numpy saves a

@@ -145,7 +145,7 @@ def test_train_adam_restores_the_best_epoch():
     assert n_epochs < 200 and best_epoch < n_epochs
     best_value, best_x = min(history)
     assert best_val == best_value
-    assert float(x) == best_x
+    assert float(x.detach()) == best_x
 
 
 def test_minimize_adam_patience_tol_and_restore():
@@ -190,3 +190,43 @@ def test_minimize_adam_reaches_a_quadratic_minimum():
     )
     np.testing.assert_allclose(x.detach().numpy(), [1.0, 0.5], atol=1e-3)
     assert curve[best_epoch] == min(curve)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 50])
+def test_top_two_matches_topk(device, n_classes):
+    # several blocks of rows on the CPU, tied maxima and ties below them
+    from skcal._torch.kernels._softmax import top_two
+
+    rng = np.random.default_rng(3)
+    n = 3 * (1 << 17) // n_classes + 7
+    z = np.round(rng.normal(size=(n, n_classes)) * 3, 1)  # many ties
+    z[0] = 1.0  # a constant row
+    z[1, :2] = z[1].max() + 1.0  # a tied maximum
+    t = torch.as_tensor(z, device=device)
+    first, second = top_two(t)
+    expected = torch.topk(t, 2, dim=1).values
+    torch.testing.assert_close(first, expected[:, 0], rtol=0, atol=0)
+    torch.testing.assert_close(second, expected[:, 1], rtol=0, atol=0)
+    assert second[1] == first[1] and first[0] == second[0] == 1.0
+
+
+def test_tempered_softmax_matches_scipy():
+    from scipy.special import softmax
+
+    from skcal._torch.kernels._softmax import tempered_softmax_into
+
+    rng = np.random.default_rng(4)
+    for n, c in [(0, 4), (5, 2), ((1 << 17) // 7 * 3 + 11, 7)]:  # 0, 1, 4 blocks
+        a = rng.normal(size=(n, c)) * 30
+        temperature = rng.uniform(0.05, 20, size=n)
+        before = a.copy()
+        got = tempered_softmax_into(a, a.max(axis=1), temperature, np.empty(a.shape))
+        expected = softmax(a / temperature[:, None], axis=1)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-300)
+        np.testing.assert_array_equal(a, before)
+    a32 = a.astype(np.float32)  # float32 input is read as float64
+    got = tempered_softmax_into(
+        a32, a32.max(axis=1).astype(np.float64), temperature, np.empty(a.shape)
+    )
+    expected = softmax(a32.astype(np.float64) / temperature[:, None], axis=1)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-300)

@@ -20,6 +20,7 @@ from ._smart import (
     SmartFit,
     fit_smart,
     logit_gaps,
+    smart_predict_proba,
     smart_predict_temperature,
 )
 from ._soft_ece import soft_binned_ece, soft_binned_ece_value
@@ -74,6 +75,7 @@ __all__ = [
     "local_net_predict",
     "logit_gaps",
     "pts_predict_logits",
+    "smart_predict_proba",
     "smart_predict_temperature",
     "soft_binned_ece",
     "soft_binned_ece_value",

@@ -36,6 +36,7 @@ from .._optim import minimize_adam, newton_root_1d
 from .._random import make_generator
 from ._common import init_mlp, relu_mlp
 from ._soft_ece import soft_binned_ece
+from ._softmax import tempered_softmax_into, top_two
 
 #: ``g_hat = (g - mean) / (std + GAP_EPS)`` (SMART's Algorithm 1).
 GAP_EPS = 1e-8
@@ -56,8 +57,8 @@ _NODE_STEP, _NODE_SPAN, _INTERP_TOL = 0.05, 48, 1e-7
 
 def logit_gaps(z: torch.Tensor) -> torch.Tensor:
     """``z_(1) - z_(2)``, the margin between the two largest logits."""
-    top2 = torch.topk(z, 2, dim=1).values
-    return top2[:, 0] - top2[:, 1]
+    first, second = top_two(z)
+    return first - second
 
 
 def smart_temperature(layers, g_hat: torch.Tensor, t_min: float) -> torch.Tensor:
@@ -71,33 +72,55 @@ def standardize_gaps(gaps: torch.Tensor, gap_mean: float, gap_std: float):
     return (gaps - gap_mean) / (gap_std + GAP_EPS)
 
 
-def smart_predict_temperature(
-    logits: np.ndarray,
+def _row_temperatures(
+    z: torch.Tensor,
     *,
     coefs,
     intercepts,
     gap_mean: float,
     gap_std: float,
     t_min: float,
-    gap_range=None,
-    device,
-) -> np.ndarray:
-    """Temperature of each row of ``logits`` as float64 numpy.
-
-    ``coefs``, ``intercepts``, ``gap_mean`` and ``gap_std`` are those of a
-    :class:`SmartFit`; gaps are clipped to ``gap_range`` (``(low, high)``, or
-    None: not clipped) before they are standardised.
-    """
-    gaps = logit_gaps(to_tensor(logits, device, torch.float64))
+    gap_range,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row maxima of ``z`` and the temperature of each row (see below)."""
+    first, second = top_two(z)
+    gaps = first - second
     if gap_range is not None:
         gaps = gaps.clamp(gap_range[0], gap_range[1])
     g_hat = standardize_gaps(gaps, gap_mean, gap_std)
     layers = [
-        (to_tensor(W, device, torch.float64), to_tensor(b, device, torch.float64))
+        (to_tensor(W, z.device, torch.float64), to_tensor(b, z.device, torch.float64))
         for W, b in zip(coefs, intercepts)
     ]
     with torch.no_grad():
-        return to_numpy(smart_temperature(layers, g_hat, t_min))
+        return first, smart_temperature(layers, g_hat, t_min)
+
+
+def smart_predict_temperature(logits: np.ndarray, *, device, **fit) -> np.ndarray:
+    """Temperature of each row of ``logits`` as float64 numpy.
+
+    ``fit`` holds ``coefs``, ``intercepts``, ``gap_mean`` and ``gap_std``
+    of a :class:`SmartFit`, ``t_min``, and ``gap_range`` (``(low, high)``:
+    gaps are clipped to it before they are standardised; None: not clipped).
+    """
+    z = to_tensor(logits, device, torch.float64)
+    return to_numpy(_row_temperatures(z, **fit)[1])
+
+
+def smart_predict_proba(logits: np.ndarray, *, device, **fit) -> np.ndarray:
+    """``softmax(logits / T)`` of each row as a new float64 numpy array.
+
+    ``fit`` as in :func:`smart_predict_temperature`. On the CPU the row
+    maxima found for the gaps shift the logits in the blocked softmax of
+    :func:`tempered_softmax_into`: no shifted or divided copy of the matrix.
+    """
+    z = to_tensor(logits, device, torch.float64)
+    first, temperature = _row_temperatures(z, **fit)
+    if z.device.type == "cpu":
+        out = np.empty(z.shape)
+        return tempered_softmax_into(logits, first.numpy(), temperature.numpy(), out)
+    shifted = (z - first[:, None]) / temperature[:, None]
+    return to_numpy(torch.softmax(shifted, dim=1))
 
 
 def _row_moments(beta: torch.Tensor, d: torch.Tensor, order: int, rows=None):
@@ -460,13 +483,13 @@ def fit_smart(
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight, device, torch.float64)
 
-    top2 = torch.topk(z, 2, dim=1).values
-    gaps = top2[:, 0] - top2[:, 1]
+    first, second = top_two(z)
+    gaps = first - second
     gap_mean, gap_std = _gap_moments(gaps, w)
     positive = gaps[w > 0]
     correct = torch.argmax(z, dim=1) == y
     # gaps to the top logit, float32: the per-epoch work reads only these
-    d = (top2[:, :1] - z).to(torch.float32)
+    d = (first[:, None] - z).to(torch.float32)
     d_true = d.gather(1, y[:, None]).squeeze(1)
     del z
 
