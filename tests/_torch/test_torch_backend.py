@@ -230,3 +230,72 @@ def test_tempered_softmax_matches_scipy():
     )
     expected = softmax(a32.astype(np.float64) / temperature[:, None], axis=1)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-300)
+
+
+def test_minimize_lbfgs_on_rosenbrock_and_a_convex_exponential():
+    # a curved valley (the line search must bracket and zoom), from the
+    # classical start; the minimiser is (1, 1)
+    x = torch.tensor([-1.2, 1.0], dtype=torch.float64, requires_grad=True)
+    res = minimize_lbfgs(
+        lambda: (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2, [x], tol=1e-9
+    )
+    assert res.converged and res.grad_max <= 1e-9
+    np.testing.assert_allclose(to_numpy(x), [1.0, 1.0], rtol=1e-7)
+    # a smooth convex objective from a far start; the reference minimiser
+    # solves 3 exp(3 v) - exp(-v) = c coordinate by coordinate (scipy's brentq)
+    from scipy.optimize import brentq
+
+    c = np.array([3.0, -2.0])
+    expected = [
+        brentq(
+            lambda v, ci=ci: 3 * np.exp(3 * v) - np.exp(-v) - ci, -10, 10, xtol=1e-15
+        )
+        for ci in c
+    ]
+    a = torch.tensor([-5.0, 6.0], dtype=torch.float64, requires_grad=True)
+    ct = torch.as_tensor(c)
+    res = minimize_lbfgs(
+        lambda: (torch.exp(3 * a) + torch.exp(-a)).sum() - ct @ a, [a], tol=1e-10
+    )
+    assert res.converged
+    np.testing.assert_allclose(to_numpy(a), expected, rtol=1e-9)
+
+
+def test_the_line_search_shortens_a_step_whose_loss_is_not_finite():
+    from skcal._torch._optim import _FlatProblem, _strong_wolfe
+
+    # (x - 3)^2, but inf beyond x = 4: a first trial step of 10 lands there
+    x = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    inf = torch.tensor(math.inf, dtype=torch.float64)
+    problem = _FlatProblem(lambda: torch.where(x > 4, inf, (x - 3) ** 2).sum(), [x])
+    start = problem.flat_params()
+    loss0, grad0 = problem.evaluate(start)
+    direction = -grad0  # +6
+    step, loss, grad = _strong_wolfe(
+        problem, start, loss0, float(grad0 @ direction), direction, 10.0
+    )
+    assert math.isfinite(loss) and loss < loss0
+    assert 0 < step * 6 < 4  # inside the finite region
+    # the strong Wolfe conditions
+    assert loss <= loss0 + 1e-4 * step * float(grad0 @ direction)
+    assert abs(float(grad @ direction)) <= 0.9 * abs(float(grad0 @ direction))
+
+
+def test_fitting_an_affine_calibrator_does_not_import_dynamo():
+    # torch.optim's optimisers import torch._dynamo (over a second) when
+    # they are constructed; skcal's L-BFGS does not use them
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from skcal import VectorScaling\n"
+        "from skcal.utils._testing import make_miscalibrated_logits\n"
+        "X, y = make_miscalibrated_logits(200, 3, random_state=0)\n"
+        "VectorScaling().fit(X, y)\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
