@@ -183,3 +183,25 @@ def test_isotonic_predict_on_extreme_scores_is_sklearn_per_class():
     iso = IsotonicCalibrator().fit(X, y)
     expected = np.where((Q.sum(axis=1) > 0)[:, None], _floor_renormalize(Q), Pt)
     np.testing.assert_allclose(iso.predict_proba(Xt), expected, atol=1e-12)
+
+
+def test_isotonic_knots_are_sklearn_with_weights_ties_and_zero_weights():
+    # skcal fits the isotonic maps with scipy's PAVA: the knots and values
+    # of scikit-learn's IsotonicRegression, including tied scores (merged
+    # into weighted means) and zero weights (dropped)
+    from skcal.calibrators._binning import _isotonic_knots
+
+    rng = np.random.default_rng(5)
+    for n, weighted in [(3000, True), (3000, False), (2, True), (1, False)]:
+        x = np.round(rng.beta(0.5, 2.0, size=n), 2)  # many ties
+        target = (rng.random(n) < x).astype(np.float64)
+        w = rng.uniform(0.2, 3.0, size=n) if weighted else None
+        if weighted and n > 10:  # zero weights, at scores seen only there
+            w[::10] = 0.0
+            x[::10] = rng.uniform(size=x[::10].size)
+        knots, values = _isotonic_knots(x, target, w)
+        ref = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(
+            x, target, sample_weight=w
+        )
+        np.testing.assert_array_equal(knots, ref.X_thresholds_)
+        np.testing.assert_allclose(values, ref.y_thresholds_, rtol=1e-12, atol=0)
