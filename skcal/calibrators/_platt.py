@@ -375,6 +375,7 @@ class BetaCalibrator(BaseCalibrator):
 
     _shift_invariant = True
     _softmax_first = True
+    _maps_probabilities = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -438,10 +439,36 @@ class BetaCalibrator(BaseCalibrator):
             f -= np.log(total)[:, None]  # ln s
             clip_inplace(f, _LOG_EPS, _LOG_ONE_MINUS_EPS)
             log_inplace(clip_inplace(one_minus_into(s, s), _EPS, 1.0 - _EPS))
-            affine_columns(f, a, self.intercept_, out=f)  # a ln s + c
-            affine_columns(s, minus_b, f, out=f)  # - b ln(1 - s)
-            sigmoid_inplace(f)
+            self._beta_map(f, s, a, minus_b)
         return _renormalize_inplace(out, logits)
+
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        """:meth:`_calibrated_proba` of the probabilities ``P`` themselves.
+
+        ``ln s`` and ``ln(1 - s)`` of the clipped probabilities, by blocks
+        of rows in ``P`` (overwritten and returned) and one scratch block:
+        two logarithms per entry instead of the logits path's exponential
+        and logarithm after the validation's logarithm.
+        """
+        if P.size == 0:
+            return P
+        a, minus_b = self.coef_[:, 0], -self.coef_[:, 1]
+        block = max(1, _ROWS_BLOCK // P.shape[1])
+        scratch = np.empty((min(block, P.shape[0]), P.shape[1]))
+        for start in range(0, P.shape[0], block):
+            f = P[start : start + block]
+            s = scratch[: len(f)]
+            log_inplace(clip_inplace(one_minus_into(f, s), _EPS, 1.0 - _EPS))
+            log_inplace(clip_inplace(f, _EPS, 1.0 - _EPS))
+            self._beta_map(f, s, a, minus_b)
+        return _renormalize_inplace(P, logits)
+
+    def _beta_map(self, f, s, a, minus_b):
+        """``sigmoid(a ln s - b ln(1 - s) + c)`` into ``f`` (holding ``ln s``;
+        ``s`` holds ``ln(1 - s)``)."""
+        affine_columns(f, a, self.intercept_, out=f)  # a ln s + c
+        affine_columns(s, minus_b, f, out=f)  # - b ln(1 - s)
+        sigmoid_inplace(f)
 
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))

@@ -299,3 +299,36 @@ def test_fitting_an_affine_calibrator_does_not_import_dynamo():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("n_pairs", [1, 3, 7])
+def test_lbfgs_compact_direction_is_the_two_loop_recursion(n_pairs):
+    # the compact form's -H g equals the textbook two-loop recursion
+    # (Nocedal & Wright, Algorithm 7.4) over the latest `size` pairs, here
+    # written in numpy; 7 pairs into 5 slots reuse the oldest slots
+    from skcal._torch._optim import LBFGSMemory as _Memory
+
+    rng = np.random.default_rng(n_pairs)
+    n, size = 12, 5
+    B = rng.normal(size=(n, n))
+    A = B @ B.T + n * np.eye(n)  # curvature pairs y = A s, s'y > 0
+    pairs = [(s, A @ s) for s in rng.normal(size=(n_pairs, n))]
+    memory = _Memory(size, torch.zeros(n, dtype=torch.float64))
+    for s, y in pairs:
+        memory.add(torch.as_tensor(s), torch.as_tensor(y))
+    g = rng.normal(size=n)
+    got = memory.direction(torch.as_tensor(g)).numpy()
+
+    kept = pairs[-size:]
+    q, alphas = g.copy(), []
+    for s, y in reversed(kept):
+        alpha = (s @ q) / (s @ y)
+        alphas.append(alpha)
+        q -= alpha * y
+    s, y = kept[-1]
+    r = (s @ y) / (y @ y) * q
+    for (s, y), alpha in zip(kept, reversed(alphas)):
+        r += (alpha - (y @ r) / (s @ y)) * s
+    np.testing.assert_allclose(got, -r, rtol=1e-10, atol=1e-12)
+    memory.clear()
+    np.testing.assert_array_equal(memory.direction(torch.as_tensor(g)).numpy(), -g)

@@ -74,6 +74,23 @@ def test_sms_matches_the_papers_formulas(lam, device):
     np.testing.assert_allclose(sms.intercept_, b, atol=2e-5)
 
 
+def test_sms_with_a_float32_first_phase_matches_the_papers_formulas(monkeypatch):
+    # from 20 classes the solver starts in float32 and finishes in float64
+    # from that point (and its correction pairs): the float64 stopping rule
+    # decides, so the solution is the reference's, as a float64-only run's
+    import skcal._torch.kernels._affine as affine
+
+    X, y = make_miscalibrated_logits(800, 20, temperature=2.0, random_state=3)
+    assert affine._FLOAT32_MIN_CLASSES <= 20
+    sms = StructuredMatrixScaling(tol=1e-7).fit(X, y)
+    beta, W, b, mix = reference_sms(X, y)
+    np.testing.assert_allclose(sms.coef_, W, atol=2e-5)
+    np.testing.assert_allclose(sms.intercept_, b, atol=2e-5)
+    monkeypatch.setattr(affine, "_FLOAT32_MIN_CLASSES", 10**9)
+    only64 = StructuredMatrixScaling(tol=1e-7).fit(X, y)
+    np.testing.assert_allclose(sms.coef_, only64.coef_, atol=2e-5)
+
+
 def test_sms_from_probabilities_equals_from_logits():
     X, y = make_miscalibrated_logits(600, 3, temperature=2.0, random_state=1)
     a = StructuredMatrixScaling(tol=1e-7, device="cpu").fit(X, y)

@@ -23,17 +23,25 @@ depends on ``[W, b]`` only through the outputs ``x [W, b]^T`` with ``x = [z,
 where ``L L^T = sum_i w_i x_i x_i^T``. The minimiser is the same; the
 problem's Hessian loses the features' correlations, and L-BFGS needs 4-20
 times fewer iterations (10,000 x 100 synthetic logits: 34 instead of 765).
+
+With penalties, a full map of at least ``_FLOAT32_MIN_CLASSES`` classes is
+first solved in float32 (the loss still summed in float64, so that the line
+search resolves small decreases), then in float64 from that point and with
+its L-BFGS correction pairs, until the float64 gradient meets ``tol``: the
+stopping rule, and so the solution, are those of a float64 solve, at about
+half the cost (structured matrix scaling on real 45-66-class sets: 2x
+faster).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
-from .._optim import OptimResult, minimize_lbfgs
+from .._optim import LBFGSMemory, OptimResult, minimize_lbfgs
 
 
 @dataclass
@@ -95,55 +103,113 @@ def fit_affine_softmax(
     bias = torch.zeros(n_classes, **f64)
     if init:
         delta.copy_(to_tensor(init[0], device)), bias.copy_(to_tensor(init[1], device))
-    delta.requires_grad_(True)
-    bias.requires_grad_(fit_intercept)
-    params = [delta]
-    if fit_intercept:
-        params.append(bias)
-    eye = torch.eye(n_classes, **f64)
-    off_mask = 1.0 - eye
-    full_matrix = kind == "full" or ref_row
-
-    def effective():
-        if kind == "full":
-            W = eye + delta
-        elif full_matrix:
-            W = torch.diag(1.0 + delta.expand(n_classes))
-        else:
-            W = 1.0 + delta.expand(n_classes)  # diagonal as a vector
-        b = bias
-        if ref_row:
-            W = W - W[-1:]
-            b = b - b[-1]
-        return W, b
-
-    data_term = _SoftmaxNLL(z, y, w, full_matrix)
-
-    def loss_fn() -> torch.Tensor:
-        W, b = effective()
-        data, grad_W, grad_b = data_term(W, b)
-        linear = (W * grad_W).sum() + (b * grad_b).sum()
-        loss = linear - linear.detach() + data
-        diag = torch.diagonal(W) if full_matrix else W
-        if l2_diag:
-            loss = loss + l2_diag * ((diag - diag_target) ** 2).sum()
-        if l2_off and full_matrix:
-            loss = loss + l2_off * ((W * off_mask) ** 2).sum()
-        if l2_bias and fit_intercept:
-            loss = loss + l2_bias * (b * b).sum()
-        return loss
-
-    result = minimize_lbfgs(
-        loss_fn, params, max_iter=max_iter, tol=tol, history_size=_history(params)
+    problem = _PenalisedProblem(
+        kind=kind,
+        fit_intercept=fit_intercept,
+        ref_row=ref_row,
+        penalties=(l2_diag, l2_off, l2_bias),
+        diag_target=diag_target,
     )
+    n_iter, memory = 0, None
+    if kind == "full" and n_classes >= _FLOAT32_MIN_CLASSES:
+        # float32 first, at half the cost per iteration; the float64 run
+        # continues from its point and its correction pairs, and applies the
+        # stopping rule to the float64 objective
+        f32 = problem.solve(
+            z.float(), y, w.float(), delta.float(), bias.float(),
+            tol=tol / 10, max_iter=max_iter,
+        )  # fmt: skip
+        delta.copy_(f32.delta), bias.copy_(f32.bias)
+        n_iter, memory = f32.result.n_iter, f32.memory.to(torch.float64)
+    fit = problem.solve(
+        z, y, w, delta, bias, tol=tol, max_iter=max(max_iter - n_iter, 1),
+        memory=memory,
+    )  # fmt: skip
+    result = replace(fit.result, n_iter=fit.result.n_iter + n_iter)
     with torch.no_grad():
-        W, b = effective()
+        W, b = problem.effective(fit.delta, fit.bias)
     return AffineFit(
         coef=_finite_or_raise(W * scale),
         intercept=_finite_or_raise(b),
         result=result,
-        raw=(to_numpy(delta), to_numpy(bias)),
+        raw=(to_numpy(fit.delta), to_numpy(fit.bias)),
     )
+
+
+#: Full maps of at least this many classes start with a float32 solve.
+_FLOAT32_MIN_CLASSES = 20
+
+
+@dataclass(frozen=True)
+class _Solved:
+    delta: torch.Tensor
+    bias: torch.Tensor
+    result: OptimResult
+    memory: LBFGSMemory
+
+
+@dataclass(frozen=True)
+class _PenalisedProblem:
+    """The penalised NLL of :func:`fit_affine_softmax` in any float dtype."""
+
+    kind: str
+    fit_intercept: bool
+    ref_row: bool
+    penalties: tuple  # l2_diag, l2_off, l2_bias
+    diag_target: float
+
+    @property
+    def full_matrix(self) -> bool:
+        return self.kind == "full" or self.ref_row
+
+    def effective(self, delta, bias):
+        """The map ``(W, b)`` of the raw parameters."""
+        n_classes = len(bias)
+        if self.kind == "full":
+            W = torch.eye(n_classes, dtype=delta.dtype, device=delta.device) + delta
+        elif self.full_matrix:
+            W = torch.diag(1.0 + delta.expand(n_classes))
+        else:
+            W = 1.0 + delta.expand(n_classes)  # diagonal as a vector
+        b = bias
+        if self.ref_row:
+            W = W - W[-1:]
+            b = b - b[-1]
+        return W, b
+
+    def solve(self, z, y, w, delta, bias, *, tol, max_iter, memory=None) -> _Solved:
+        """L-BFGS from ``(delta, bias)`` (copied) on ``z``'s dtype.
+
+        ``memory``: correction pairs to start from (in ``z``'s dtype).
+        """
+        delta = delta.detach().clone().requires_grad_(True)
+        bias = bias.detach().clone().requires_grad_(self.fit_intercept)
+        params = [delta, bias] if self.fit_intercept else [delta]
+        l2_diag, l2_off, l2_bias = self.penalties
+        off_mask = 1.0 - torch.eye(len(bias), dtype=z.dtype, device=z.device)
+        data_term = _SoftmaxNLL(z, y, w, self.full_matrix)
+
+        def loss_fn() -> torch.Tensor:
+            W, b = self.effective(delta, bias)
+            data, grad_W, grad_b = data_term(W, b)
+            linear = (W * grad_W).sum() + (b * grad_b).sum()
+            loss = linear - linear.detach() + data
+            diag = torch.diagonal(W) if self.full_matrix else W
+            if l2_diag:
+                loss = loss + l2_diag * ((diag - self.diag_target) ** 2).sum()
+            if l2_off and self.full_matrix:
+                loss = loss + l2_off * ((W * off_mask) ** 2).sum()
+            if l2_bias and self.fit_intercept:
+                loss = loss + l2_bias * (b * b).sum()
+            return loss
+
+        if memory is None:
+            flat = torch.cat([p.detach().reshape(-1) for p in params])
+            memory = LBFGSMemory(_history(params), flat)
+        result = minimize_lbfgs(
+            loss_fn, params, max_iter=max_iter, tol=tol, memory=memory
+        )
+        return _Solved(delta.detach(), bias.detach(), result, memory)
 
 
 def _history(params) -> int:
@@ -200,7 +266,9 @@ class _SoftmaxNLL:
             proba = out.sub_(top).exp_()  # in place: out is not needed again
             total = proba.sum(dim=1, keepdim=True)
             lse = top.squeeze(1) + total.log().squeeze(1)
-            data = torch.dot(w, lse - out_true)
+            # summed in float64 whatever the dtype: in a float32 solve the
+            # loss then resolves the small decreases of the last iterations
+            data = torch.dot(w.double(), (lse - out_true).double())
             proba.mul_(w[:, None] / total)  # w_i softmax(out_i)
             proba.scatter_add_(1, y, -w[:, None])  # w_i (softmax - onehot)
             grad_W = proba.T @ z if self.full else (proba * z).sum(dim=0)
