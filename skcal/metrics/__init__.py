@@ -33,18 +33,27 @@ from ._scorer import (
 )
 from ._smooth import smooth_expected_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
+from ._uncertainty import (
+    ConfidenceInterval,
+    PairedComparison,
+    confidence_interval,
+    paired_comparison,
+)
 
 __all__ = [
     "BinStatistics",
+    "ConfidenceInterval",
     "ESSProfile",
     "LocalCalibrationErrors",
     "LocalCalibrationScorer",
     "LocalSpace",
+    "PairedComparison",
     "CalibrationScorer",
     "bin_edges",
     "binned_statistics",
     "brier_score",
     "classwise_calibration_error",
+    "confidence_interval",
     "CumulativeCalibration",
     "brownian_max_abs_cdf",
     "brownian_range_cdf",
@@ -61,6 +70,7 @@ __all__ = [
     "max_calibration_error",
     "max_local_calibration_error",
     "negative_log_likelihood",
+    "paired_comparison",
     "smooth_expected_calibration_error",
     "soft_binned_calibration_error",
     "soft_expected_calibration_error",
