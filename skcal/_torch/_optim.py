@@ -68,13 +68,15 @@ def newton_root_1d(
 ) -> OptimResult:
     """Root of a non-decreasing function on ``[lower, upper]`` (``lower > 0``).
 
-    After evaluating ``x0``, the bound on the side of the root is evaluated:
-    if the function has the same sign there, the root lies outside the
-    interval and that bound is returned with ``at_bound`` set. Otherwise the
-    root is bracketed and found by Newton steps, falling back to a geometric
-    bisection of the bracket whenever a step leaves it, or is still large and
-    does not at least halve the previous one (the ``rtsafe`` safeguard), so
-    convergence is guaranteed and quadratic near the root. Once steps are
+    The sign of ``g(x0)`` tells on which side of ``x0`` the root lies; the
+    root is then found by Newton steps inside ``[x0, upper]`` (or ``[lower,
+    x0]``), falling back to a geometric bisection of the bracket whenever a
+    step leaves it, or is still large and does not at least halve the
+    previous one (the ``rtsafe`` safeguard), so convergence is guaranteed
+    and quadratic near the root. The bound on the root's side is evaluated
+    the first time a bisection is needed (not before: most solves never
+    need it): if the function has the same sign there, the root lies outside
+    the interval and that bound is returned with ``at_bound`` set. Once steps are
     below ``1e-6 * x`` Newton is trusted: there, rounding noise in ``g``
     must not trigger a bisection of a possibly wide bracket.
 
@@ -89,38 +91,47 @@ def newton_root_1d(
     xtol : float
         Stop when a step changes ``x`` by at most ``xtol * x``.
     max_iter : int
-        Maximum number of evaluations of ``fun``.
+        Maximum number of evaluations of ``fun`` (``n_iter`` of the result
+        counts them).
     """
     if not 0 < lower <= x0 <= upper:
         raise ValueError(f"need 0 < lower <= x0 <= upper, got {lower}, {x0}, {upper}")
     g, h = fun(x0)
+    n_evals = 1
     if g == 0.0:
         return OptimResult(x=x0, n_iter=1, converged=True)
-    if g < 0:
-        a, b = x0, upper
-        if fun(upper)[0] <= 0:
-            return OptimResult(x=upper, n_iter=2, converged=True, at_bound="upper")
-    else:
-        a, b = lower, x0
-        if fun(lower)[0] >= 0:
-            return OptimResult(x=lower, n_iter=2, converged=True, at_bound="lower")
+    # the root lies on the side of x0 where g changes sign; the bound on that
+    # side is only evaluated when a step needs it (a Newton step beyond it,
+    # or a bisection), since most solves converge well inside
+    a, b = (x0, upper) if g < 0 else (lower, x0)
+    unverified = "upper" if g < 0 else "lower"
     x, dx_old = x0, math.inf
-    for n_iter in range(3, max_iter + 1):
+    while n_evals < max_iter:
         newton = x - g / h if h > 0 and math.isfinite(h) else math.nan
         if abs(newton - x) <= xtol * x:  # includes a step lost to rounding
-            return OptimResult(x=newton, n_iter=n_iter - 1, converged=True)
+            return OptimResult(x=newton, n_iter=n_evals, converged=True)
         slow = abs(2.0 * g) > abs(dx_old * h) and abs(newton - x) > 1e-6 * x
-        if not a < newton < b or slow:
-            x_new = math.sqrt(a * b)
-        else:
-            x_new = newton
+        bisect = not a < newton < b or slow
+        if bisect and unverified:
+            bound = upper if unverified == "upper" else lower
+            n_evals += 1
+            outside = fun(bound)[0]
+            if (outside <= 0) if unverified == "upper" else (outside >= 0):
+                return OptimResult(
+                    x=bound, n_iter=n_evals, converged=True, at_bound=unverified
+                )
+            unverified = None
+        x_new = math.sqrt(a * b) if bisect else newton
         dx_old = x_new - x
         if abs(dx_old) <= xtol * x:
-            return OptimResult(x=x_new, n_iter=n_iter - 1, converged=True)
+            return OptimResult(x=x_new, n_iter=n_evals, converged=True)
+        if n_evals >= max_iter:
+            break
         x = x_new
         g, h = fun(x)
+        n_evals += 1
         if g == 0.0:
-            return OptimResult(x=x, n_iter=n_iter, converged=True)
+            return OptimResult(x=x, n_iter=n_evals, converged=True)
         if g < 0:
             a = x
         else:
