@@ -9,6 +9,7 @@ from .calibrators import (  # noqa: E402
     DirichletCalibrator,
     DirichletCalibratorCV,
     HistogramBinningCalibrator,
+    IdentityCalibrator,
     IsotonicCalibrator,
     KCalCalibrator,
     LocalNetCalibrator,
@@ -23,6 +24,7 @@ from .calibrators import (  # noqa: E402
     VectorScaling,
     VQLocalCalibrator,
 )
+from .model_selection import CalibratorSearchCV  # noqa: E402
 from .wrappers import CalibratedClassifier  # noqa: E402
 
 __all__ = [
@@ -30,10 +32,12 @@ __all__ = [
     "BaseCalibrator",
     "BaseLocalCalibrator",
     "CalibratedClassifier",
+    "CalibratorSearchCV",
     "ClassTemperatureScaling",
     "DirichletCalibrator",
     "DirichletCalibratorCV",
     "HistogramBinningCalibrator",
+    "IdentityCalibrator",
     "IsotonicCalibrator",
     "KCalCalibrator",
     "LocalNetCalibrator",

@@ -3,7 +3,9 @@
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from skcal import IdentityCalibrator, TemperatureScaling
 from skcal.base import BaseCalibrator
+from skcal.model_selection import CalibratorSearchCV
 from skcal.utils._testing import make_estimator
 from skcal.utils.discovery import all_estimators
 
@@ -34,7 +36,13 @@ EXPECTED_FAILED = {
 
 
 def _estimators():
-    return [make_estimator(cls, device="cpu") for _, cls in all_estimators()]
+    # CalibratorSearchCV lives in skcal.model_selection, outside the calibrators
+    # that all_estimators lists; it is checked here with two cheap candidates
+    # and 2 folds (the checks fit it dozens of times on tiny data).
+    search = CalibratorSearchCV(
+        [IdentityCalibrator(), TemperatureScaling(device="cpu")], cv=2, random_state=0
+    )
+    return [make_estimator(cls, device="cpu") for _, cls in all_estimators()] + [search]
 
 
 CV_SPLITS_ROWS = (

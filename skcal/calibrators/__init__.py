@@ -3,6 +3,7 @@
 from ._binning import HistogramBinningCalibrator, IsotonicCalibrator
 from ._cts import ClassTemperatureScaling
 from ._dirichlet import DirichletCalibrator, DirichletCalibratorCV
+from ._identity import IdentityCalibrator
 from ._kcal import KCalCalibrator
 from ._local_net import LocalNetCalibrator
 from ._platt import BetaCalibrator, PlattCalibrator
@@ -20,6 +21,7 @@ __all__ = [
     "DirichletCalibrator",
     "DirichletCalibratorCV",
     "HistogramBinningCalibrator",
+    "IdentityCalibrator",
     "IsotonicCalibrator",
     "KCalCalibrator",
     "LocalNetCalibrator",

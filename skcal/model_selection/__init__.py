@@ -1,0 +1,5 @@
+"""Model selection: a cross-validated choice among calibrators."""
+
+from ._search import CalibratorSearchCV
+
+__all__ = ["CalibratorSearchCV"]

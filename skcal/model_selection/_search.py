@@ -1,0 +1,898 @@
+"""CalibratorSearchCV: a cross-validated choice among calibrators, guarded."""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+import warnings
+from collections import Counter
+from contextlib import nullcontext
+from numbers import Integral
+
+import numpy as np
+from scipy.stats import rankdata
+from sklearn.base import clone
+from sklearn.model_selection import StratifiedKFold, check_cv
+from sklearn.utils import check_random_state
+from sklearn.utils.parallel import Parallel, delayed
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..base import (
+    _LOG_PROBA_EPS,
+    BaseCalibrator,
+    BaseLocalCalibrator,
+    _is_one_dimensional,
+    check_fit_targets,
+)
+from ..calibrators import (
+    BetaCalibrator,
+    ClassTemperatureScaling,
+    DirichletCalibrator,
+    DirichletCalibratorCV,
+    HistogramBinningCalibrator,
+    IdentityCalibrator,
+    IsotonicCalibrator,
+    MatrixScaling,
+    ParameterizedTemperatureScaling,
+    PlattCalibrator,
+    SMARTCalibrator,
+    SplineCalibrator,
+    StructuredMatrixScaling,
+    TemperatureScaling,
+    VectorScaling,
+)
+from ..metrics._scorer import get_scorer
+from ..utils._sklearn import StrOptions, _fit_context
+from ..utils._validation import (
+    check_sample_weight,
+    check_scores_shape,
+    effective_sample_size,
+    scores_to_logits,
+    sum_tolerance,
+)
+from ..utils._warnings import warn
+
+__all__ = ["CalibratorSearchCV"]
+
+#: The small-data guard skips a candidate with more free parameters than
+#: one per ``ROWS_PER_PARAMETER`` calibration rows.
+ROWS_PER_PARAMETER = 10
+
+#: The simple candidates of the guard, simplest first.
+_SIMPLE = (IdentityCalibrator, TemperatureScaling)
+
+
+def _default_candidates() -> list:
+    """The default candidates: one per family, with their own defaults."""
+    return [
+        IdentityCalibrator(),
+        TemperatureScaling(),
+        VectorScaling(),
+        StructuredMatrixScaling(),
+        DirichletCalibratorCV(),
+        SMARTCalibrator(),
+        IsotonicCalibrator(),
+        BetaCalibrator(),
+        SplineCalibrator(),
+    ]
+
+
+# ------------------------------------------------------------ parameter count
+def _is_zero(value) -> bool:
+    """Whether a penalty strength is the number 0 (``"auto"`` is not)."""
+    return not isinstance(value, str) and float(value) == 0.0
+
+
+def _affine_count(n_classes: int, *, diag: bool, off: bool, bias: bool) -> int:
+    """Unpenalised entries of an affine map ``W x + b`` (at least 1)."""
+    free = n_classes * diag + n_classes * (n_classes - 1) * off + n_classes * bias
+    return max(1, free)
+
+
+def _mlp_count(sizes) -> int:
+    """Weights and biases of a fully connected network with layer ``sizes``."""
+    return sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+def _dirichlet_count(matrix, reg_lambda, reg_mu, n_classes: int) -> int:
+    if reg_lambda == "auto":  # shrunk toward temperature scaling
+        return 1
+    if matrix == "fixed_diagonal":
+        return 1
+    full = matrix == "full"
+    if reg_mu is None:  # one L2 penalty on every entry
+        free = _is_zero(reg_lambda)
+        return _affine_count(n_classes, diag=free, off=full and free, bias=free)
+    # ODIR: the diagonal is never penalised
+    return _affine_count(
+        n_classes,
+        diag=True,
+        off=full and _is_zero(reg_lambda),
+        bias=_is_zero(reg_mu),
+    )
+
+
+def _n_parameters(estimator, n_classes: int) -> float:
+    """Free parameters of a candidate for the small-data guard; NaN if unknown.
+
+    See the Notes of :class:`CalibratorSearchCV` for the rules.
+    """
+    C = n_classes
+    p = estimator.get_params(deep=False) if hasattr(estimator, "get_params") else {}
+    if isinstance(estimator, IdentityCalibrator):
+        return 0
+    if isinstance(estimator, TemperatureScaling):
+        return 1
+    if isinstance(estimator, ClassTemperatureScaling):
+        return C
+    if isinstance(estimator, PlattCalibrator):
+        return 2 * C
+    if isinstance(estimator, BetaCalibrator):
+        return 3 * C if p["parameters"] == "abm" else 2 * C
+    if isinstance(estimator, VectorScaling):
+        free = _is_zero(p["l2_reg"])
+        return _affine_count(C, diag=free, off=False, bias=free)
+    if isinstance(estimator, MatrixScaling):
+        free = _is_zero(p["l2_reg"])
+        off = free and (
+            p["off_diagonal_reg"] == "auto" or _is_zero(p["off_diagonal_reg"])
+        )
+        return _affine_count(C, diag=free, off=off, bias=free)
+    if isinstance(estimator, StructuredMatrixScaling):
+        return _affine_count(
+            C,
+            diag=_is_zero(p["lambda_diagonal"]),
+            off=_is_zero(p["lambda_off_diagonal"]),
+            bias=_is_zero(p["lambda_intercept"]),
+        )
+    if isinstance(estimator, DirichletCalibrator):
+        return _dirichlet_count(p["matrix"], p["reg_lambda"], p["reg_mu"], C)
+    if isinstance(estimator, DirichletCalibratorCV):
+        # its least regularised grid point, which the inner search may pick
+        mus = p["reg_mus"]
+        return _dirichlet_count(
+            p["matrix"],
+            min(float(v) for v in p["reg_lambdas"]),
+            None if mus is None else min(float(v) for v in mus),
+            C,
+        )
+    if isinstance(estimator, SMARTCalibrator):
+        hidden = [int(h) for h in np.atleast_1d(np.asarray(p["hidden_sizes"]))]
+        return _mlp_count([1, *hidden, 1])
+    if isinstance(estimator, ParameterizedTemperatureScaling):
+        hidden = [int(h) for h in np.atleast_1d(np.asarray(p["hidden_layer_sizes"]))]
+        return _mlp_count([min(int(p["n_top"]), C), *hidden, 1])
+    if isinstance(estimator, HistogramBinningCalibrator):
+        return C * int(p["n_bins"])
+    if isinstance(estimator, SplineCalibrator):
+        return int(p["n_knots"])
+    return math.nan  # isotonic (non-parametric), nested searches, others
+
+
+# ---------------------------------------------------------------- one fold
+def _row_log_losses(estimator, X, labels, classes) -> np.ndarray:
+    """``-log p(y)`` of each row, floored as :func:`skcal.base.negative_log_loss`.
+
+    The probability of a label the estimator has no column for is 0.
+    """
+    if hasattr(estimator, "predict_log_proba"):
+        log_proba = np.asarray(estimator.predict_log_proba(X), dtype=np.float64)
+    else:
+        with np.errstate(divide="ignore"):
+            log_proba = np.log(np.asarray(estimator.predict_proba(X), dtype=np.float64))
+    own = np.asarray(getattr(estimator, "classes_", classes))
+    n = len(labels)
+    if log_proba.shape != (n, len(own)):
+        raise ValueError(
+            f"predict_proba returned shape {log_proba.shape} for {n} rows and "
+            f"{len(own)} classes."
+        )
+    order = np.argsort(own, kind="stable")
+    pos = np.clip(np.searchsorted(own[order], labels), 0, len(own) - 1)
+    found = own[order][pos] == labels
+    picked = np.where(found, log_proba[np.arange(n), order[pos]], -np.inf)
+    losses = -np.clip(picked, _LOG_PROBA_EPS, 0.0)
+    if np.isnan(losses).any():
+        raise ValueError("predict_proba returned NaN probabilities.")
+    return losses
+
+
+def _fit_and_score(template, X, labels, classes, sample_weight, train, test, scorer):
+    """Fit a clone of ``template`` on ``train``, score it on ``test``; never raises.
+
+    Returns a dict: ``fit_time``, ``score_time``, ``score``, ``losses`` (the
+    per-row log losses of ``test``), ``error`` (None, or the exception as
+    text) and ``warnings`` (the ``(category, message)`` pairs raised).
+    """
+    out = {"fit_time": np.nan, "score_time": np.nan, "score": np.nan}
+    out.update(losses=None, error=None)
+    # catch_warnings swaps process-wide state: only the main thread of a
+    # process may use it (in other threads, e.g. joblib's threading backend,
+    # warnings are raised where they occur)
+    capture = threading.current_thread() is threading.main_thread()
+    recorder = warnings.catch_warnings(record=True) if capture else nullcontext([])
+    with recorder as caught:
+        if capture:
+            warnings.simplefilter("always")
+        try:
+            estimator = clone(template)
+            fit_params = {}
+            if sample_weight is not None:
+                fit_params["sample_weight"] = sample_weight[train]
+            start = time.perf_counter()
+            estimator.fit(X[train], labels[train], **fit_params)
+            out["fit_time"] = time.perf_counter() - start
+            start = time.perf_counter()
+            losses = _row_log_losses(estimator, X[test], labels[test], classes)
+            weights = None if sample_weight is None else sample_weight[test]
+            if scorer is None:
+                score = -np.average(losses, weights=weights)
+            elif weights is None:
+                score = scorer(estimator, X[test], labels[test])
+            else:
+                score = scorer(estimator, X[test], labels[test], sample_weight=weights)
+            out["score_time"] = time.perf_counter() - start
+            out.update(score=float(score), losses=losses)
+        except Exception as exc:  # recorded as the candidate's failure
+            out["error"] = f"{type(exc).__name__}: {exc}"
+    out["warnings"] = [(w.category, str(w.message)) for w in caught]
+    return out
+
+
+# -------------------------------------------------------------- the guard
+def _paired_difference(diff: np.ndarray, weights: np.ndarray):
+    """Weighted mean of per-row differences and its standard error.
+
+    The standard error uses Kish's effective sample size ``n_eff``; with
+    equal weights it is the sample standard deviation over ``sqrt(n)``.
+    """
+    total = weights.sum()
+    mean = float(np.dot(weights, diff) / total)
+    n_eff = total**2 / np.dot(weights, weights)
+    if n_eff <= 1.0:
+        return mean, math.inf
+    var = float(np.dot(weights, (diff - mean) ** 2) / total)
+    return mean, math.sqrt(var / (n_eff - 1.0))
+
+
+class CalibratorSearchCV(BaseCalibrator):
+    """Choose a calibrator by cross-validation, with a small-data guard.
+
+    A meta-calibrator named after :class:`~sklearn.model_selection.GridSearchCV`:
+    each candidate calibrator is scored by K-fold cross-fitting on the
+    calibration set (fitted on the training rows of each fold, scored on
+    its held-out rows), the winner is chosen with the guard below, and it
+    is refitted on all rows as :attr:`best_calibrator_`, to which
+    :meth:`predict_proba`, :meth:`predict`, :meth:`decision_function` and
+    :meth:`predict_log_proba` delegate. It is itself a score calibrator:
+    usable as ``CalibratedClassifier(calibrator=CalibratorSearchCV(...))``,
+    in a ``Pipeline``, with ``clone`` and pickle.
+
+    Candidates are cloned, never fitted in place; each clone is given the
+    search's ``input`` and ``classes`` through the wrapper protocol
+    (:meth:`~skcal.base.BaseCalibrator._wrapper_params`), so that every
+    candidate reads ``X`` the same way and has a column for every class,
+    even where a training fold lacks one.
+
+    **Small-data guard** (``guard="one_se"``, see Notes):
+
+    a. a candidate with more than one free parameter per 10 calibration
+       rows is skipped, with the reason recorded;
+    b. the best-scoring candidate must beat the simple candidates,
+       :class:`~skcal.IdentityCalibrator` then
+       :class:`~skcal.TemperatureScaling` (those present), by more than one
+       standard error of the paired per-row difference of out-of-fold log
+       losses; otherwise the simplest such candidate is kept.
+
+    A candidate that raises during a fold (or returns NaN probabilities) is
+    recorded as failed with the error message; the search goes on.
+
+    Parameters
+    ----------
+    candidates : list of calibrators or of (name, calibrator) pairs, default=None
+        The calibrators to compare: skcal score calibrators, or any
+        estimator with ``fit(X, y, sample_weight=...)`` and
+        ``predict_proba`` that reads the scores ``X``. Names default to the
+        class name (``"-1"``, ``"-2"``, ... appended to repeated ones).
+        None is one candidate per family, with its defaults:
+        :class:`~skcal.IdentityCalibrator`, :class:`~skcal.TemperatureScaling`,
+        :class:`~skcal.VectorScaling`, :class:`~skcal.StructuredMatrixScaling`,
+        :class:`~skcal.DirichletCalibratorCV`, :class:`~skcal.SMARTCalibrator`,
+        :class:`~skcal.IsotonicCalibrator`, :class:`~skcal.BetaCalibrator` and
+        :class:`~skcal.SplineCalibrator`. Local calibrators (fitted on
+        embeddings) are refused.
+    scoring : str or callable, default="neg_log_loss"
+        Higher is better. ``"neg_log_loss"`` is the negative weighted mean
+        log loss of every skcal calibrator's ``score`` (scikit-learn's scorer
+        of that name wherever no probability of a true class is below
+        2.2e-16, where scikit-learn clips); any other name is looked up by
+        :func:`skcal.metrics.get_scorer` (skcal's calibration scorers, then
+        scikit-learn's); a callable is ``scorer(estimator, X, y) -> float``,
+        called with ``sample_weight=`` when weights are given.
+    cv : int, cross-validation generator or iterable, default=5
+        An int is :class:`~sklearn.model_selection.StratifiedKFold` with
+        ``shuffle=True`` and ``random_state``; anything else is passed to
+        :func:`~sklearn.model_selection.check_cv` (a splitter, or an
+        iterable of ``(train, test)`` index arrays), as in ``GridSearchCV``.
+        None is 5.
+    guard : "one_se" or None, default="one_se"
+        The small-data guard (parameter count and one-standard-error rule).
+        None keeps the best mean test score, as ``GridSearchCV`` does, and
+        skips nothing.
+    n_jobs : int, default=None
+        Candidate x fold fits run in parallel through :class:`joblib.Parallel`
+        (any joblib backend, a Dask cluster included). Results do not
+        depend on it.
+    random_state : int, RandomState instance or None, default=None
+        Shuffling of the folds of an int ``cv``; also the seed given to
+        every candidate whose own ``random_state`` parameter is None (one
+        seed per candidate, the same for all its folds and its refit).
+    verbose : int, default=0
+        With ``verbose >= 1``, one line per candidate (its name, mean +- std
+        score and fit time, or why it was skipped or failed), then the
+        selection, printed to stderr.
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds; passed to every candidate.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``; see
+        :class:`~skcal.base.BaseCalibrator`. The resolved ``classes_`` is
+        passed to every candidate.
+
+    Attributes
+    ----------
+    best_calibrator_ : estimator
+        The selected candidate, refitted on all rows.
+    selected_ : str
+        Its name.
+    best_index_ : int
+        Its index in the candidates (and in ``cv_results_``).
+    best_score_ : float
+        Its mean test score. With the guard it may be below the best one.
+    selection_reason_ : str
+        Why it was selected: the comparisons of the guard, with the mean
+        difference of per-row log losses and its standard error.
+    cv_results_ : dict of ndarray
+        One entry per candidate, as in ``GridSearchCV``: ``candidate`` (the
+        names), ``split{k}_test_score``, ``mean_test_score``,
+        ``std_test_score``, ``rank_test_score`` (skipped and failed
+        candidates share the last rank), ``mean_fit_time``,
+        ``std_fit_time``, ``mean_score_time``, ``std_score_time``,
+        ``n_parameters`` (the count of the guard, NaN when not counted) and
+        ``skipped_reason`` ("" when scored). Scores and times are NaN for
+        skipped and failed candidates. ``pandas.DataFrame(cv_results_)``
+        gives a table.
+    n_splits_ : int
+        Number of folds.
+    refit_time_ : float
+        Seconds spent refitting the selected candidate on all rows.
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+
+    See Also
+    --------
+    sklearn.model_selection.GridSearchCV : the same cross-validated scores
+        (``split{k}_test_score``) for a grid over ``calibrator``, without
+        the guard.
+    DirichletCalibratorCV : a search over the regularisation of one family.
+
+    Notes
+    -----
+    **Parameter count (guard a).** A candidate is skipped when its number
+    ``p`` of free parameters exceeds ``n / 10``, ``n`` the calibration
+    rows (Kish's effective sample size ``(sum w)^2 / sum w^2`` with
+    weights): the "ten events per variable" rule of thumb of logistic
+    regression (Peduzzi et al. 1996), which the unregularised
+    :class:`~skcal.DirichletCalibrator` also warns by. It removes only the
+    candidates that cannot be estimated at all; the one-standard-error rule
+    judges the rest. With ``C`` classes: identity 0; temperature scaling 1;
+    class temperatures ``C``; Platt ``2C``; beta ``3C`` (``2C`` for "am"
+    and "ab"); histogram binning ``C n_bins``; spline ``n_knots``; SMART
+    and PTS the weights and biases of their network (49 for SMART's
+    default). Penalised affine maps (vector and matrix scaling, Dirichlet,
+    structured matrix scaling) count only their *unpenalised* entries, at
+    least 1: a ridge whose strength grows as the data shrink (their
+    ``"auto"`` defaults, SMS's ``C / n``) pulls them to temperature scaling
+    (or toward 0) when rows are few, so they cannot over-fit the way an
+    unpenalised map does. So vector scaling counts 1 with its default
+    ridge and ``2C`` with ``l2_reg=0``, matrix scaling and Dirichlet ``C^2
+    + C`` unpenalised, SMS 1, and :class:`~skcal.DirichletCalibratorCV` is
+    counted at the least penalised point of its grid (``C``, the diagonal
+    that ODIR leaves free, by default). Isotonic regression
+    (non-parametric: its number of steps grows with the data), nested
+    searches and calibrators skcal does not know are not counted and never
+    skipped.
+
+    **One-standard-error rule (guard b).** Let ``b`` be the candidate with
+    the best mean test score and ``s`` a simple candidate (identity, then
+    temperature scaling). For every row ``i`` held out, ``d_i = l_s(i) -
+    l_b(i)`` is the difference of their out-of-fold log losses (averaged
+    over the folds that held the row out, when a ``cv`` holds rows out
+    more than once). ``s`` is kept unless the (weighted) mean of ``d``
+    exceeds its standard error ``sd(d) / sqrt(n)``; the first simple
+    candidate kept wins, and ``b`` only when none is. Why this rule:
+    it is the one-standard-error rule of Breiman et al. (1984) and Hastie,
+    Tibshirani and Friedman (ESL, 7.10): among models whose estimated risk
+    is within one standard error of the best, prefer the simplest. Its
+    standard error is taken on the *paired* per-row differences, which
+    removes the variation of difficulty between rows that both candidates
+    share, so it is far tighter than one computed from a handful of fold
+    scores, and it shrinks as ``1 / sqrt(n)``: a real improvement is kept
+    on large sets, while on small ones a richer candidate must win clearly
+    (a one-sided paired z-test at about 16%). Held-out losses of different
+    folds are not independent (the fits share training rows; Bengio and
+    Grandvalet 2004), so this is a rule of thumb, not a calibrated test.
+    The per-row log loss is used whatever ``scoring`` is (most calibration
+    errors have no per-row form): with another ``scoring`` the winner by
+    that score must still beat the simple candidates in log loss.
+
+    ``sample_weight`` weights every fold fit, every score (as the scorer's
+    ``sample_weight``), the guard's means and standard errors, and the
+    refit. Rows are split, not weights: a row repeated ``k`` times can fall
+    in several folds, a row of weight ``k`` falls in one, so weights and
+    repetitions give different splits; with the same splits, candidates
+    whose fits treat integer weights as repetitions get the same scores.
+
+    Warnings raised by the candidates in the folds are collected and raised
+    after the search, once per candidate and category, with the first
+    message and the number of folds that raised one, whatever ``n_jobs``
+    (with a joblib backend that runs folds in threads of this process, such
+    as "threading", they are raised where they occur instead).
+
+    Examples
+    --------
+    >>> from skcal import IdentityCalibrator, TemperatureScaling, VectorScaling
+    >>> from skcal.model_selection import CalibratorSearchCV
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> logits, y = make_miscalibrated_logits(600, 3, temperature=3.0, random_state=0)
+    >>> search = CalibratorSearchCV(
+    ...     [IdentityCalibrator(), TemperatureScaling(device="cpu"),
+    ...      VectorScaling(device="cpu")], cv=3, random_state=0,
+    ... ).fit(logits, y)
+    >>> search.cv_results_["rank_test_score"]  # vector scaling scores best...
+    array([3, 2, 1], dtype=int32)
+    >>> search.selected_  # ...but not by more than one standard error
+    'TemperatureScaling'
+    >>> search.predict_proba(logits[:2]).shape
+    (2, 3)
+    """
+
+    _parameter_constraints: dict = {
+        **BaseCalibrator._parameter_constraints,
+        "candidates": [list, tuple, None],
+        "scoring": [str, callable],
+        "cv": ["cv_object"],
+        "guard": [StrOptions({"one_se"}), None],
+        "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        candidates=None,
+        *,
+        scoring="neg_log_loss",
+        cv=5,
+        guard="one_se",
+        n_jobs=None,
+        random_state=None,
+        verbose=0,
+        input="logits",
+        classes=None,
+    ):
+        self.candidates = candidates
+        self.scoring = scoring
+        self.cv = cv
+        self.guard = guard
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+        self.input = input
+        self.classes = classes
+
+    # ------------------------------------------------------------- helpers
+    def _named_candidates(self) -> list[tuple[str, object]]:
+        """``(name, estimator)`` pairs, validated, with unique names."""
+        items = (
+            _default_candidates() if self.candidates is None else list(self.candidates)
+        )
+        if not items:
+            raise ValueError(
+                "candidates is empty: pass at least one calibrator, or None for "
+                "the default set."
+            )
+        pairs = []
+        for i, item in enumerate(items):
+            name = None
+            if isinstance(item, tuple):
+                if len(item) != 2 or not isinstance(item[0], str) or not item[0]:
+                    raise ValueError(
+                        f"candidates[{i}] must be a calibrator or a (name, "
+                        f"calibrator) pair with a non-empty string name; got "
+                        f"{item!r}."
+                    )
+                name, item = item
+            if not (hasattr(item, "fit") and hasattr(item, "predict_proba")):
+                raise TypeError(
+                    f"candidates[{i}] must be a calibrator with fit and "
+                    f"predict_proba, such as skcal.TemperatureScaling(); got "
+                    f"{type(item).__name__}."
+                )
+            if isinstance(item, BaseLocalCalibrator):
+                raise TypeError(
+                    f"candidates[{i}] is {type(item).__name__}, a local "
+                    "calibrator fitted on embeddings, but CalibratorSearchCV "
+                    "compares score calibrators on the scores X: pass score "
+                    "calibrators only."
+                )
+            pairs.append((name, item))
+        explicit = [name for name, _ in pairs if name is not None]
+        repeated = sorted(name for name, k in Counter(explicit).items() if k > 1)
+        if repeated:
+            raise ValueError(
+                f"candidate names must be unique; {repeated} appear more than once."
+            )
+        defaults = Counter(type(est).__name__ for name, est in pairs if name is None)
+        seen, named = Counter(), []
+        for name, est in pairs:
+            if name is None:
+                name = type(est).__name__
+                if defaults[name] > 1 or name in explicit:
+                    base = name
+                    while name in explicit or name == base:
+                        seen[base] += 1
+                        name = f"{base}-{seen[base]}"
+            named.append((name, est))
+        return named
+
+    def _templates(self, estimators) -> list:
+        """Clones configured by the wrapper protocol, seeded by ``random_state``."""
+        rng = (
+            None if self.random_state is None else check_random_state(self.random_state)
+        )
+        templates = []
+        for est in estimators:
+            template = clone(est)
+            configure = getattr(template, "_wrapper_params", None)
+            if configure is not None:
+                template.set_params(
+                    **configure(classes=self.classes_, input=self.input)
+                )
+            seed = None if rng is None else int(rng.randint(np.iinfo(np.int32).max))
+            params = template.get_params(deep=False)
+            if seed is not None and "random_state" in params:
+                if params["random_state"] is None:
+                    template.set_params(random_state=seed)
+            templates.append(template)
+        return templates
+
+    def _folds(self, X, labels) -> list:
+        """The ``(train, test)`` index arrays of ``cv``."""
+        cv = 5 if self.cv is None else self.cv
+        if isinstance(cv, Integral):
+            counts = np.unique(labels, return_counts=True)[1]
+            if counts.max() < cv:
+                raise ValueError(
+                    f"cv={cv} stratified folds need at least {cv} samples of some "
+                    f"class, but the largest class has {counts.max()}. Use fewer "
+                    "folds (cv=2 at least) or a larger calibration set."
+                )
+            if counts.min() < cv:
+                warn(
+                    f"CalibratorSearchCV(cv={cv}): {np.count_nonzero(counts < cv)} "
+                    f"class(es) have fewer than {cv} samples (the smallest has "
+                    f"{counts.min()}), so some folds are fitted or scored without "
+                    "them. Lower cv if the scores look unstable.",
+                    UserWarning,
+                )
+            splitter = StratifiedKFold(cv, shuffle=True, random_state=self.random_state)
+            with warnings.catch_warnings():  # sklearn's says the same, less clearly
+                warnings.filterwarnings("ignore", "The least populated class")
+                folds = list(splitter.split(X, labels))
+        else:
+            folds = list(check_cv(cv, labels, classifier=True).split(X, labels))
+        if not folds:
+            raise ValueError(f"cv={self.cv!r} gave no split.")
+        for k, (train, test) in enumerate(folds):
+            if len(train) == 0 or len(test) == 0:
+                raise ValueError(
+                    f"fold {k} of cv={self.cv!r} has an empty training or test part; "
+                    "every fold needs both."
+                )
+        return [(np.asarray(train), np.asarray(test)) for train, test in folds]
+
+    def _validate_fit_inputs(self, X, y, sample_weight):
+        """Validated scores (as given), labels, user weights and relative weights."""
+        if _is_one_dimensional(X):  # skcal's advice before sklearn's reshape
+            check_scores_shape(np.asarray(X))
+        tol = sum_tolerance(getattr(X, "dtype", None))
+        X = validate_data(
+            self, X, reset=True, dtype=[np.float64, np.float32], ensure_all_finite=False
+        )
+        # the candidates' checks, once, with the search's name in the messages
+        scores_to_logits(X, self.input, tol=tol)
+        self.classes_, y_index, relative = check_fit_targets(
+            self, y, X.shape[0], X.shape[1], self.classes, sample_weight
+        )
+        if sample_weight is not None:
+            sample_weight = check_sample_weight(sample_weight, X.shape[0])
+        return X, self.classes_[y_index], sample_weight, relative
+
+    # ------------------------------------------------------------------ fit
+    @_fit_context(
+        # the candidates are the user's, unvalidated: their own fit validates them
+        prefer_skip_nested_validation=False
+    )
+    def fit(self, X, y, sample_weight=None):
+        """Score every candidate by cross-fitting, select one, refit it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_classes)
+            Scores of the classifier being calibrated, read as logits or as
+            probabilities according to ``input``.
+        y : array-like of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative sample weights, used by every fit and every score.
+
+        Returns
+        -------
+        self : object
+            The fitted search.
+        """
+        X, labels, sample_weight, relative = self._validate_fit_inputs(
+            X, y, sample_weight
+        )
+        names, estimators = zip(*self._named_candidates())
+        n_candidates = len(names)
+        templates = self._templates(estimators)
+        scorer = None if self.scoring == "neg_log_loss" else self.scoring
+        if isinstance(scorer, str):
+            scorer = get_scorer(scorer)
+        folds = self._folds(X, labels)
+        self.n_splits_ = n_splits = len(folds)
+
+        n_params = np.array(
+            [_n_parameters(t, len(self.classes_)) for t in templates], dtype=float
+        )
+        reasons = self._skip_reasons(n_params, relative)
+        run = [c for c in range(n_candidates) if not reasons[c]]
+        results = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_and_score)(
+                templates[c], X, labels, self.classes_, sample_weight, *fold, scorer
+            )
+            for c in run
+            for fold in folds
+        )
+        by_candidate = {
+            c: results[i * n_splits : (i + 1) * n_splits] for i, c in enumerate(run)
+        }
+        scores, fit_times, score_times, row_losses, tested = self._collect(
+            names, folds, by_candidate, reasons, X.shape[0]
+        )
+        self.cv_results_ = self._results(
+            names, scores, fit_times, score_times, n_params, reasons
+        )
+        self.best_index_, self.selection_reason_ = self._select(
+            names, templates, row_losses, relative[tested]
+        )
+        self.selected_ = names[self.best_index_]
+        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
+        if self.verbose:
+            self._report(names, reasons)
+
+        start = time.perf_counter()
+        fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
+        self.best_calibrator_ = clone(templates[self.best_index_]).fit(
+            X, labels, **fit_params
+        )
+        self.refit_time_ = time.perf_counter() - start
+        return self
+
+    def _skip_reasons(self, n_params, relative) -> list[str]:
+        """Guard (a): why each candidate is skipped ("" when it is not)."""
+        reasons = [""] * len(n_params)
+        if self.guard is None:
+            return reasons
+        n_effective = effective_sample_size(relative)
+        for c, p in enumerate(n_params):
+            if p * ROWS_PER_PARAMETER > n_effective:  # False for NaN
+                reasons[c] = (
+                    f"skipped: {int(p)} free parameters need at least "
+                    f"{int(p) * ROWS_PER_PARAMETER} calibration rows "
+                    f"({ROWS_PER_PARAMETER} per parameter); got {n_effective:.4g}"
+                )
+        return reasons
+
+    def _collect(self, names, folds, by_candidate, reasons, n_rows):
+        """The fold results as arrays; records failures in ``reasons``.
+
+        Returns the scores, fit and score times (candidates x folds, NaN
+        where not scored), the out-of-fold log loss of each row held out
+        (candidates x rows, averaged over the folds that held it out), and
+        the mask of those rows.
+        """
+        n_candidates, n_splits = len(names), len(folds)
+        scores = np.full((n_candidates, n_splits), np.nan)
+        fit_times = np.full((n_candidates, n_splits), np.nan)
+        score_times = np.full((n_candidates, n_splits), np.nan)
+        losses = np.zeros((n_candidates, n_rows))
+        times_tested = np.zeros(n_rows)
+        for _, test in folds:
+            np.add.at(times_tested, test, 1.0)
+        for c, fold_results in by_candidate.items():
+            self._warn_candidate(names[c], fold_results)
+            errors = [(k, r["error"]) for k, r in enumerate(fold_results) if r["error"]]
+            if errors:
+                k, error = errors[0]
+                reasons[c] = f"failed on fold {k} of {n_splits}: {error}"
+                continue
+            fold_scores = [r["score"] for r in fold_results]
+            if not np.isfinite(fold_scores).all():
+                reasons[c] = "failed: a test score is not finite"
+                continue
+            scores[c] = fold_scores
+            fit_times[c] = [r["fit_time"] for r in fold_results]
+            score_times[c] = [r["score_time"] for r in fold_results]
+            for (_, test), r in zip(folds, fold_results):
+                np.add.at(losses[c], test, r["losses"])
+        if all(reasons):
+            raise ValueError(
+                "no candidate could be scored:\n"
+                + "\n".join(f"  {n}: {r}" for n, r in zip(names, reasons))
+            )
+        tested = times_tested > 0
+        row_losses = losses[:, tested] / times_tested[tested]
+        return scores, fit_times, score_times, row_losses, tested
+
+    @staticmethod
+    def _warn_candidate(name, fold_results) -> None:
+        """Raise each category of warning of a candidate's folds once.
+
+        With the first message, and the number of folds that raised one.
+        """
+        first, folds = {}, Counter()
+        for r in fold_results:
+            for category, message in r["warnings"]:
+                first.setdefault(category, message)
+            folds.update({category for category, _ in r["warnings"]})
+        for category, message in first.items():
+            warn(
+                f"candidate {name!r} ({folds[category]} of {len(fold_results)} "
+                f"folds): {message}",
+                category,
+            )
+
+    @staticmethod
+    def _results(names, scores, fit_times, score_times, n_params, reasons) -> dict:
+        """``cv_results_``: GridSearchCV's keys, one entry per candidate."""
+        results = {"candidate": np.array(names, dtype=object)}
+        for k in range(scores.shape[1]):
+            results[f"split{k}_test_score"] = scores[:, k]
+        # NaN rows (skipped and failed candidates) stay NaN
+        results["mean_test_score"] = mean = np.mean(scores, axis=1)
+        results["std_test_score"] = np.std(scores, axis=1)
+        results["mean_fit_time"] = np.mean(fit_times, axis=1)
+        results["std_fit_time"] = np.std(fit_times, axis=1)
+        results["mean_score_time"] = np.mean(score_times, axis=1)
+        results["std_score_time"] = np.std(score_times, axis=1)
+        # as GridSearchCV: unscored candidates share the last rank
+        filled = np.where(np.isnan(mean), np.nanmin(mean) - 1.0, mean)
+        results["rank_test_score"] = rankdata(-filled, method="min").astype(np.int32)
+        results["n_parameters"] = n_params
+        results["skipped_reason"] = np.array(reasons, dtype=object)
+        return results
+
+    def _select(self, names, templates, row_losses, weights):
+        """Index of the selected candidate, and why (the guard's rule b)."""
+        mean = self.cv_results_["mean_test_score"]
+        order = np.flatnonzero(np.isfinite(mean))
+        best = int(order[np.argmax(mean[order])])  # the first of equal scores
+        top = f"{names[best]} has the best mean test score ({mean[best]:.6g})"
+        if self.guard is None:
+            return best, f"{top}; no guard."
+        steps = []
+        for kind in _SIMPLE:
+            simple = next((c for c in order if type(templates[c]) is kind), None)
+            if simple is None:
+                continue
+            if simple == best:
+                return best, f"{top}." + "".join(f" {s}" for s in steps)
+            diff, se = _paired_difference(
+                row_losses[simple] - row_losses[best], weights
+            )
+            comparison = (
+                f"{names[best]} lowers the per-row out-of-fold log loss of "
+                f"{names[simple]} by {diff:.4g} (one standard error: {se:.4g})"
+            )
+            if not diff > se:
+                return int(simple), (
+                    f"{names[simple]} kept by the one-standard-error rule: {top}, "
+                    f"but {comparison}, not more than one standard error."
+                )
+            steps.append(f"It beats {names[simple]}: {comparison}.")
+        if not steps:
+            return best, (
+                f"{top}; no IdentityCalibrator or TemperatureScaling candidate "
+                "to compare it with."
+            )
+        return best, f"{top}. " + " ".join(steps)
+
+    def _report(self, names, reasons) -> None:
+        """The ``verbose`` lines: one per candidate, then the selection."""
+        res = self.cv_results_
+        width = max(len(name) for name in names)
+        for c, name in enumerate(names):
+            if reasons[c]:
+                line = reasons[c]
+            else:
+                line = (
+                    f"score {res['mean_test_score'][c]:.5g} +- "
+                    f"{res['std_test_score'][c]:.2g}, fit "
+                    f"{res['mean_fit_time'][c]:.3g} s per fold"
+                )
+            print(f"[CalibratorSearchCV] {name:<{width}}  {line}", file=sys.stderr)
+        print(
+            f"[CalibratorSearchCV] selected {self.selected_}: {self.selection_reason_}",
+            file=sys.stderr,
+        )
+
+    # -------------------------------------------------------------- predict
+    def _check_scores(self, X):
+        """``X`` checked against the fit (columns, feature names) for delegation."""
+        check_is_fitted(self)
+        if _is_one_dimensional(X):
+            check_scores_shape(np.asarray(X))
+        return validate_data(
+            self,
+            X,
+            reset=False,
+            dtype=[np.float64, np.float32],
+            ensure_all_finite=False,
+        )
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Calibrated probabilities of the selected calibrator.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_classes)
+            Scores, read as in :meth:`fit`.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Column ``j`` is the probability of ``classes_[j]``.
+        """
+        X = self._check_scores(X)
+        return np.asarray(self.best_calibrator_.predict_proba(X), dtype=np.float64)
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`, from the selected calibrator."""
+        X = self._check_scores(X)
+        best = self.best_calibrator_
+        if hasattr(best, "predict_log_proba"):
+            return np.asarray(best.predict_log_proba(X), dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            return np.log(np.asarray(best.predict_proba(X), dtype=np.float64))
+
+    def decision_function(self, X) -> np.ndarray:
+        """Calibrated logits of the selected calibrator.
+
+        Their softmax is :meth:`predict_proba`.
+        """
+        X = self._check_scores(X)
+        best = self.best_calibrator_
+        if hasattr(best, "decision_function"):
+            return np.asarray(best.decision_function(X), dtype=np.float64)
+        return np.log(np.maximum(best.predict_proba(X), 1e-300))
+
+    def predict(self, X) -> np.ndarray:
+        """Labels predicted by the selected calibrator."""
+        X = self._check_scores(X)
+        return self.best_calibrator_.predict(X)

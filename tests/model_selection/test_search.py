@@ -1,0 +1,618 @@
+"""CalibratorSearchCV: cross-validated scores, the small-data guard, the glue."""
+
+import pickle
+import re
+
+import joblib
+import numpy as np
+import pytest
+import sklearn
+from scipy.stats import sem
+from sklearn.base import clone
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import get_scorer as sklearn_get_scorer
+from sklearn.model_selection import (
+    GridSearchCV,
+    RepeatedStratifiedKFold,
+    StratifiedKFold,
+    cross_val_predict,
+)
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
+from threadpoolctl import threadpool_limits
+
+from skcal import (
+    BetaCalibrator,
+    CalibratedClassifier,
+    DirichletCalibratorCV,
+    IdentityCalibrator,
+    IsotonicCalibrator,
+    KCalCalibrator,
+    MatrixScaling,
+    SMARTCalibrator,
+    SplineCalibrator,
+    StructuredMatrixScaling,
+    TemperatureScaling,
+    VectorScaling,
+)
+from skcal.base import BaseCalibrator
+from skcal.exceptions import NotFittedError
+from skcal.metrics import get_scorer
+from skcal.model_selection import CalibratorSearchCV
+from skcal.utils._testing import (
+    make_miscalibrated_logits,
+    sample_labels,
+    softmax_rows,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One torch (OpenMP) thread: the fits are tiny, and thread hand-offs on a
+    busy machine cost more than they save (see tests/test_properties.py)."""
+    with threadpool_limits(1):
+        yield
+
+
+def _calibrated(n, n_classes, seed, scale=2.0):
+    """Logits whose softmax is the true distribution of the labels."""
+    rng = np.random.RandomState(seed)
+    Z = scale * rng.standard_normal((n, n_classes))
+    return Z, sample_labels(softmax_rows(Z), rng)
+
+
+def _cheap():
+    return [
+        IdentityCalibrator(),
+        TemperatureScaling(device="cpu"),
+        VectorScaling(device="cpu"),
+        IsotonicCalibrator(),
+        BetaCalibrator(),
+    ]
+
+
+class _Broken(BaseCalibrator):
+    """A calibrator whose fit raises on training folds of ``n_bad`` rows."""
+
+    def __init__(self, *, input="logits", classes=None, n_bad=-1):
+        self.input = input
+        self.classes = classes
+        self.n_bad = n_bad
+
+    def _fit(self, logits, y_index, sample_weight):
+        if self.n_bad < 0 or len(y_index) == self.n_bad:
+            raise ValueError("boom")
+
+    def _calibrated_logits(self, logits):
+        return np.asarray(logits, dtype=np.float64)
+
+
+def _times_three(X):
+    return 3.0 * X
+
+
+# ============================================== the cross-validated scores
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("scoring", ["neg_log_loss", "neg_expected_calibration_error"])
+def test_split_scores_equal_gridsearchcv(scoring, weighted):
+    """Each split score is GridSearchCV's on the same folds (an independent loop).
+
+    GridSearchCV searches over the final step of a Pipeline, with the same
+    StratifiedKFold (cv=3, shuffled with the same seed). The default scoring
+    is compared with scikit-learn's own ``neg_log_loss`` scorer (its
+    ``log_loss``); weights reach GridSearchCV's fits and scorer through
+    metadata routing.
+    """
+    X, y = make_miscalibrated_logits(300, 3, temperature=2.0, random_state=0)
+    w = np.random.default_rng(0).uniform(0.2, 2.0, 300) if weighted else None
+    search = CalibratorSearchCV(_cheap(), scoring=scoring, cv=3, random_state=1)
+    search.set_params(guard=None).fit(X, y, sample_weight=w)
+
+    splitter = StratifiedKFold(3, shuffle=True, random_state=1)
+    grid_scorer = (
+        sklearn_get_scorer("neg_log_loss")
+        if scoring == "neg_log_loss"
+        else get_scorer(scoring)
+    )
+    with sklearn.config_context(enable_metadata_routing=True):
+        grid_scorer.set_score_request(sample_weight=True)
+        candidates = [c.set_fit_request(sample_weight=True) for c in _cheap()]
+        grid = GridSearchCV(
+            Pipeline([("cal", TemperatureScaling())]),
+            {"cal": candidates},
+            cv=splitter,
+            scoring=grid_scorer,
+        )
+        grid.fit(X, y, sample_weight=w) if weighted else grid.fit(X, y)
+
+    for k in range(3):
+        key = f"split{k}_test_score"
+        np.testing.assert_allclose(
+            search.cv_results_[key], grid.cv_results_[key], rtol=1e-12
+        )
+    np.testing.assert_array_equal(
+        search.cv_results_["rank_test_score"], grid.cv_results_["rank_test_score"]
+    )
+    assert search.n_splits_ == 3
+    assert search.best_index_ == grid.best_index_  # no guard: the best score
+    np.testing.assert_allclose(search.best_score_, grid.best_score_, rtol=1e-12)
+
+
+def test_any_splitter_and_a_callable_scorer():
+    """A splitter object and a plain callable, as GridSearchCV takes them."""
+    X, y = make_miscalibrated_logits(200, 3, temperature=2.0, random_state=2)
+    splitter = RepeatedStratifiedKFold(n_splits=2, n_repeats=2, random_state=0)
+
+    def accuracy_of_top(estimator, X, y):
+        return float(np.mean(estimator.predict(X) == y))
+
+    search = CalibratorSearchCV(
+        _cheap()[:3], scoring=accuracy_of_top, cv=splitter, guard=None
+    ).fit(X, y)
+    grid = GridSearchCV(
+        Pipeline([("cal", TemperatureScaling())]),
+        {"cal": _cheap()[:3]},
+        cv=splitter,
+        scoring=accuracy_of_top,
+    ).fit(X, y)
+    assert search.n_splits_ == 4
+    for k in range(4):
+        key = f"split{k}_test_score"
+        np.testing.assert_allclose(search.cv_results_[key], grid.cv_results_[key])
+
+
+# ================================================================ the guard
+def _expected_selection(candidates, X, y, splitter, mean_scores):
+    """The one-standard-error rule, from cross_val_predict's out-of-fold rows.
+
+    Returns the selected index and the (mean, standard error) of the paired
+    difference with identity (None when identity scores best).
+    """
+    losses = []
+    for cal in candidates:
+        P = cross_val_predict(clone(cal), X, y, cv=splitter, method="predict_proba")
+        losses.append(-np.log(P[np.arange(len(y)), y]))
+    best = int(np.argmax(mean_scores))
+    first = None
+    for simple in (0, 1):  # identity, then temperature scaling
+        if simple == best:
+            return best, first
+        diff = losses[simple] - losses[best]
+        if simple == 0:
+            first = diff.mean(), sem(diff)
+        if not diff.mean() > sem(diff):
+            return simple, first
+    return best, first
+
+
+def test_guard_is_the_one_standard_error_rule_on_calibrated_data():
+    """Small, already calibrated sets: identity or TS is kept.
+
+    On each set the selection is the one-standard-error rule recomputed here
+    from scikit-learn's out-of-fold predictions and scipy's standard error;
+    on some of them a richer candidate has the best mean score and is not
+    selected (the guard at work).
+    """
+    overruled = 0
+    for seed in range(6):
+        X, y = _calibrated(150, 3, seed)
+        candidates = _cheap()[:3] + [BetaCalibrator()]
+        search = CalibratorSearchCV(candidates, cv=5, random_state=seed).fit(X, y)
+        splitter = StratifiedKFold(5, shuffle=True, random_state=seed)
+        mean = search.cv_results_["mean_test_score"]
+        expected, first = _expected_selection(candidates, X, y, splitter, mean)
+        assert search.best_index_ == expected, (seed, search.selection_reason_)
+        if first is not None:  # the reason gives the numbers to 4 digits
+            numbers = re.search(
+                r"of IdentityCalibrator by (\S+) \(one standard error: (\S+)\)",
+                search.selection_reason_,
+            )
+            np.testing.assert_allclose(
+                [float(v) for v in numbers.groups()], first, rtol=6e-4
+            )
+        assert search.selected_ == search.cv_results_["candidate"][expected]
+        overruled += search.best_index_ != np.argmax(mean)
+        if search.best_index_ != np.argmax(mean):
+            assert search.selected_ in ("IdentityCalibrator", "TemperatureScaling")
+            assert "one-standard-error rule" in search.selection_reason_
+        np.testing.assert_allclose(
+            search.best_score_, mean[search.best_index_], rtol=1e-15
+        )
+    assert overruled >= 1
+
+
+def test_guard_averages_the_losses_of_rows_held_out_several_times():
+    """Repeated K-fold: each row's out-of-fold loss is its mean over repeats."""
+    X, y = make_miscalibrated_logits(150, 3, temperature=1.5, random_state=3)
+    splitter = RepeatedStratifiedKFold(n_splits=3, n_repeats=2, random_state=0)
+    candidates = _cheap()[:3]
+    search = CalibratorSearchCV(candidates, cv=splitter).fit(X, y)
+    best = int(np.argmax(search.cv_results_["mean_test_score"]))
+    assert best != 0
+    losses = np.zeros((3, len(y)))
+    for train, test in splitter.split(X, y):
+        for c, cal in enumerate(candidates):
+            P = clone(cal).fit(X[train], y[train]).predict_proba(X[test])
+            losses[c, test] += -np.log(P[np.arange(len(test)), y[test]]) / 2
+    diff = losses[0] - losses[best]
+    numbers = re.search(
+        r"of IdentityCalibrator by (\S+) \(one standard error: (\S+)\)",
+        search.selection_reason_,
+    )
+    np.testing.assert_allclose(
+        [float(v) for v in numbers.groups()], [diff.mean(), sem(diff)], rtol=6e-4
+    )
+
+
+def test_guard_keeps_a_real_improvement_on_large_sets():
+    """Temperature 3 on 3,000 rows: calibration wins; per-class offsets on
+    2,000 rows: vector scaling beats temperature scaling clearly."""
+    X, y = make_miscalibrated_logits(3000, 4, temperature=3.0, random_state=0)
+    search = CalibratorSearchCV(_cheap()[:4], cv=3, random_state=0).fit(X, y)
+    assert search.selected_ != "IdentityCalibrator"
+    assert "beats IdentityCalibrator" in search.selection_reason_
+
+    Z, y = _calibrated(2000, 4, 0, scale=1.5)
+    offsets = 2.0 * Z + np.array([1.5, 0.0, 0.0, -1.5])
+    search = CalibratorSearchCV(_cheap()[:3], cv=3, random_state=0).fit(offsets, y)
+    assert search.selected_ == "VectorScaling"
+    assert "beats TemperatureScaling" in search.selection_reason_
+
+
+def test_guard_none_keeps_the_best_score():
+    X, y = _calibrated(150, 3, 2)
+    search = CalibratorSearchCV(_cheap()[:3], guard=None, random_state=2).fit(X, y)
+    assert search.best_index_ == np.argmax(search.cv_results_["mean_test_score"])
+
+
+def test_too_many_parameters_are_skipped_with_the_documented_counts():
+    """Counts of the Notes for C = 4 classes; more than n / 10 is skipped."""
+    X, y = make_miscalibrated_logits(150, 4, temperature=2.0, random_state=0)
+    candidates = [
+        IdentityCalibrator(),  # 0
+        TemperatureScaling(device="cpu"),  # 1
+        VectorScaling(device="cpu"),  # 1: default ridge
+        VectorScaling(l2_reg=0.0, device="cpu"),  # 2C = 8
+        MatrixScaling(l2_reg=0.0, device="cpu"),  # C^2 + C = 20: skipped
+        StructuredMatrixScaling(device="cpu"),  # 1: penalised
+        BetaCalibrator(),  # 3C = 12
+        SplineCalibrator(),  # n_knots = 6
+        SMARTCalibrator(device="cpu"),  # 49: skipped
+        IsotonicCalibrator(),  # not counted
+        # ODIR leaves the diagonal free: C = 4
+        DirichletCalibratorCV(reg_lambdas=[1e-2], reg_mus=[1e-2], cv=2, device="cpu"),
+        # plain L2 with 0 in the grid: C^2 + C = 20, skipped
+        DirichletCalibratorCV(reg_lambdas=[0.0, 1e-2], reg_mus=None, device="cpu"),
+    ]
+    search = CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
+    res = search.cv_results_
+    np.testing.assert_array_equal(
+        res["n_parameters"], [0, 1, 1, 8, 20, 1, 12, 6, 49, np.nan, 4, 20]
+    )
+    skipped = {4, 8, 11}
+    for c, reason in enumerate(res["skipped_reason"]):
+        if c in skipped:
+            n = int(res["n_parameters"][c])
+            assert reason == (
+                f"skipped: {n} free parameters need at least {10 * n} calibration "
+                "rows (10 per parameter); got 150"
+            )
+            assert np.isnan(res["mean_test_score"][c])
+            assert np.isnan(res["split0_test_score"][c])
+            assert res["rank_test_score"][c] == len(candidates) - len(skipped) + 1
+        else:
+            assert reason == "", reason
+            assert np.isfinite(res["mean_test_score"][c])
+    assert search.best_index_ not in skipped
+    # no guard, no skipping
+    few = [candidates[0], candidates[4]]
+    res = CalibratorSearchCV(few, guard=None, cv=3).fit(X, y).cv_results_
+    assert list(res["skipped_reason"]) == ["", ""]
+
+
+def test_weights_count_as_kish_effective_rows():
+    """150 rows, but weights concentrated on 15: VectorScaling(l2_reg=0) (2C = 6
+    parameters) is skipped."""
+    X, y = make_miscalibrated_logits(150, 3, temperature=2.0, random_state=0)
+    w = np.full(150, 1e-3)
+    w[::10] = 1.0
+    cal = VectorScaling(l2_reg=0.0, device="cpu")
+    search = CalibratorSearchCV([IdentityCalibrator(), cal], cv=3, random_state=0)
+    reasons = search.fit(X, y, sample_weight=w).cv_results_["skipped_reason"]
+    assert reasons[0] == "" and reasons[1].startswith("skipped: 6 free parameters")
+    assert search.fit(X, y).cv_results_["skipped_reason"][1] == ""
+
+
+# ======================================================== failures, errors
+def test_a_failing_candidate_is_recorded_not_raised():
+    X, y = make_miscalibrated_logits(100, 3, temperature=2.0, random_state=0)
+    candidates = [("broken", _Broken()), TemperatureScaling(device="cpu")]
+    search = CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
+    res = search.cv_results_
+    assert res["skipped_reason"][0] == "failed on fold 0 of 3: ValueError: boom"
+    assert np.isnan(res["mean_test_score"][0]) and np.isnan(res["mean_fit_time"][0])
+    assert list(res["rank_test_score"]) == [2, 1]
+    assert search.selected_ == "TemperatureScaling"
+    # failing on one fold only: the one whose training part has a unique size
+    folds = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
+    sizes = [len(train) for train, _ in folds]
+    k = next(k for k, n in enumerate(sizes) if sizes.count(n) == 1)
+    candidates = [("broken", _Broken(n_bad=sizes[k])), TemperatureScaling(device="cpu")]
+    search = CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
+    reason = search.cv_results_["skipped_reason"][0]
+    assert reason == f"failed on fold {k} of 3: ValueError: boom"
+    with pytest.raises(ValueError, match="no candidate could be scored") as info:
+        CalibratorSearchCV([_Broken(), _Broken()], cv=3).fit(X, y)
+    assert "_Broken-1: failed on fold 0 of 3: ValueError: boom" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "candidates, error, match",
+    [
+        ([], ValueError, "candidates is empty"),
+        (["passthrough"], TypeError, r"candidates\[0\] must be a calibrator.*str"),
+        ([("", IdentityCalibrator())], ValueError, "non-empty string name"),
+        ([("a", IdentityCalibrator(), 1)], ValueError, r"\(name, calibrator\) pair"),
+        (
+            [("a", IdentityCalibrator()), ("a", IdentityCalibrator())],
+            ValueError,
+            r"names must be unique; \['a'\]",
+        ),
+        ([KCalCalibrator()], TypeError, "a local calibrator fitted on embeddings"),
+    ],
+)
+def test_bad_candidates_are_refused(candidates, error, match):
+    X, y = make_miscalibrated_logits(60, 3, random_state=0)
+    with pytest.raises(error, match=match):
+        CalibratorSearchCV(candidates).fit(X, y)
+
+
+def test_bad_input_gives_a_clear_error_before_any_candidate_runs():
+    X, y = make_miscalibrated_logits(60, 3, random_state=0)
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="X contains NaN values in 1 row"):
+        CalibratorSearchCV([_Broken()]).fit(bad, y)
+    with pytest.raises(ValueError, match="must have shape \\(n_samples, n_classes\\)"):
+        CalibratorSearchCV([_Broken()]).fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="not a valid scoring value"):
+        CalibratorSearchCV(scoring="no_such_score").fit(X, y)
+    with pytest.raises(ValueError, match="cv=30 stratified folds need at least 30"):
+        CalibratorSearchCV([IdentityCalibrator()], cv=30).fit(X, y)
+    with pytest.raises(NotFittedError):
+        CalibratorSearchCV().predict_proba(X)
+
+
+def test_small_classes_warn_and_every_candidate_keeps_every_column():
+    """A class with 1 row and cv=3: the fold that tests it trains without it
+    (the candidate's warning says so), yet every fitted candidate has a column
+    for it (the search's classes_)."""
+    X, y = make_miscalibrated_logits(90, 3, temperature=2.0, random_state=0)
+    labels = np.array(["c", "a", "b"])[y]  # column 0 is "c"
+    rows_c = np.flatnonzero(labels == "c")
+    labels[rows_c[1:]] = "a"
+    with pytest.warns(UserWarning) as caught:
+        search = CalibratorSearchCV(
+            _cheap()[:2], cv=3, random_state=0, classes=["c", "a", "b"]
+        ).fit(X, labels)
+    messages = [str(w.message) for w in caught]
+    assert any("1 class(es) have fewer than 3 samples" in m for m in messages)
+    missing = "candidate 'TemperatureScaling' (1 of 3 folds): 1 class(es) have no"
+    assert any(m.startswith(missing) for m in messages), messages
+    np.testing.assert_array_equal(search.classes_, ["c", "a", "b"])
+    np.testing.assert_array_equal(search.best_calibrator_.classes_, ["c", "a", "b"])
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+
+
+# ================================================== parallelism, seeds, glue
+def test_n_jobs_does_not_change_the_results():
+    X, y = make_miscalibrated_logits(200, 3, temperature=2.0, random_state=0)
+    params = dict(candidates=_cheap(), cv=3, random_state=0)
+    one = CalibratorSearchCV(**params, n_jobs=1).fit(X, y)
+    two = CalibratorSearchCV(**params, n_jobs=2).fit(X, y)
+    for key, value in one.cv_results_.items():
+        if "time" not in key:
+            np.testing.assert_array_equal(two.cv_results_[key], value, err_msg=key)
+    assert one.selection_reason_ == two.selection_reason_
+    np.testing.assert_array_equal(two.predict_proba(X), one.predict_proba(X))
+
+
+def test_threading_backend_gives_the_same_results():
+    X, y = make_miscalibrated_logits(200, 3, temperature=2.0, random_state=0)
+    params = dict(candidates=_cheap()[:3], cv=3, random_state=0)
+    one = CalibratorSearchCV(**params).fit(X, y)
+    with joblib.parallel_backend("threading", n_jobs=2):
+        two = CalibratorSearchCV(**params, n_jobs=2).fit(X, y)
+    np.testing.assert_array_equal(
+        two.cv_results_["mean_test_score"], one.cv_results_["mean_test_score"]
+    )
+    assert two.selected_ == one.selected_
+
+
+def test_random_state_seeds_the_folds_and_the_candidates():
+    """Same seed, same results, also for candidates whose own random_state is
+    None (DirichletCalibratorCV's folds); another seed, other folds."""
+    X, y = make_miscalibrated_logits(120, 3, temperature=2.0, random_state=0)
+    dir_cv = DirichletCalibratorCV(reg_lambdas=[1e-1, 1e-3], reg_mus=[1e-2], cv=2)
+    params = dict(candidates=[dir_cv.set_params(device="cpu")], cv=2)
+    a = CalibratorSearchCV(**params, random_state=0).fit(X, y)
+    b = CalibratorSearchCV(**params, random_state=0).fit(X, y)
+    c = CalibratorSearchCV(**params, random_state=1).fit(X, y)
+    assert isinstance(a.best_calibrator_.random_state, int)
+    assert dir_cv.random_state is None  # the user's candidate is untouched
+    np.testing.assert_array_equal(
+        a.cv_results_["split0_test_score"], b.cv_results_["split0_test_score"]
+    )
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert a.cv_results_["split0_test_score"] != c.cv_results_["split0_test_score"]
+
+
+def test_clone_and_pickle_give_the_same_predictions():
+    X, y = make_miscalibrated_logits(150, 3, temperature=2.0, random_state=0)
+    search = CalibratorSearchCV(_cheap(), cv=3, random_state=0).fit(X, y)
+    P = search.predict_proba(X)
+    restored = pickle.loads(pickle.dumps(search))
+    np.testing.assert_array_equal(restored.predict_proba(X), P)
+    np.testing.assert_array_equal(restored.predict(X), search.predict(X))
+    again = clone(search).fit(X, y)
+    np.testing.assert_array_equal(again.predict_proba(X), P)
+    assert not hasattr(clone(search), "best_calibrator_")
+
+
+def test_predictions_are_the_refitted_winners():
+    X, y = make_miscalibrated_logits(150, 3, temperature=2.0, random_state=0)
+    w = np.random.default_rng(1).uniform(0.5, 1.5, 150)
+    search = CalibratorSearchCV(_cheap(), cv=3, random_state=0)
+    search.fit(X, y, sample_weight=w)
+    winner = clone(_cheap()[search.best_index_]).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(search.predict_proba(X), winner.predict_proba(X))
+    np.testing.assert_array_equal(search.predict(X), winner.predict(X))
+    np.testing.assert_allclose(
+        search.decision_function(X), winner.decision_function(X), rtol=1e-15
+    )
+    np.testing.assert_allclose(
+        search.score(X, y), winner.score(X, y), rtol=1e-15, atol=0
+    )
+    assert search.n_features_in_ == 3
+
+
+def test_inside_calibrated_classifier_and_pipeline():
+    """The wrapper sets input and classes on the search, which passes them on."""
+    rng = np.random.RandomState(0)
+    F = rng.standard_normal((700, 5))
+    labels = np.array(["x", "y", "z"])[
+        np.argmax(F[:, :3] + rng.gumbel(size=(700, 3)), 1)
+    ]
+    clf = LogisticRegression(C=100.0).fit(F[:300], labels[:300])
+    search = CalibratorSearchCV(_cheap()[:3], cv=3, random_state=0)
+    for response, kind in [("decision_function", "logits"), ("predict_proba", "proba")]:
+        wrapped = CalibratedClassifier(
+            FrozenEstimator(clf), calibrator=search, response_method=response
+        ).fit(F[300:], labels[300:])
+        fitted = wrapped.calibrated_classifiers_[0].calibrator
+        assert fitted.input == kind and fitted.best_calibrator_.input == kind
+        np.testing.assert_array_equal(fitted.classes_, ["x", "y", "z"])
+        direct = clone(search).set_params(input=kind, classes=clf.classes_)
+        direct.fit(getattr(clf, response)(F[300:]), labels[300:])
+        np.testing.assert_array_equal(
+            wrapped.predict_proba(F[:50]),
+            direct.predict_proba(getattr(clf, response)(F[:50])),
+        )
+    X, y = make_miscalibrated_logits(150, 3, temperature=2.0, random_state=0)
+    pipe = Pipeline(
+        [("times3", FunctionTransformer(_times_three)), ("search", clone(search))]
+    ).fit(X, y)
+    direct = clone(search).fit(3.0 * X, y)
+    np.testing.assert_array_equal(pipe.predict_proba(X), direct.predict_proba(3 * X))
+
+
+def test_integer_weights_are_repetitions_when_the_folds_keep_copies_together():
+    """Folds drawn on the distinct rows, each row's copies in its fold.
+
+    Identity and temperature scaling (whose fits treat integer weights as
+    repetitions) then get the same split scores and the same selection;
+    zero-weight rows count in neither. (With an int cv the two data sets
+    are split differently: a repeated row can be in a training and a test
+    fold at once, a weighted row cannot.)
+    """
+    X, y = make_miscalibrated_logits(200, 3, temperature=3.0, random_state=0)
+    w = np.random.default_rng(0).integers(0, 4, 200)
+    folds = list(StratifiedKFold(4, shuffle=True, random_state=0).split(X, y))
+    owner = np.repeat(np.arange(200), w)  # the distinct row of each copy
+    rep_folds = [
+        (np.flatnonzero(np.isin(owner, tr)), np.flatnonzero(np.isin(owner, te)))
+        for tr, te in folds
+    ]
+    candidates = [IdentityCalibrator(), TemperatureScaling(device="cpu")]
+    weighted = CalibratorSearchCV(candidates, cv=folds).fit(X, y, sample_weight=w)
+    repeated = CalibratorSearchCV(candidates, cv=rep_folds).fit(X[owner], y[owner])
+    for k in range(4):
+        key = f"split{k}_test_score"
+        np.testing.assert_allclose(
+            weighted.cv_results_[key], repeated.cv_results_[key], rtol=1e-9
+        )
+    assert weighted.selected_ == repeated.selected_ == "TemperatureScaling"
+    np.testing.assert_allclose(
+        weighted.predict_proba(X), repeated.predict_proba(X), rtol=1e-9
+    )
+
+
+def test_weights_are_relative():
+    X, y = make_miscalibrated_logits(150, 3, temperature=2.0, random_state=0)
+    w = np.random.default_rng(0).uniform(0.1, 2.0, 150)
+    a = CalibratorSearchCV(_cheap(), cv=3, random_state=0).fit(X, y, sample_weight=w)
+    b = CalibratorSearchCV(_cheap(), cv=3, random_state=0)
+    b.fit(X, y, sample_weight=1e6 * w)
+    np.testing.assert_allclose(
+        a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"], rtol=1e-7
+    )
+    assert a.selected_ == b.selected_
+
+
+def test_duplicate_class_names_get_numbered():
+    X, y = make_miscalibrated_logits(90, 3, random_state=0)
+    candidates = [
+        TemperatureScaling(device="cpu"),
+        ("TemperatureScaling-1", IdentityCalibrator()),
+        TemperatureScaling(tol=1e-8, device="cpu"),
+        VectorScaling(device="cpu"),
+    ]
+    search = CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
+    assert list(search.cv_results_["candidate"]) == [
+        "TemperatureScaling-2",
+        "TemperatureScaling-1",
+        "TemperatureScaling-3",
+        "VectorScaling",
+    ]
+
+
+def test_verbose_prints_one_line_per_candidate(capsys):
+    X, y = make_miscalibrated_logits(100, 3, temperature=2.0, random_state=0)
+    candidates = [_Broken(), MatrixScaling(l2_reg=0.0), *_cheap()[:2]]
+    CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
+    assert capsys.readouterr() == ("", "")
+    CalibratorSearchCV(candidates, cv=3, random_state=0, verbose=1).fit(X, y)
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and len(lines) == 5
+    assert lines[0].startswith("[CalibratorSearchCV] _Broken ")
+    assert lines[0].endswith("failed on fold 0 of 3: ValueError: boom")
+    assert "skipped: 12 free parameters" in lines[1]
+    assert re.search(r"IdentityCalibrator +score -\d\.\d+ \+- \d", lines[2])
+    assert lines[4].startswith("[CalibratorSearchCV] selected ")
+
+
+def test_fold_warnings_are_raised_once_per_candidate():
+    """MatrixScaling stopped after 2 iterations warns on every fold: one warning."""
+    X, y = make_miscalibrated_logits(120, 3, temperature=2.0, random_state=0)
+    cal = MatrixScaling(l2_reg=0.0, max_iter=2, device="cpu")
+    with pytest.warns(Warning) as caught:
+        CalibratorSearchCV([("ms", cal)], cv=3, random_state=0).fit(X, y)
+    messages = [str(w.message) for w in caught]
+    from_folds = [m for m in messages if m.startswith("candidate 'ms' (3 of 3 folds)")]
+    assert len(from_folds) == 1, messages
+    assert all(w.filename == __file__ for w in caught)
+
+
+def test_the_default_candidates_fit():
+    """The default set on 600 rows x 4 classes (2 folds, to keep it quick)."""
+    X, y = make_miscalibrated_logits(600, 4, temperature=2.0, random_state=0)
+    search = CalibratorSearchCV(cv=2, random_state=0).fit(X, y)
+    res = search.cv_results_
+    assert list(res["candidate"]) == [
+        "IdentityCalibrator",
+        "TemperatureScaling",
+        "VectorScaling",
+        "StructuredMatrixScaling",
+        "DirichletCalibratorCV",
+        "SMARTCalibrator",
+        "IsotonicCalibrator",
+        "BetaCalibrator",
+        "SplineCalibrator",
+    ]
+    assert list(res["skipped_reason"]) == [""] * 9  # 600 rows are enough for all
+    assert np.isfinite(res["mean_test_score"]).all()
+    assert search.selected_ != "IdentityCalibrator"  # temperature 2 is corrected
+    P = search.predict_proba(X)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
