@@ -112,12 +112,13 @@ def fit_affine_softmax(
     )
     n_iter, memory = 0, None
     if kind == "full" and n_classes >= _FLOAT32_MIN_CLASSES:
-        # float32 first, at half the cost per iteration; the float64 run
-        # continues from its point and its correction pairs, and applies the
-        # stopping rule to the float64 objective
+        # float32 first, at half the cost per iteration, to 10 tol (short of
+        # its rounding floor, where line searches fail at a high price); the
+        # float64 run continues from its point and its correction pairs, and
+        # applies the stopping rule to the float64 objective
         f32 = problem.solve(
             z.float(), y, w.float(), delta.float(), bias.float(),
-            tol=tol / 10, max_iter=max_iter,
+            tol=10 * tol, max_iter=max_iter,
         )  # fmt: skip
         delta.copy_(f32.delta), bias.copy_(f32.bias)
         n_iter, memory = f32.result.n_iter, f32.memory.to(torch.float64)
