@@ -64,6 +64,13 @@ ROWS_PER_PARAMETER = 10
 _SIMPLE = (IdentityCalibrator, TemperatureScaling)
 
 
+#: The regularisation grid of the default Dirichlet candidate: every other
+#: point of DirichletCalibratorCV's default 5 x 5 grid, scored on 3 folds
+#: (27 fits per outer fold instead of 125: at 2,000 x 10 the default search
+#: took 47 s, 42 s of them in this candidate).
+_DIRICHLET_GRID = dict(reg_lambdas=(1e-1, 1e-3, 1e-5), reg_mus=(1e-1, 1e-3, 1e-5), cv=3)
+
+
 def _default_candidates() -> list:
     """The default candidates: one per family, with their own defaults."""
     return [
@@ -71,7 +78,7 @@ def _default_candidates() -> list:
         TemperatureScaling(),
         VectorScaling(),
         StructuredMatrixScaling(),
-        DirichletCalibratorCV(),
+        DirichletCalibratorCV(**_DIRICHLET_GRID),
         SMARTCalibrator(),
         IsotonicCalibrator(),
         BetaCalibrator(),
@@ -299,7 +306,10 @@ class CalibratorSearchCV(BaseCalibrator):
         None is one candidate per family, with its defaults:
         :class:`~skcal.IdentityCalibrator`, :class:`~skcal.TemperatureScaling`,
         :class:`~skcal.VectorScaling`, :class:`~skcal.StructuredMatrixScaling`,
-        :class:`~skcal.DirichletCalibratorCV`, :class:`~skcal.SMARTCalibrator`,
+        :class:`~skcal.DirichletCalibratorCV` (on every other point of its
+        default grid, ``reg_lambdas = reg_mus = (1e-1, 1e-3, 1e-5)``, with
+        ``cv=3``: the search scores it again anyway, and the full grid made
+        it 90% of a default search's time), :class:`~skcal.SMARTCalibrator`,
         :class:`~skcal.IsotonicCalibrator`, :class:`~skcal.BetaCalibrator` and
         :class:`~skcal.SplineCalibrator`. Local calibrators (fitted on
         embeddings) are refused.
