@@ -590,7 +590,7 @@ def _plot_reliability(path, y, proba, classes, n_bins, name) -> None:
 
 
 def _cmd_evaluate(args) -> int:
-    from .metrics import local_calibration_errors
+    from .metrics import calibration_report, local_calibration_errors
     from .utils._validation import resolve_classes
 
     report = _reporter(args)
@@ -624,6 +624,18 @@ def _cmd_evaluate(args) -> int:
             y, proba, embeddings, n_bins=args.n_bins, labels=classes, device=args.device
         )
         metrics.update(LCE=local.lce, MLCE=local.mlce)
+    intervals = None
+    if args.ci:
+        report(f"computing bootstrap intervals ({args.n_resamples} resamples) ...")
+        intervals = calibration_report(
+            y,
+            proba,
+            n_resamples=args.n_resamples,
+            confidence_level=args.confidence_level,
+            n_bins=args.n_bins,
+            labels=classes,
+            random_state=args.seed,
+        )
     if args.plot:
         name = os.path.basename(args.file)
         _plot_reliability(args.plot, y, proba, classes, args.n_bins, name)
@@ -638,6 +650,7 @@ def _cmd_evaluate(args) -> int:
                 "accuracy_from": "argmax" if predictions is None else "predict",
                 "metrics": metrics,
                 "plot": args.plot,
+                **({"intervals": intervals.to_dict()} if args.ci else {}),
             }
         )
         return 0
@@ -647,6 +660,10 @@ def _cmd_evaluate(args) -> int:
     print("\n" + _METRICS_NOTE.format(n_bins=args.n_bins))
     if args.local:
         print("LCE / MLCE: local calibration error (mean / max), Barbera et al.")
+    if args.ci:
+        print(f"\n{intervals}")
+        if predictions is not None:
+            print("The report's accuracy is that of the most probable class.")
     if args.plot:
         print(f"Reliability diagram written to {args.plot}.")
     return 0
@@ -1132,7 +1149,8 @@ def _add_evaluate(sub) -> None:
         description=_wrap(
             "Print the metrics of the predictions in FILE against its "
             "labels: accuracy, NLL, Brier, ECE, cwECE, MCE, SoftECE, ECCE, smECE; "
-            "--local adds LCE and MLCE. Accuracy uses the file's predict array "
+            "--local adds LCE and MLCE; --ci adds bootstrap confidence intervals. "
+            "Accuracy uses the file's predict array "
             "when it has one (calibrate writes it), else the most probable class."
         ),
         epilog=_FORMATS_HELP,
@@ -1160,6 +1178,41 @@ def _add_evaluate(sub) -> None:
         action="store_true",
         help="also the local calibration errors LCE and MLCE on the file's "
         "embeddings (slower)",
+    )
+
+    def level(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 0 < value < 1:
+            raise argparse.ArgumentTypeError(
+                f"expected a number in (0, 1) such as 0.9, got {text!r}"
+            )
+        return value
+
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="also a calibration report: accuracy, NLL, Brier, ECE, cwECE, ECCE "
+        "(with its p-value) and smECE with bootstrap confidence intervals "
+        "(skcal.metrics.calibration_report; a few seconds)",
+    )
+    parser.add_argument(
+        "--n-resamples",
+        type=_positive_int,
+        default=1000,
+        help="bootstrap resamples of --ci (default 1000; at most 200 for cwECE, "
+        "ECCE and smECE)",
+    )
+    parser.add_argument(
+        "--confidence-level",
+        type=level,
+        default=0.9,
+        help="nominal coverage of the --ci intervals (default 0.9)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the --ci resampling (default 0)"
     )
     _add_common(parser, device_use=", for --local", seed=False)
     parser.set_defaults(handler=_cmd_evaluate)

@@ -549,3 +549,56 @@ def test_run_benchmark_refuses_an_empty_method_list():
 
     with pytest.raises(ValueError, match="methods is empty"):
         run_benchmark("synthetic", [], seeds=1)
+
+
+def test_evaluate_ci_prints_the_calibration_report(tmp_path, capsys):
+    from skcal.metrics import calibration_report, confidence_interval
+
+    rng = np.random.default_rng(4)
+    proba = rng.dirichlet(np.full(3, 0.5), size=200)
+    y = sample_labels(proba**0.7 / (proba**0.7).sum(1, keepdims=True), 4)
+    path = tmp_path / "pred.npz"
+    np.savez(path, proba=proba, labels=y)
+    argv = ["evaluate", str(path), "--ci", "--n-resamples", "40", "--seed", "3"]
+    assert main([*argv, "--confidence-level", "0.8", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    expected = calibration_report(
+        y, proba, n_resamples=40, confidence_level=0.8, random_state=3
+    )
+    assert str(expected) in out
+    assert "80% CI" in out and "p-value" in out
+    # the plain table is still there, before the report
+    assert out.index("SoftECE") < out.index("Calibration report")
+
+    assert main([*argv, "--n-bins", "10", "--json", "--quiet"]) == 0
+    got = json.loads(capsys.readouterr().out)["intervals"]
+    assert got["n_bins"] == 10 and got["confidence_level"] == 0.9
+    ece = confidence_interval(
+        expected_calibration_error,
+        y,
+        proba,
+        n_bins=10,
+        n_resamples=40,
+        random_state=3,
+    )
+    row = got["metrics"]["ECE"]
+    assert row["estimate"] == pytest.approx(
+        expected_calibration_error(y, proba, n_bins=10), rel=1e-12
+    )
+    assert (row["low"], row["high"]) == pytest.approx((ece.low, ece.high), rel=1e-12)
+    assert row["p_value"] is None and got["metrics"]["ECCE"]["p_value"] > 0
+
+
+def test_evaluate_ci_options_are_checked(tmp_path, capsys):
+    path = tmp_path / "pred.npz"
+    np.savez(path, proba=np.full((10, 2), 0.5), labels=np.arange(10) % 2)
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", str(path), "--ci", "--confidence-level", "90"])
+    assert exc.value.code == 2
+    assert "expected a number in (0, 1)" in capsys.readouterr().err
+    assert main(["evaluate", str(path), "--ci", "--n-resamples", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("skcal evaluate: error: ") and "n_resamples" in err
+    # without --ci: no report, no intervals in the JSON
+    assert main(["evaluate", str(path), "--json", "--quiet"]) == 0
+    assert "intervals" not in json.loads(capsys.readouterr().out)

@@ -25,6 +25,7 @@ from ._local import (
     max_local_calibration_error,
 )
 from ._proper import brier_score, negative_log_likelihood
+from ._report import CalibrationReport, calibration_report
 from ._scorer import (
     CalibrationScorer,
     LocalCalibrationScorer,
@@ -42,6 +43,7 @@ from ._uncertainty import (
 
 __all__ = [
     "BinStatistics",
+    "CalibrationReport",
     "ConfidenceInterval",
     "ESSProfile",
     "LocalCalibrationErrors",
@@ -52,6 +54,7 @@ __all__ = [
     "bin_edges",
     "binned_statistics",
     "brier_score",
+    "calibration_report",
     "classwise_calibration_error",
     "confidence_interval",
     "CumulativeCalibration",
