@@ -278,7 +278,9 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         return {"classes": classes, "input": input}
 
     # ------------------------------------------------------------ validation
-    def _validate_scores(self, X, *, reset: bool, shift=None) -> np.ndarray:
+    def _score_array(self, X, *, reset: bool) -> tuple[np.ndarray, float]:
+        """``X`` as a float32/float64 array checked by scikit-learn, and the
+        row-sum tolerance of its original dtype (see :func:`sum_tolerance`)."""
         if _is_one_dimensional(X):  # skcal's advice before sklearn's reshape
             check_scores_shape(np.asarray(X))
         tol = sum_tolerance(getattr(X, "dtype", None))
@@ -289,6 +291,10 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
             dtype=[np.float64, np.float32],
             ensure_all_finite=False,
         )
+        return X, tol
+
+    def _validate_scores(self, X, *, reset: bool, shift=None) -> np.ndarray:
+        X, tol = self._score_array(X, reset=reset)
         if shift is None:
             shift = self._shift_invariant
         elif shift == "unless_float64":  # see _softmax_first
@@ -357,11 +363,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         The validation of :meth:`_validate_scores` (same checks, same
         messages), whose copy of the probabilities is mapped directly.
         """
-        if _is_one_dimensional(X):
-            check_scores_shape(np.asarray(X))
-        tol = sum_tolerance(getattr(X, "dtype", None))
-        dtype = [np.float64, np.float32]
-        X = validate_data(self, X, reset=False, dtype=dtype, ensure_all_finite=False)
+        X, tol = self._score_array(X, reset=False)
         check_scores_shape(X)
         if X.shape[0] == 0:
             return np.empty(X.shape)

@@ -238,7 +238,6 @@ class _FlatProblem:
 
     def __init__(self, loss_fn, params):
         self.loss_fn, self.params = loss_fn, params
-        self.n_evals = 0
 
     def flat_params(self) -> torch.Tensor:
         return torch.cat([p.detach().reshape(-1) for p in self.params])
@@ -257,7 +256,6 @@ class _FlatProblem:
             p.grad = None
         loss = self.loss_fn()
         loss.backward()
-        self.n_evals += 1
         grad = torch.cat(
             [
                 (torch.zeros_like(p) if p.grad is None else p.grad).reshape(-1)

@@ -17,13 +17,12 @@ from sklearn.base import clone
 from sklearn.model_selection import StratifiedKFold, check_cv
 from sklearn.utils import check_random_state
 from sklearn.utils.parallel import Parallel, delayed
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..base import (
     _LOG_PROBA_EPS,
     BaseCalibrator,
     BaseLocalCalibrator,
-    _is_one_dimensional,
     check_fit_targets,
 )
 from ..calibrators import (
@@ -47,10 +46,8 @@ from ..metrics._scorer import get_scorer
 from ..utils._sklearn import StrOptions, _fit_context
 from ..utils._validation import (
     check_sample_weight,
-    check_scores_shape,
     effective_sample_size,
     scores_to_logits,
-    sum_tolerance,
 )
 from ..utils._warnings import warn
 
@@ -617,12 +614,7 @@ class CalibratorSearchCV(BaseCalibrator):
 
     def _validate_fit_inputs(self, X, y, sample_weight):
         """Validated scores (as given), labels, user weights and relative weights."""
-        if _is_one_dimensional(X):  # skcal's advice before sklearn's reshape
-            check_scores_shape(np.asarray(X))
-        tol = sum_tolerance(getattr(X, "dtype", None))
-        X = validate_data(
-            self, X, reset=True, dtype=[np.float64, np.float32], ensure_all_finite=False
-        )
+        X, tol = self._score_array(X, reset=True)
         # the candidates' checks, once, with the search's name in the messages
         scores_to_logits(X, self.input, tol=tol)
         self.classes_, y_index, relative = check_fit_targets(
@@ -856,15 +848,7 @@ class CalibratorSearchCV(BaseCalibrator):
     def _check_scores(self, X):
         """``X`` checked against the fit (columns, feature names) for delegation."""
         check_is_fitted(self)
-        if _is_one_dimensional(X):
-            check_scores_shape(np.asarray(X))
-        return validate_data(
-            self,
-            X,
-            reset=False,
-            dtype=[np.float64, np.float32],
-            ensure_all_finite=False,
-        )
+        return self._score_array(X, reset=False)[0]
 
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated probabilities of the selected calibrator.
