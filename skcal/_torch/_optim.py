@@ -5,8 +5,10 @@ Three solvers, each deterministic for a given input and device:
 * :func:`newton_root_1d`, a safeguarded Newton iteration for the root of a
   monotone 1-D function (the derivative of a convex 1-D objective), used by
   temperature scaling;
-* :func:`minimize_lbfgs`, full-batch L-BFGS with a strong-Wolfe line search
-  and a gradient-norm stopping rule, used by the affine calibrators
+* :func:`minimize_lbfgs` (and :func:`minimize_lbfgs_flat`, its form for a
+  flat vector with a supplied gradient), full-batch L-BFGS with a
+  strong-Wolfe line search and a gradient-norm stopping rule, used by the
+  affine calibrators
   (vector, matrix and structured matrix scaling, Dirichlet);
 * :func:`minimize_adam`, full-batch Adam with early stopping on the training
   loss, for small non-convex networks (SMART).
@@ -147,6 +149,7 @@ def minimize_lbfgs(
     tol: float = 1e-7,
     history_size: int = 20,
     memory: LBFGSMemory | None = None,
+    ftol: float = 0.0,
 ) -> OptimResult:
     """Minimise ``loss_fn()`` over ``params`` with full-batch L-BFGS.
 
@@ -157,8 +160,10 @@ def minimize_lbfgs(
     0.9``; their Algorithms 3.5 and 3.6, with safeguarded cubic
     interpolation). The first step is ``min(1, 1 / ||g||_1)`` along
     ``-g``, later ones start at 1. The run stops when the largest absolute
-    gradient entry is ``<= tol`` (converged), after ``max_iter`` iterations,
-    or when a line search no longer lowers the loss: in float64 the gradient
+    gradient entry is ``<= tol`` or, with ``ftol > 0``, when an iteration
+    lowers the loss by at most ``ftol * max(|f_k|, |f_k+1|, 1)`` (both
+    reported as converged, as scipy's L-BFGS-B does), after ``max_iter``
+    iterations, or when a line search no longer lowers the loss: in float64 the gradient
     cannot be pushed much below ``sqrt(eps)`` times the loss scale, so a
     tolerance below that is reported as not converged instead of spending
     the whole budget.
@@ -184,6 +189,9 @@ def minimize_lbfgs(
         a float32 run on the same problem, converted with
         :meth:`LBFGSMemory.to`); ``history_size`` is then ignored. A new,
         empty memory by default.
+    ftol : float
+        Relative decrease per iteration at or below which the run stops
+        (scipy L-BFGS-B's ``factr * eps``); ``0`` (the default) disables it.
 
     Returns
     -------
@@ -191,8 +199,40 @@ def minimize_lbfgs(
     """
     params = list(params)
     problem = _FlatProblem(loss_fn, params)
-    x = problem.flat_params()
-    loss, grad = problem.evaluate(x)
+    x, result = minimize_lbfgs_flat(
+        problem.evaluate,
+        problem.flat_params(),
+        max_iter=max_iter,
+        tol=tol,
+        history_size=history_size,
+        memory=memory,
+        ftol=ftol,
+    )
+    problem.assign(x)
+    for p in params:
+        p.grad = None
+    return result
+
+
+def minimize_lbfgs_flat(
+    evaluate: Callable[[torch.Tensor], tuple[float, torch.Tensor]],
+    x0: torch.Tensor,
+    *,
+    max_iter: int = 500,
+    tol: float = 1e-7,
+    history_size: int = 20,
+    memory: LBFGSMemory | None = None,
+    ftol: float = 0.0,
+) -> tuple[torch.Tensor, OptimResult]:
+    """:func:`minimize_lbfgs` on a flat vector, with the gradient supplied.
+
+    ``evaluate(x)`` returns the loss (a float) and its gradient (a tensor
+    like ``x``), e.g. in closed form, without autograd's per-call cost.
+    Returns the solution and the :class:`OptimResult`; the other arguments
+    are those of :func:`minimize_lbfgs`.
+    """
+    x = x0
+    loss, grad = evaluate(x)
     if memory is None:
         memory = LBFGSMemory(history_size, x)
     n_iter, grad_max = 0, _abs_max(grad)
@@ -205,7 +245,7 @@ def minimize_lbfgs(
             memory.clear()
             direction = -grad
             slope = float(grad @ direction)
-        found = _strong_wolfe(problem, x, loss, slope, direction, step)
+        found = _strong_wolfe(evaluate, x, loss, slope, direction, step)
         if found is None:  # no decrease along the direction: stalled
             break
         step, new_loss, new_grad = found
@@ -214,16 +254,15 @@ def minimize_lbfgs(
         ys = float(y @ s)
         if ys > 1e-10:
             memory.add(s, y)
+        decrease = loss - new_loss
+        scale = max(abs(loss), abs(new_loss), 1.0)
         x, loss, grad = x + s, new_loss, new_grad
         n_iter += 1
         grad_max = _abs_max(grad)
-        converged = grad_max <= tol
+        converged = grad_max <= tol or (ftol > 0 and decrease <= ftol * scale)
         direction = memory.direction(grad)
         step = 1.0
-    problem.assign(x)
-    for p in params:
-        p.grad = None
-    return OptimResult(
+    return x, OptimResult(
         x=None, n_iter=n_iter, converged=converged, loss=loss, grad_max=grad_max
     )
 
@@ -298,29 +337,45 @@ class LBFGSMemory:
         return other
 
     def add(self, s: torch.Tensor, y: torch.Tensor) -> None:
-        slot = len(self.order) if len(self.order) < self.size else self.order.pop(0)
-        self.S[slot], self.Y[slot] = s, y
-        self.SY[:, slot] = self.S @ y
-        self.SY[slot, :] = self.Y @ s
-        self.YY[:, slot] = self.YY[slot, :] = self.Y @ y
+        if len(self.order) < self.size:  # slots 0..slot in use
+            slot = used = len(self.order)
+            used += 1
+        else:  # every slot in use: replace the oldest pair
+            slot, used = self.order.pop(0), self.size
+        S, Y = self.S[:used], self.Y[:used]
+        S[slot], Y[slot] = s, y
+        self.SY[:used, slot] = S @ y
+        self.SY[slot, :used] = Y @ s
+        self.YY[:used, slot] = self.YY[slot, :used] = Y @ y
         self.order.append(slot)
 
     def direction(self, grad: torch.Tensor) -> torch.Tensor:
         """``-H grad``; ``-grad`` without pairs."""
         if not self.order:
             return -grad
-        idx = torch.tensor(self.order, device=grad.device)
-        SY = self.SY[idx][:, idx]
+        k = len(self.order)
+        if k < self.size:  # not wrapped yet: slots 0..k-1, oldest first
+            S, Y, SY, YY = self.S[:k], self.Y[:k], self.SY[:k, :k], self.YY[:k, :k]
+            idx = None
+        else:
+            S, Y = self.S, self.Y
+            idx = torch.tensor(self.order, device=grad.device)
+            SY, YY = self.SY[idx][:, idx], self.YY[idx][:, idx]
         R = torch.triu(SY)
-        YY = self.YY[idx][:, idx]
         gamma = SY[-1, -1] / YY[-1, -1]
-        a, b = (self.S @ grad)[idx], (self.Y @ grad)[idx]
+        a, b = S @ grad, Y @ grad
+        if idx is not None:
+            a, b = a[idx], b[idx]
         u = torch.linalg.solve_triangular(R, a[:, None], upper=True)[:, 0]
         v = torch.diagonal(SY) * u + gamma * (YY @ u - b)
         top = torch.linalg.solve_triangular(R.T, v[:, None], upper=False)[:, 0]
-        coef_s, coef_y = torch.zeros_like(self.SY[0]), torch.zeros_like(self.SY[0])
-        coef_s[idx], coef_y[idx] = top, -gamma * u
-        return -(gamma * grad + coef_s @ self.S + coef_y @ self.Y)
+        coef_s, coef_y = top, -gamma * u
+        if idx is not None:  # back to slot order
+            coef_s, coef_y = (
+                torch.zeros_like(a).index_put_((idx,), coef_s),
+                torch.zeros_like(a).index_put_((idx,), coef_y),
+            )
+        return -(gamma * grad + coef_s @ S + coef_y @ Y)
 
 
 def _cubic_minimizer(a, fa, ga, b, fb, gb, low, high) -> float:
@@ -340,9 +395,10 @@ def _cubic_minimizer(a, fa, ga, b, fb, gb, low, high) -> float:
     return min(max(point, low), high)
 
 
-def _strong_wolfe(problem, x, loss0, slope0, direction, step, *, max_evals=25):
+def _strong_wolfe(evaluate, x, loss0, slope0, direction, step, *, max_evals=25):
     """A step along ``direction`` satisfying the strong Wolfe conditions.
 
+    ``evaluate(x)`` gives the loss (a float) and the gradient at ``x``.
     Returns ``(step, loss, grad)``, or None when no evaluated step lowered
     the loss. A step whose loss is not finite counts as too long. When the
     evaluation budget runs out, the best step with sufficient decrease
@@ -352,7 +408,7 @@ def _strong_wolfe(problem, x, loss0, slope0, direction, step, *, max_evals=25):
     scale = _abs_max(direction)
 
     def phi(t):
-        loss, grad = problem.evaluate(x + t * direction)
+        loss, grad = evaluate(x + t * direction)
         return loss, grad, float(grad @ direction)
 
     def sufficient(t, loss):

@@ -272,7 +272,7 @@ def test_the_line_search_shortens_a_step_whose_loss_is_not_finite():
     loss0, grad0 = problem.evaluate(start)
     direction = -grad0  # +6
     step, loss, grad = _strong_wolfe(
-        problem, start, loss0, float(grad0 @ direction), direction, 10.0
+        problem.evaluate, start, loss0, float(grad0 @ direction), direction, 10.0
     )
     assert math.isfinite(loss) and loss < loss0
     assert 0 < step * 6 < 4  # inside the finite region
@@ -332,3 +332,77 @@ def test_lbfgs_compact_direction_is_the_two_loop_recursion(n_pairs):
     np.testing.assert_allclose(got, -r, rtol=1e-10, atol=1e-12)
     memory.clear()
     np.testing.assert_array_equal(memory.direction(torch.as_tensor(g)).numpy(), -g)
+
+
+def test_minimize_lbfgs_stops_on_a_small_relative_decrease(device):
+    # Rosenbrock from (-1.2, 1) with a gradient tolerance it only meets at the
+    # exact minimum: with scipy's factr * eps the run stops earlier, reports
+    # convergence with the gradient still above tol, and is at the minimum 0
+    # to within ftol of the loss scale (max(|f|, 1) = 1)
+    runs = {}
+    for ftol in (0.0, 2.2e-9):
+        y = torch.tensor([-1.2, 1.0], dtype=torch.float64, device=device)
+        y.requires_grad_(True)
+        rosen = lambda y=y: (1 - y[0]) ** 2 + 100 * (y[1] - y[0] ** 2) ** 2  # noqa: E731
+        runs[ftol] = minimize_lbfgs(rosen, [y], tol=1e-15, ftol=ftol)
+    stopped = runs[2.2e-9]
+    assert stopped.converged and stopped.grad_max > 1e-15
+    assert stopped.n_iter < runs[0.0].n_iter
+    assert 0 <= stopped.loss <= 1e-8
+
+
+@pytest.mark.parametrize("kind", ["full", "diagonal", "scalar"])
+@pytest.mark.parametrize("ref_row", [False, True])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_penalised_affine_gradient_is_autograds(kind, ref_row, fit_intercept, dtype):
+    # the closed-form loss and gradient of the penalised affine problem against
+    # torch autograd of the objective written out plainly (fit_affine_softmax's
+    # docstring), at a random point, for every parametrisation
+    from skcal._torch.kernels._affine import _PenalisedProblem
+
+    rng = np.random.default_rng(0)
+    n, C = 40, 5
+    z = torch.tensor(rng.normal(0, 3, (n, C)), dtype=dtype)
+    y = torch.tensor(rng.integers(0, C, n))
+    w = torch.tensor(rng.random(n), dtype=dtype)
+    w = w / w.sum()
+    shape = {"full": (C, C), "diagonal": (C,), "scalar": (1,)}[kind]
+    delta = torch.tensor(rng.normal(0, 0.3, shape), dtype=dtype, requires_grad=True)
+    bias = torch.tensor(rng.normal(0, 0.3, C), dtype=dtype, requires_grad=True)
+    l2_diag, l2_off, l2_bias, target = 0.3, 0.2, 0.1, 0.7
+    problem = _PenalisedProblem(
+        kind=kind,
+        fit_intercept=fit_intercept,
+        ref_row=ref_row,
+        penalties=(l2_diag, l2_off, l2_bias),
+        diag_target=target,
+    )
+    # the plain objective
+    eye = torch.eye(C, dtype=dtype)
+    one = torch.ones(C, dtype=dtype)
+    W = eye + delta if kind == "full" else torch.diag(one + delta * one)
+    b = bias if fit_intercept else bias.detach()
+    if ref_row:
+        W, b = W - W[-1:], b - b[-1]
+    out = z @ W.T + b
+    loss = -(w * torch.log_softmax(out, dim=1)[torch.arange(n), y]).sum()
+    loss = loss + l2_diag * ((torch.diagonal(W) - target) ** 2).sum()
+    if kind == "full" or ref_row:
+        loss = loss + l2_off * ((W * (1 - eye)) ** 2).sum()
+    if fit_intercept:
+        loss = loss + l2_bias * (b**2).sum()
+    loss.backward()
+    expected = [delta.grad.reshape(-1)] + ([bias.grad] if fit_intercept else [])
+    expected = torch.cat(expected)
+
+    evaluate, split = problem.objective(z, y, w, shape, bias.detach())
+    x = delta.detach().reshape(-1)
+    if fit_intercept:
+        x = torch.cat([x, bias.detach()])
+    value, grad = evaluate(x)
+    rtol = 1e-10 if dtype == torch.float64 else 1e-4
+    assert value == pytest.approx(loss.item(), rel=rtol)
+    np.testing.assert_allclose(grad.numpy(), expected.numpy(), rtol=rtol, atol=rtol)
+    d, bb = split(x)
+    assert torch.equal(d, delta.detach()) and torch.equal(bb, bias.detach())

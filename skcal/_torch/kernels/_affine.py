@@ -35,13 +35,14 @@ faster).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
-from .._optim import LBFGSMemory, OptimResult, minimize_lbfgs
+from .._optim import LBFGSMemory, OptimResult, minimize_lbfgs, minimize_lbfgs_flat
 
 
 @dataclass
@@ -118,13 +119,13 @@ def fit_affine_softmax(
         # applies the stopping rule to the float64 objective
         f32 = problem.solve(
             z.float(), y, w.float(), delta.float(), bias.float(),
-            tol=10 * tol, max_iter=max_iter,
+            tol=10 * tol, max_iter=max_iter, ftol=_ftol(tol),
         )  # fmt: skip
         delta.copy_(f32.delta), bias.copy_(f32.bias)
         n_iter, memory = f32.result.n_iter, f32.memory.to(torch.float64)
     fit = problem.solve(
         z, y, w, delta, bias, tol=tol, max_iter=max(max_iter - n_iter, 1),
-        memory=memory,
+        memory=memory, ftol=_ftol(tol),
     )  # fmt: skip
     result = replace(fit.result, n_iter=fit.result.n_iter + n_iter)
     with torch.no_grad():
@@ -135,6 +136,17 @@ def fit_affine_softmax(
         result=result,
         raw=(to_numpy(fit.delta), to_numpy(fit.bias)),
     )
+
+
+def _ftol(tol: float) -> float:
+    """Relative loss decrease per iteration below which a solve stops.
+
+    scipy's L-BFGS-B stops there too (``factr * eps = 2.2e-9`` by default);
+    here it is ``2.2e-9`` at the default ``tol = 1e-5`` and scales with
+    ``tol ** 2`` (the loss gap of a gradient of size ``tol``), so that a
+    tighter ``tol`` tightens both tests.
+    """
+    return 2.2e-9 * (tol / 1e-5) ** 2
 
 
 #: Full maps of at least this many classes start with a float32 solve.
@@ -178,46 +190,89 @@ class _PenalisedProblem:
             b = b - b[-1]
         return W, b
 
-    def solve(self, z, y, w, delta, bias, *, tol, max_iter, memory=None) -> _Solved:
-        """L-BFGS from ``(delta, bias)`` (copied) on ``z``'s dtype.
+    def solve(
+        self, z, y, w, delta, bias, *, tol, max_iter, memory=None, ftol=0.0
+    ) -> _Solved:
+        """L-BFGS from ``(delta, bias)`` on ``z``'s dtype.
 
+        The gradient is in closed form (the data term's, then the penalties'
+        and the chain rule of :meth:`effective`), without autograd.
         ``memory``: correction pairs to start from (in ``z``'s dtype).
         """
-        delta = delta.detach().clone().requires_grad_(True)
-        bias = bias.detach().clone().requires_grad_(self.fit_intercept)
-        params = [delta, bias] if self.fit_intercept else [delta]
-        l2_diag, l2_off, l2_bias = self.penalties
-        off_mask = 1.0 - torch.eye(len(bias), dtype=z.dtype, device=z.device)
+        fixed_bias = bias.detach().clone()
+        evaluate, split = self.objective(z, y, w, delta.shape, fixed_bias)
+        x0 = delta.detach().reshape(-1).clone()
+        if self.fit_intercept:
+            x0 = torch.cat([x0, fixed_bias])
+        if memory is None:
+            memory = LBFGSMemory(_history(x0.numel()), x0)
+        x, result = minimize_lbfgs_flat(
+            evaluate, x0, max_iter=max_iter, tol=tol, memory=memory, ftol=ftol
+        )
+        delta, bias = split(x)
+        return _Solved(delta.clone(), bias.clone(), result, memory)
+
+    def objective(self, z, y, w, shape, fixed_bias):
+        """``evaluate(x)``: the loss (a float) and its flat gradient at the
+        raw parameters ``x = [delta.ravel(), bias]`` (``bias`` only with an
+        intercept, else ``fixed_bias``); ``split(x)``: ``(delta, bias)``."""
+        n_delta = math.prod(shape)
         data_term = _SoftmaxNLL(z, y, w, self.full_matrix)
 
-        def loss_fn() -> torch.Tensor:
-            W, b = self.effective(delta, bias)
+        def split(x):
+            bias = x[n_delta:] if self.fit_intercept else fixed_bias
+            return x[:n_delta].view(shape), bias
+
+        def evaluate(x):
+            W, b = self.effective(*split(x))
             data, grad_W, grad_b = data_term(W, b)
-            linear = (W * grad_W).sum() + (b * grad_b).sum()
-            loss = linear - linear.detach() + data
+            penalty, grad_W, grad_b = self._penalty(W, b, grad_W, grad_b)
+            return float(data) + penalty, self._raw_gradient(grad_W, grad_b)
+
+        return evaluate, split
+
+    def _penalty(self, W, b, grad_W, grad_b):
+        """The ridge terms (a float, summed in float64) added to the loss,
+        and their gradients added to the data term's ``grad_W``, ``grad_b``
+        (both fresh tensors, updated in place)."""
+        l2_diag, l2_off, l2_bias = self.penalties
+        penalty = 0.0
+        if l2_diag:
             diag = torch.diagonal(W) if self.full_matrix else W
-            if l2_diag:
-                loss = loss + l2_diag * ((diag - self.diag_target) ** 2).sum()
-            if l2_off and self.full_matrix:
-                loss = loss + l2_off * ((W * off_mask) ** 2).sum()
-            if l2_bias and self.fit_intercept:
-                loss = loss + l2_bias * (b * b).sum()
-            return loss
+            r = diag - self.diag_target
+            penalty += l2_diag * float(torch.dot(r.double(), r.double()))
+            grad_diag = torch.diagonal(grad_W) if self.full_matrix else grad_W
+            grad_diag.add_(r, alpha=2 * l2_diag)
+        if l2_off and self.full_matrix:
+            off = W - torch.diag(torch.diagonal(W))
+            penalty += l2_off * float(off.double().square().sum())
+            grad_W.add_(off, alpha=2 * l2_off)
+        if l2_bias and self.fit_intercept:
+            penalty += l2_bias * float(torch.dot(b.double(), b.double()))
+            grad_b.add_(b, alpha=2 * l2_bias)
+        return penalty, grad_W, grad_b
 
-        if memory is None:
-            flat = torch.cat([p.detach().reshape(-1) for p in params])
-            memory = LBFGSMemory(_history(params), flat)
-        result = minimize_lbfgs(
-            loss_fn, params, max_iter=max_iter, tol=tol, memory=memory
-        )
-        return _Solved(delta.detach(), bias.detach(), result, memory)
+    def _raw_gradient(self, grad_W, grad_b) -> torch.Tensor:
+        """The flat gradient of the raw parameters, from that of ``(W, b)``
+        (the chain rule of :meth:`effective`)."""
+        if self.ref_row:  # W_i = W0_i - W0_C for every row i
+            grad_W = torch.cat([grad_W[:-1], (grad_W[-1] - grad_W.sum(0))[None]])
+            grad_b = torch.cat([grad_b[:-1], (grad_b[-1] - grad_b.sum())[None]])
+        if self.kind == "full":
+            grad = grad_W
+        else:
+            grad = torch.diagonal(grad_W) if self.full_matrix else grad_W
+            if self.kind == "scalar":
+                grad = grad.sum()
+        grad = grad.reshape(-1)
+        return torch.cat([grad, grad_b]) if self.fit_intercept else grad
 
 
-def _history(params) -> int:
+def _history(n_params: int) -> int:
     """L-BFGS memory: 100 correction pairs (as torchmin's default), which
     saves 20-60% of the iterations of structured matrix scaling against 20,
     while the pairs take at most 160 MB (more parameters: 20 pairs)."""
-    return 100 if sum(p.numel() for p in params) <= 100_000 else 20
+    return 100 if n_params <= 100_000 else 20
 
 
 def _finite_or_raise(t: torch.Tensor) -> np.ndarray:
@@ -308,7 +363,12 @@ def _fit_whitened(z, y, w, init, *, tol, max_iter):
         return linear - linear.detach() + data
 
     result = minimize_lbfgs(
-        loss_fn, [V], max_iter=max_iter, tol=tol, history_size=_history([V])
+        loss_fn,
+        [V],
+        max_iter=max_iter,
+        tol=tol,
+        history_size=_history(V.numel()),
+        ftol=_ftol(tol),
     )
     with torch.no_grad():
         # [W, b] = V L^{-1}, i.e. the solution of L^T [W, b]^T = V^T
