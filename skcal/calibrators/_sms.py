@@ -153,7 +153,7 @@ class StructuredMatrixScaling(BaseCalibrator):
         p = softmax_inplace(self.beta_ * z)
         p *= 1.0 - self.mix_
         p += self.mix_ / z.shape[1]
-        return np.log(p, out=p)
+        return log_inplace(p)
 
     def _fit(self, logits, y_index, sample_weight):
         n_samples = effective_sample_size(sample_weight)

@@ -18,7 +18,10 @@ LOGIT_CLIP = 100.0
 
 
 def _features(z: torch.Tensor, k: int) -> torch.Tensor:
-    return torch.topk(z, k, dim=1).values  # sorted, largest first
+    """The ``k`` largest logits of each row, sorted, largest first."""
+    if k == z.shape[1]:  # every logit: a sort is about twice topk's speed
+        return torch.sort(z, dim=1, descending=True).values
+    return torch.topk(z, k, dim=1).values
 
 
 def pts_temperature(layers, z: torch.Tensor, k: int) -> torch.Tensor:
@@ -36,8 +39,8 @@ def pts_predict_logits(
         (to_tensor(W, device, torch.float64), to_tensor(b, device, torch.float64))
         for W, b in zip(coefs, intercepts)
     ]
-    with torch.no_grad():
-        return to_numpy(z / pts_temperature(layers, z, k)[:, None])
+    with torch.no_grad():  # z is a new tensor (clamp): divided in place
+        return to_numpy(z.div_(pts_temperature(layers, z, k)[:, None]))
 
 
 @dataclass(frozen=True)
