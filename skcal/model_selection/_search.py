@@ -45,6 +45,7 @@ from ..calibrators import (
 from ..metrics._scorer import get_scorer
 from ..utils._sklearn import StrOptions, _fit_context
 from ..utils._validation import (
+    check_finite,
     check_sample_weight,
     effective_sample_size,
     scores_to_logits,
@@ -81,6 +82,37 @@ def _default_candidates() -> list:
         BetaCalibrator(),
         SplineCalibrator(),
     ]
+
+
+# ------------------------------------------------------------ embeddings
+def _is_local(estimator) -> bool:
+    """Whether ``estimator`` is fitted on embeddings (a local calibrator).
+
+    A :class:`~skcal.base.BaseLocalCalibrator`, or an estimator that says
+    so through ``_reads_embeddings()`` (a search with a local candidate).
+    """
+    if isinstance(estimator, BaseLocalCalibrator):
+        return True
+    reads = getattr(estimator, "_reads_embeddings", None)
+    return bool(reads()) if callable(reads) else False
+
+
+def _candidate_estimators(candidates) -> list:
+    """The estimators of a ``candidates`` parameter, unvalidated (None: none)."""
+    if not isinstance(candidates, (list, tuple)):
+        return []
+    return [
+        item[1] if isinstance(item, tuple) and len(item) == 2 else item
+        for item in candidates
+    ]
+
+
+def _head_logits(X: np.ndarray, coef: np.ndarray, intercept: np.ndarray):
+    """The frozen head's logits ``X @ coef.T + intercept`` in float64, finite."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        logits = np.asarray(X, dtype=np.float64) @ coef.T + intercept
+    check_finite(logits, "the head's logits X @ coef.T + intercept")
+    return logits
 
 
 # ------------------------------------------------------------ parameter count
@@ -124,6 +156,8 @@ def _n_parameters(estimator, n_classes: int) -> float:
     See the Notes of :class:`CalibratorSearchCV` for the rules.
     """
     C = n_classes
+    if _is_local(estimator):  # not counted: see the Notes
+        return math.nan
     p = estimator.get_params(deep=False) if hasattr(estimator, "get_params") else {}
     if isinstance(estimator, IdentityCalibrator):
         return 0
@@ -270,7 +304,7 @@ class CalibratorSearchCV(BaseCalibrator):
     its held-out rows), the winner is chosen with the guard below, and it
     is refitted on all rows as :attr:`best_calibrator_`, to which
     :meth:`predict_proba`, :meth:`predict`, :meth:`decision_function` and
-    :meth:`predict_log_proba` delegate. It is itself a score calibrator:
+    :meth:`predict_log_proba` delegate. It is itself a calibrator:
     usable as ``CalibratedClassifier(calibrator=CalibratorSearchCV(...))``,
     in a ``Pipeline``, with ``clone`` and pickle.
 
@@ -279,6 +313,21 @@ class CalibratorSearchCV(BaseCalibrator):
     (:meth:`~skcal.base.BaseCalibrator._wrapper_params`), so that every
     candidate reads ``X`` the same way and has a column for every class,
     even where a training fold lacks one.
+
+    **Local calibrators** (:class:`~skcal.base.BaseLocalCalibrator`, such
+    as :class:`~skcal.LocalNetCalibrator`) can be candidates too. When one
+    is, ``X`` holds the *embeddings* of the classifier, ``(n_samples,
+    n_features)``, and ``coef`` and ``intercept`` its frozen linear head:
+    the local candidates are given the head (and ``classes``) through their
+    wrapper protocol (:meth:`~skcal.base.BaseLocalCalibrator._wrapper_params`)
+    and read ``X``, while the score candidates read the head's logits
+    ``X @ coef.T + intercept``, computed once per :meth:`fit` and per
+    prediction, as ``input="logits"``. Without a head, only local
+    candidates that do not use one (e.g. :class:`~skcal.KCalCalibrator`,
+    or one given its own ``coef``) are accepted: score candidates cannot
+    be scored on embeddings. Inside
+    :class:`~skcal.CalibratedClassifier`, such a search is handed the
+    classifier's embeddings and head (:meth:`_reads_embeddings`).
 
     **Small-data guard** (``guard="one_se"``, see Notes):
 
@@ -308,8 +357,8 @@ class CalibratorSearchCV(BaseCalibrator):
         ``cv=3``: the search scores it again anyway, and the full grid made
         it 90% of a default search's time), :class:`~skcal.SMARTCalibrator`,
         :class:`~skcal.IsotonicCalibrator`, :class:`~skcal.BetaCalibrator` and
-        :class:`~skcal.SplineCalibrator`. Local calibrators (fitted on
-        embeddings) are refused.
+        :class:`~skcal.SplineCalibrator`. Local calibrators are allowed:
+        then ``X`` holds embeddings (see above).
     scoring : str or callable, default="neg_log_loss"
         Higher is better. ``"neg_log_loss"`` is the negative weighted mean
         log loss of every skcal calibrator's ``score`` (scikit-learn's scorer
@@ -343,9 +392,18 @@ class CalibratorSearchCV(BaseCalibrator):
     input : {"logits", "proba"}, default="logits"
         What ``X`` holds; passed to every candidate.
     classes : array-like of shape (n_classes,), default=None
-        The label of each column of ``X``; see
-        :class:`~skcal.base.BaseCalibrator`. The resolved ``classes_`` is
-        passed to every candidate.
+        The label of each column of ``X`` (of each row of ``coef`` for
+        embeddings); see :class:`~skcal.base.BaseCalibrator`. The resolved
+        ``classes_`` is passed to every candidate.
+    coef : array-like of shape (n_classes, n_features), default=None
+        The frozen linear head of the classifier whose embeddings ``X``
+        holds, when a candidate is a local calibrator (scikit-learn's
+        naming, as the local calibrators take it); given to every local
+        candidate that takes a head, replacing its own. Refused when no
+        candidate is local. For a binary head with one row ``w``, pass
+        ``np.vstack([-w, w]) / 2``.
+    intercept : array-like of shape (n_classes,), default=None
+        Its bias (zeros when None).
 
     Attributes
     ----------
@@ -376,8 +434,12 @@ class CalibratorSearchCV(BaseCalibrator):
         Seconds spent refitting the selected candidate on all rows.
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
+    reads_embeddings_ : bool
+        Whether ``X`` held embeddings (a candidate is local).
+    coef_, intercept_ : ndarray of shape (n_classes, n_features), (n_classes,)
+        The head, validated, as float64 (only when ``coef`` is given).
     n_features_in_ : int
-        Number of columns of ``X``.
+        Number of columns of ``X`` (scores or embedding dimensions).
 
     See Also
     --------
@@ -411,7 +473,19 @@ class CalibratorSearchCV(BaseCalibrator):
     that ODIR leaves free, by default). Isotonic regression
     (non-parametric: its number of steps grows with the data), nested
     searches and calibrators skcal does not know are not counted and never
-    skipped.
+    skipped. Local calibrators are not counted either (``n_parameters`` is
+    NaN): their weights grow with the embedding dimension (a default
+    :class:`~skcal.LocalNetCalibrator` on 512-d embeddings of 10 classes
+    has 36,736; a :class:`~skcal.VQLocalCalibrator` retrains a ``C x
+    (n_features + 1)`` head), while what limits their over-fitting is not
+    that number but their own regularisation: early stopping on a held-out
+    split that restores the best epoch, from a start at the head's own
+    predictions (Local Nets, VQ's map), a bandwidth chosen by inner
+    cross-validation (KCal) or by a reference rule (ProCal's two 2-D
+    densities). Ten rows per weight would skip them even on the calibration
+    sets of thousands of rows they are meant for; the one-standard-error
+    rule judges them against the simple candidates instead, and one that
+    cannot be fitted on the rows of a fold is recorded as failed.
 
     **One-standard-error rule (guard b).** Let ``b`` be the candidate with
     the best mean test score and ``s`` a simple candidate (identity, then
@@ -476,6 +550,8 @@ class CalibratorSearchCV(BaseCalibrator):
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "coef": ["array-like", None],
+        "intercept": ["array-like", None],
     }
 
     def __init__(
@@ -490,6 +566,8 @@ class CalibratorSearchCV(BaseCalibrator):
         verbose=0,
         input="logits",
         classes=None,
+        coef=None,
+        intercept=None,
     ):
         self.candidates = candidates
         self.scoring = scoring
@@ -500,6 +578,66 @@ class CalibratorSearchCV(BaseCalibrator):
         self.verbose = verbose
         self.input = input
         self.classes = classes
+        self.coef = coef
+        self.intercept = intercept
+
+    # ------------------------------------------------------- wrapper protocol
+    def _reads_embeddings(self) -> bool:
+        """Whether ``X`` holds embeddings: some candidate is a local calibrator.
+
+        Read from the parameters, before :meth:`fit`, so that a wrapper can
+        decide whether to give the search a classifier's embeddings and
+        linear head (:meth:`_wrapper_params` with ``coef`` and
+        ``intercept``) or its scores (with ``input``).
+        """
+        return any(_is_local(est) for est in _candidate_estimators(self.candidates))
+
+    @property
+    def _uses_head(self) -> bool:
+        """Whether the search needs the frozen head (as a local calibrator).
+
+        True when it reads embeddings and a score candidate (which reads
+        the head's logits) or a local candidate that uses a head is among
+        its candidates.
+        """
+        estimators = _candidate_estimators(self.candidates)
+        return any(_is_local(est) for est in estimators) and any(
+            not _is_local(est) or getattr(est, "_uses_head", False)
+            for est in estimators
+        )
+
+    def _wrapper_params(
+        self, *, classes, input=None, coef=None, intercept=None
+    ) -> dict:
+        """The parameters :class:`~skcal.CalibratedClassifier` sets on a clone.
+
+        Both wrapper protocols: ``input`` for a search over score
+        calibrators (:meth:`skcal.base.BaseCalibrator._wrapper_params`),
+        ``coef`` and ``intercept`` for one that reads embeddings
+        (:meth:`skcal.base.BaseLocalCalibrator._wrapper_params`).
+
+        Parameters
+        ----------
+        classes : ndarray of shape (n_classes,)
+            The wrapper's ``classes_``.
+        input : {"logits", "proba"}, default=None
+            What the classifier's scores are (score calibrators).
+        coef : ndarray of shape (n_classes, n_features), default=None
+            The classifier's linear head (embeddings).
+        intercept : ndarray of shape (n_classes,), default=None
+            Its bias.
+
+        Returns
+        -------
+        dict
+            Keyword arguments for :meth:`set_params`.
+        """
+        params = {"classes": classes}
+        if input is not None:
+            params["input"] = input
+        if coef is not None or intercept is not None:
+            params.update(coef=coef, intercept=intercept)
+        return params
 
     # ------------------------------------------------------------- helpers
     def _named_candidates(self) -> list[tuple[str, object]]:
@@ -529,13 +667,6 @@ class CalibratorSearchCV(BaseCalibrator):
                     f"predict_proba, such as skcal.TemperatureScaling(); got "
                     f"{type(item).__name__}."
                 )
-            if isinstance(item, BaseLocalCalibrator):
-                raise TypeError(
-                    f"candidates[{i}] is {type(item).__name__}, a local "
-                    "calibrator fitted on embeddings, but CalibratorSearchCV "
-                    "compares score calibrators on the scores X: pass score "
-                    "calibrators only."
-                )
             pairs.append((name, item))
         explicit = [name for name, _ in pairs if name is not None]
         repeated = sorted(name for name, k in Counter(explicit).items() if k > 1)
@@ -556,19 +687,87 @@ class CalibratorSearchCV(BaseCalibrator):
             named.append((name, est))
         return named
 
-    def _templates(self, estimators) -> list:
-        """Clones configured by the wrapper protocol, seeded by ``random_state``."""
+    def _check_kinds(self, names, local) -> None:
+        """Refuse mixes of candidates that ``X`` and the head cannot serve."""
+        head = self.coef is not None or self.intercept is not None
+        if not any(local):
+            if head:
+                raise ValueError(
+                    "coef and intercept are the linear head of the classifier "
+                    "whose embeddings X holds, for searches with a local "
+                    "calibrator among the candidates; every candidate here is a "
+                    "score calibrator, which reads the scores X. Remove coef and "
+                    "intercept, or add a local candidate and pass embeddings."
+                )
+            return
+        if self.input != "logits":
+            raise ValueError(
+                f"input={self.input!r}, but X holds embeddings, not scores, because "
+                f"candidate {names[local.index(True)]!r} is a local calibrator; the "
+                "score candidates read the head's logits X @ coef.T + intercept. "
+                "Leave input='logits'."
+            )
+        if head:
+            return
+        scores = [n for n, is_local in zip(names, local) if not is_local]
+        if scores:
+            raise ValueError(
+                f"candidate(s) {scores} are score calibrators, which read the "
+                f"classifier's scores, but X holds embeddings because candidate "
+                f"{names[local.index(True)]!r} is a local calibrator, and scores "
+                "cannot be derived from embeddings without the classifier's "
+                "linear head. Pass it to CalibratorSearchCV as coef= (n_classes, "
+                "n_features) and intercept= (n_classes,), or compare local "
+                "calibrators only."
+            )
+
+    def _check_local_heads(self, names, estimators, local) -> None:
+        """Without the search's head, refuse local candidates that need one."""
+        if self.coef is not None or self.intercept is not None:
+            return  # an intercept alone is refused with the head's checks
+        for name, est, is_local in zip(names, estimators, local):
+            if (
+                is_local
+                and getattr(est, "_uses_head", False)
+                and getattr(est, "coef", None) is None
+            ):
+                raise ValueError(
+                    f"candidate {name!r} ({type(est).__name__}) starts from the "
+                    "classifier's predictions and needs its linear head, but "
+                    "neither it nor the search was given one (alone it would fit "
+                    "a logistic-regression head on each fold, a new classifier "
+                    "instead of a calibration of yours). Pass the head to "
+                    "CalibratorSearchCV as coef= (n_classes, n_features) and "
+                    "intercept= (n_classes,)."
+                )
+
+    def _templates(self, estimators, local, head) -> list:
+        """Clones configured by the wrapper protocol, seeded by ``random_state``.
+
+        A score candidate gets ``classes`` and ``input`` (``"logits"`` when
+        it reads the head's logits); a local one ``classes`` and the head
+        ``coef``, ``intercept`` (only ``classes`` without a head: its own
+        head, if any, is kept).
+        """
         rng = (
             None if self.random_state is None else check_random_state(self.random_state)
         )
+        coef, intercept = (None, None) if head is None else head
         templates = []
-        for est in estimators:
+        for est, is_local in zip(estimators, local):
             template = clone(est)
             configure = getattr(template, "_wrapper_params", None)
-            if configure is not None:
+            if configure is not None and not is_local:
                 template.set_params(
                     **configure(classes=self.classes_, input=self.input)
                 )
+            elif configure is not None:
+                params = configure(
+                    classes=self.classes_, coef=coef, intercept=intercept
+                )
+                if head is None:
+                    params = {k: v for k, v in params.items() if v is not None}
+                template.set_params(**params)
             seed = None if rng is None else int(rng.randint(np.iinfo(np.int32).max))
             params = template.get_params(deep=False)
             if seed is not None and "random_state" in params:
@@ -614,6 +813,7 @@ class CalibratorSearchCV(BaseCalibrator):
 
     def _validate_fit_inputs(self, X, y, sample_weight):
         """Validated scores (as given), labels, user weights and relative weights."""
+        self.reads_embeddings_ = False
         X, tol = self._score_array(X, reset=True)
         # the candidates' checks, once, with the search's name in the messages
         scores_to_logits(X, self.input, tol=tol)
@@ -623,6 +823,32 @@ class CalibratorSearchCV(BaseCalibrator):
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, X.shape[0])
         return X, self.classes_[y_index], sample_weight, relative
+
+    def _validate_embedding_inputs(self, X, y, sample_weight):
+        """As :meth:`_validate_fit_inputs` for embeddings; also the head.
+
+        Returns the embeddings (as given), the head ``(coef, intercept)``
+        validated as float64 (None without ``coef``), labels, user weights
+        and relative weights. The columns are the head's rows; without a
+        head, ``classes`` or the labels of ``y``, as for a local calibrator.
+        """
+        self.reads_embeddings_ = True
+        # the checks and messages of the local calibrators, once
+        X = BaseLocalCalibrator._validate_embeddings(self, X, reset=True)
+        head = BaseLocalCalibrator._head_columns(self, X.shape[1])
+        if head is not None:
+            n_columns = head[0].shape[0]
+            self.coef_, self.intercept_ = head
+        elif self.classes is not None:
+            n_columns = len(np.atleast_1d(self.classes))
+        else:
+            n_columns = len(np.unique(np.asarray(y))) if y is not None else 0
+        self.classes_, y_index, relative = check_fit_targets(
+            self, y, X.shape[0], n_columns, self.classes, sample_weight
+        )
+        if sample_weight is not None:
+            sample_weight = check_sample_weight(sample_weight, X.shape[0])
+        return X, head, self.classes_[y_index], sample_weight, relative
 
     # ------------------------------------------------------------------ fit
     @_fit_context(
@@ -634,9 +860,11 @@ class CalibratorSearchCV(BaseCalibrator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_classes)
+        X : array-like of shape (n_samples, n_classes) or (n_samples, n_features)
             Scores of the classifier being calibrated, read as logits or as
-            probabilities according to ``input``.
+            probabilities according to ``input``; or, when a candidate is a
+            local calibrator, the embeddings that ``coef`` and ``intercept``
+            map to its logits.
         y : array-like of shape (n_samples,)
             True labels.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -647,12 +875,26 @@ class CalibratorSearchCV(BaseCalibrator):
         self : object
             The fitted search.
         """
-        X, labels, sample_weight, relative = self._validate_fit_inputs(
-            X, y, sample_weight
-        )
+        for attr in ("coef_", "intercept_"):  # of an earlier fit on embeddings
+            self.__dict__.pop(attr, None)
         names, estimators = zip(*self._named_candidates())
         n_candidates = len(names)
-        templates = self._templates(estimators)
+        local = [_is_local(est) for est in estimators]
+        self._check_kinds(names, local)
+        self._check_local_heads(names, estimators, local)
+        if any(local):
+            X, head, labels, sample_weight, relative = self._validate_embedding_inputs(
+                X, y, sample_weight
+            )
+            # the score candidates' input, computed once
+            logits = None if head is None else _head_logits(X, *head)
+            inputs = [X if is_local else logits for is_local in local]
+        else:
+            X, labels, sample_weight, relative = self._validate_fit_inputs(
+                X, y, sample_weight
+            )
+            head, inputs = None, [X] * n_candidates
+        templates = self._templates(estimators, local, head)
         scorer = None if self.scoring == "neg_log_loss" else self.scoring
         if isinstance(scorer, str):
             scorer = get_scorer(scorer)
@@ -666,7 +908,13 @@ class CalibratorSearchCV(BaseCalibrator):
         run = [c for c in range(n_candidates) if not reasons[c]]
         results = Parallel(n_jobs=self.n_jobs)(
             delayed(_fit_and_score)(
-                templates[c], X, labels, self.classes_, sample_weight, *fold, scorer
+                templates[c],
+                inputs[c],
+                labels,
+                self.classes_,
+                sample_weight,
+                *fold,
+                scorer,
             )
             for c in run
             for fold in folds
@@ -691,7 +939,7 @@ class CalibratorSearchCV(BaseCalibrator):
         start = time.perf_counter()
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
         self.best_calibrator_ = clone(templates[self.best_index_]).fit(
-            X, labels, **fit_params
+            inputs[self.best_index_], labels, **fit_params
         )
         self.refit_time_ = time.perf_counter() - start
         return self
@@ -846,17 +1094,26 @@ class CalibratorSearchCV(BaseCalibrator):
 
     # -------------------------------------------------------------- predict
     def _check_scores(self, X):
-        """``X`` checked against the fit (columns, feature names) for delegation."""
+        """``X`` checked against the fit (columns, feature names) for delegation.
+
+        On embeddings: ``X`` itself for a local winner, the head's logits
+        for a score calibrator.
+        """
         check_is_fitted(self)
-        return self._score_array(X, reset=False)[0]
+        if not self.reads_embeddings_:
+            return self._score_array(X, reset=False)[0]
+        X = BaseLocalCalibrator._validate_embeddings(self, X, reset=False)
+        if _is_local(self.best_calibrator_):
+            return X
+        return _head_logits(X, self.coef_, self.intercept_)
 
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated probabilities of the selected calibrator.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_classes)
-            Scores, read as in :meth:`fit`.
+        X : array-like of shape (n_samples, n_classes) or (n_samples, n_features)
+            Scores or embeddings, read as in :meth:`fit`.
 
         Returns
         -------

@@ -395,7 +395,11 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         template = self._get_calibrator()
         frozen = isinstance(self.estimator, FrozenEstimator)
         ensemble = (not frozen) if self.ensemble == "auto" else bool(self.ensemble)
-        local = isinstance(template, BaseLocalCalibrator)
+        # a local calibrator, or a meta-calibrator (CalibratorSearchCV) with
+        # local candidates: it gets the embeddings and the head
+        local = isinstance(template, BaseLocalCalibrator) or bool(
+            getattr(template, "_reads_embeddings", lambda: False)()
+        )
         if local:
             _check_local_calibrator(template, self.estimator, frozen, ensemble)
         if sample_weight is not None:

@@ -28,7 +28,6 @@ from skcal import (
     DirichletCalibratorCV,
     IdentityCalibrator,
     IsotonicCalibrator,
-    KCalCalibrator,
     MatrixScaling,
     SMARTCalibrator,
     SplineCalibrator,
@@ -359,7 +358,6 @@ def test_a_failing_candidate_is_recorded_not_raised():
             ValueError,
             r"names must be unique; \['a'\]",
         ),
-        ([KCalCalibrator()], TypeError, "a local calibrator fitted on embeddings"),
     ],
 )
 def test_bad_candidates_are_refused(candidates, error, match):
