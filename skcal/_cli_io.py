@@ -18,12 +18,16 @@ The format follows the file extension.
     add ``predict``. A table cannot hold ``coef``, ``intercept`` or
     ``classes``: column ``j`` is the ``j``-th label in sorted order (integer
     labels ``0..C-1`` are their own column).
+
+A fitted model (``skcal select --save``) is a pickle, with any extension
+but those of the array files (``.pkl`` by convention).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import pickle
 import re
 import zipfile
 
@@ -317,3 +321,29 @@ def _table_columns(arrays: dict) -> dict:
         else:
             columns[VECTOR_COLUMNS.get(key, key)] = value
     return columns
+
+
+def check_model_path(path: str, flag: str) -> None:
+    """Raise a CLIError unless ``path`` can name a pickled model we can write.
+
+    The extensions of the array files are refused: a model is no array
+    file, and ``--save out.npz`` more likely means calibrated probabilities.
+    """
+    ext = os.path.splitext(path)[1].lower()
+    if ext in FORMATS:
+        raise CLIError(
+            f"{flag} writes the fitted model as a pickle, not arrays, but {path!r} "
+            f"has the extension {ext!r} of an array file; name it *.pkl."
+        )
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"cannot write {path}: folder {folder} does not exist.")
+
+
+def write_model(path: str, model) -> None:
+    """Pickle ``model`` to ``path`` (loaded by ``pickle.load`` or ``joblib.load``)."""
+    try:
+        with open(path, "wb") as file:
+            pickle.dump(model, file, protocol=pickle.HIGHEST_PROTOCOL)
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {exc}") from None

@@ -6,6 +6,11 @@
 ``skcal evaluate``
     Calibration metrics of a file of probabilities (or logits) and labels,
     optionally a reliability diagram.
+``skcal select``
+    Choose a calibrator by cross-validation on one file
+    (:class:`~skcal.model_selection.CalibratorSearchCV`): a table of the
+    candidates' cross-fitted scores, the selected one and why; optionally
+    its calibration report on a test file and the fitted search, pickled.
 ``skcal benchmark``
     Every calibrator (or a chosen few) on a bundled or generated dataset over
     several seeds: a table of test metrics, mean ± std.
@@ -49,9 +54,11 @@ from . import __version__
 from ._cli_io import (
     ArrayFile,
     CLIError,
+    check_model_path,
     check_output_path,
     file_format,
     write_arrays,
+    write_model,
 )
 
 
@@ -149,8 +156,12 @@ _METRICS_NOTE = (
 )
 
 
-def format_table(rows: list[dict], columns: list[str]) -> str:
-    """Plain-text table: first column left-aligned, numbers right-aligned."""
+def format_table(rows: list[dict], columns: list[str], *, left=()) -> str:
+    """Plain-text table: first column left-aligned, numbers right-aligned.
+
+    Floats are written with 4 decimals, strings as they are; the columns
+    named in ``left`` are left-aligned too (text such as reasons).
+    """
     cells = [
         [str(r[c]) if isinstance(r[c], str) else f"{r[c]:.4f}" for c in columns]
         for r in rows
@@ -158,10 +169,14 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
     widths = [
         max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)
     ]
+    flush_left = [i == 0 or c in left for i, c in enumerate(columns)]
 
     def line(values):
-        first = values[0].ljust(widths[0])
-        return "  ".join([first] + [v.rjust(w) for v, w in zip(values[1:], widths[1:])])
+        padded = [
+            v.ljust(w) if flush else v.rjust(w)
+            for v, w, flush in zip(values, widths, flush_left)
+        ]
+        return "  ".join(padded).rstrip()
 
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([line(columns), sep] + [line(r) for r in cells])
@@ -331,36 +346,57 @@ def _plus_minus() -> str:
 
 
 # ---------------------------------------------------------------- calibrate
-def _score_inputs(args, fit: ArrayFile, apply: ArrayFile, report):
-    """The score key and the fit/apply matrices of a score calibrator."""
+def _score_key(args, files, report, *, needs: str, local_hint: str) -> str:
+    """The score array to read from every file: ``--input``, or with ``auto``
+    logits when every file has them, else proba.
+
+    ``files`` lists ``(flag, ArrayFile)`` pairs, the --fit file first.
+    """
     if args.input != "auto":
-        key = args.input
-    else:
-        key = next((k for k in ("logits", "proba") if k in fit and k in apply), None)
-        if key is None:
+        return args.input
+    key = next((k for k in ("logits", "proba") if all(k in f for _, f in files)), None)
+    if key is None:
 
-            def has(f):
-                kinds = [k for k in ("logits", "proba") if k in f]
-                return " and ".join(kinds) or "neither logits nor proba"
+        def has(f):
+            kinds = [k for k in ("logits", "proba") if k in f]
+            return " and ".join(kinds) or "neither logits nor proba"
 
-            local = " (the files hold embeddings: choose a local method?)" * (
-                "embeddings" in fit
-            )
-            raise CLIError(
-                f"score calibrators need logits or proba in both files: --fit "
-                f"{fit.path} has {has(fit)}, --apply {apply.path} has "
-                f"{has(apply)}{local}."
-            )
-        if all("proba" in f for f in (fit, apply)) and key == "logits":
-            report("using logits (the files also hold proba; --input proba uses them)")
-    why = f"the scores to calibrate (--input {args.input})"
-    X_fit, X_apply = fit.matrix(key, why), apply.matrix(key, why)
-    if X_fit.shape[1] != X_apply.shape[1]:
+        held = ", ".join(f"{flag} {f.path} has {has(f)}" for flag, f in files)
+        where = "both files" if len(files) == 2 else "the file"
+        local = local_hint if "embeddings" in files[0][1] else ""
+        raise CLIError(f"{needs} logits or proba in {where}: {held}{local}.")
+    if key == "logits" and all("proba" in f for _, f in files):
+        also = (
+            "the files also hold proba; --input proba uses them"
+            if len(files) > 1
+            else "the file also holds proba; --input proba uses it"
+        )
+        report(f"using logits ({also})")
+    return key
+
+
+def _same_classes(key, fit: ArrayFile, X_fit, flag: str, other: ArrayFile, X_other):
+    """A CLIError unless the --fit scores and ``flag``'s have as many columns."""
+    if X_fit.shape[1] != X_other.shape[1]:
         raise CLIError(
             f"--fit {fit.path} has {X_fit.shape[1]} classes ({key} columns) but "
-            f"--apply {apply.path} has {X_apply.shape[1]}; both files must hold "
+            f"{flag} {other.path} has {X_other.shape[1]}; both files must hold "
             "scores of the same classifier over the same classes."
         )
+
+
+def _score_inputs(args, fit: ArrayFile, apply: ArrayFile, report):
+    """The score key and the fit/apply matrices of a score calibrator."""
+    key = _score_key(
+        args,
+        [("--fit", fit), ("--apply", apply)],
+        report,
+        needs="score calibrators need",
+        local_hint=" (the files hold embeddings: choose a local method?)",
+    )
+    why = f"the scores to calibrate (--input {args.input})"
+    X_fit, X_apply = fit.matrix(key, why), apply.matrix(key, why)
+    _same_classes(key, fit, X_fit, "--apply", apply, X_apply)
     return key, X_fit, X_apply
 
 
@@ -463,37 +499,45 @@ def _read_calibration_data(args, name, cls, report) -> _CalibrationData:
     return _CalibrationData(key, X_fit, y_fit, X_apply, y_apply, head, params)
 
 
-def _fit_and_apply(estimator, data: _CalibrationData, prog: str):
-    """Fit time, probabilities and predictions; warnings become stderr lines.
+@contextlib.contextmanager
+def _report_on_stderr(prog: str):
+    """Warnings become ``prog: warning:`` lines; prints go to stderr.
 
-    Anything the calibrator prints (``verbose``) goes to stderr, so that
-    stdout holds only the report.
+    Anything an estimator prints (``verbose``) goes to stderr, so that
+    stdout holds only the report. The warnings are printed, once each,
+    when the block ends without an error.
     """
-    start = time.perf_counter()
     with (
         warnings.catch_warnings(record=True) as caught,
         contextlib.redirect_stdout(sys.stderr),
     ):
         warnings.simplefilter("always")
+        yield
+    _warn_lines(prog, caught)
+
+
+def _fit_and_apply(estimator, data: _CalibrationData, prog: str):
+    """Fit time, probabilities and predictions; warnings become stderr lines."""
+    start = time.perf_counter()
+    with _report_on_stderr(prog):
         estimator.fit(data.X_fit, data.y_fit)
         elapsed = time.perf_counter() - start
         proba = estimator.predict_proba(data.X_apply)
         predict = estimator.predict(data.X_apply)
-    _warn_lines(prog, caught)
     return elapsed, proba, predict
 
 
-def _check_apply_labels(y_apply, classes, args) -> None:
-    """A CLIError naming the --apply file if it has labels the fit never saw."""
+def _check_known_labels(y, classes, flag: str, path, fit_path) -> None:
+    """A CLIError naming the ``flag`` file if it has labels the fit never saw."""
     known = set(np.asarray(classes).tolist())
-    unseen = {label for label in np.unique(y_apply).tolist() if label not in known}
+    unseen = {label for label in np.unique(y).tolist() if label not in known}
     if unseen:
         shown = sorted(unseen, key=str)
         raise CLIError(
-            f"labels of --apply {args.apply} include {len(unseen)} label(s) that "
-            f"are not among the classes of --fit {args.fit}: {shown[:10]}"
+            f"labels of {flag} {path} include {len(unseen)} label(s) that "
+            f"are not among the classes of --fit {fit_path}: {shown[:10]}"
             f"{' ...' if len(shown) > 10 else ''}; the calibrator's classes: "
-            f"{np.asarray(classes).tolist()[:20]}. Drop those rows from --apply, or "
+            f"{np.asarray(classes).tolist()[:20]}. Drop those rows from {flag}, or "
             "fix their labels (in an .npz --fit file, an array 'classes' gives "
             "the label of each column)."
         )
@@ -525,7 +569,7 @@ def _cmd_calibrate(args) -> int:
     elapsed, proba, predict = _fit_and_apply(estimator, data, prog)
     classes = estimator.classes_
     if data.y_apply is not None:
-        _check_apply_labels(data.y_apply, classes, args)
+        _check_known_labels(data.y_apply, classes, "--apply", args.apply, args.fit)
     rows = _calibrate_rows(name, data, proba, predict, classes)
     labels = {} if data.y_apply is None else {"labels": data.y_apply}
     arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
@@ -589,8 +633,28 @@ def _plot_reliability(path, y, proba, classes, n_bins, name) -> None:
         raise CLIError(f"cannot write the plot {path}: {exc}") from None
 
 
+def _interval_report(args, y, proba, classes, report):
+    """The calibration report with bootstrap intervals of ``proba``.
+
+    Shared by ``evaluate --ci`` and ``select --test``: the options of
+    :func:`_add_interval_options`, ``--n-bins`` and ``--seed``.
+    """
+    from .metrics import calibration_report
+
+    report(f"computing bootstrap intervals ({args.n_resamples} resamples) ...")
+    return calibration_report(
+        y,
+        proba,
+        n_resamples=args.n_resamples,
+        confidence_level=args.confidence_level,
+        n_bins=args.n_bins,
+        labels=classes,
+        random_state=args.seed,
+    )
+
+
 def _cmd_evaluate(args) -> int:
-    from .metrics import calibration_report, local_calibration_errors
+    from .metrics import local_calibration_errors
     from .utils._validation import resolve_classes
 
     report = _reporter(args)
@@ -624,18 +688,7 @@ def _cmd_evaluate(args) -> int:
             y, proba, embeddings, n_bins=args.n_bins, labels=classes, device=args.device
         )
         metrics.update(LCE=local.lce, MLCE=local.mlce)
-    intervals = None
-    if args.ci:
-        report(f"computing bootstrap intervals ({args.n_resamples} resamples) ...")
-        intervals = calibration_report(
-            y,
-            proba,
-            n_resamples=args.n_resamples,
-            confidence_level=args.confidence_level,
-            n_bins=args.n_bins,
-            labels=classes,
-            random_state=args.seed,
-        )
+    intervals = _interval_report(args, y, proba, classes, report) if args.ci else None
     if args.plot:
         name = os.path.basename(args.file)
         _plot_reliability(args.plot, y, proba, classes, args.n_bins, name)
@@ -666,6 +719,304 @@ def _cmd_evaluate(args) -> int:
             print("The report's accuracy is that of the most probable class.")
     if args.plot:
         print(f"Reliability diagram written to {args.plot}.")
+    return 0
+
+
+# ------------------------------------------------------------------- select
+def _search_defaults() -> list:
+    """Fresh instances of the default candidates of CalibratorSearchCV."""
+    from .model_selection._search import _default_candidates
+
+    return _default_candidates()
+
+
+def _candidate_list() -> str:
+    """The default candidates with their aliases, for messages and help."""
+    aliases = method_aliases()
+    names = [type(est).__name__ for est in _search_defaults()]
+    return ", ".join(
+        f"{name} ({', '.join(aliases[name])})" if aliases.get(name) else name
+        for name in names
+    )
+
+
+def _unknown_candidate(name: str, lookup: dict) -> CLIError:
+    close = difflib.get_close_matches(_normalize(name), list(lookup), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    try:
+        other = resolve_method(name)[0]
+    except CLIError:
+        what = f"unknown candidate {name!r}{hint}"
+    else:
+        what = f"--candidates {name!r}: {other} is not a candidate of the search{hint}"
+    return CLIError(
+        f"{what}. --candidates takes the default candidates of "
+        "skcal.model_selection.CalibratorSearchCV (case-insensitive; aliases in "
+        f"parentheses): {_candidate_list()}."
+    )
+
+
+def _parse_candidates(tokens, *, device: str) -> list:
+    """The default candidates named by ``--candidates`` (all if None), on ``device``.
+
+    Each token may hold comma-separated names; repeated names count once.
+
+    Raises
+    ------
+    CLIError
+        If a name is empty or names no default candidate; the message lists
+        the valid ones.
+    """
+    defaults = {type(est).__name__: est for est in _search_defaults()}
+    if tokens is None:
+        chosen = list(defaults)
+    else:
+        names = [name.strip() for token in tokens for name in token.split(",")]
+        if not any(names) or not all(names):
+            what = "no name" if not any(names) else "an empty name"
+            raise CLIError(
+                f"--candidates {' '.join(tokens)!r} has {what}: give one or more "
+                "candidates, or leave out --candidates to compare them all: "
+                f"{_candidate_list()}."
+            )
+        aliases = method_aliases()
+        lookup = {
+            _normalize(alias): cls_name
+            for cls_name in defaults
+            for alias in (cls_name, *aliases.get(cls_name, []))
+        }
+        unknown = [name for name in names if _normalize(name) not in lookup]
+        if unknown:
+            raise _unknown_candidate(unknown[0], lookup)
+        chosen = list(dict.fromkeys(lookup[_normalize(name)] for name in names))
+    candidates = [defaults[name] for name in chosen]
+    for estimator in candidates:
+        if "device" in estimator.get_params(deep=False):
+            estimator.set_params(device=device)
+    return candidates
+
+
+def _check_scoring(name: str) -> str:
+    """``name`` if it is a scorer of skcal or scikit-learn, else a CLIError."""
+    from sklearn.metrics import get_scorer_names as sklearn_scorer_names
+
+    from .metrics import get_scorer_names
+
+    names = get_scorer_names()
+    if name in names:
+        return name
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    own = sorted(set(names) - set(sklearn_scorer_names()))
+    raise CLIError(
+        f"unknown --scoring {name!r}{hint}; higher must be better: neg_log_loss "
+        f"(the default), one of skcal's calibration scorers ({', '.join(own)}) "
+        "or another scikit-learn scorer (sklearn.metrics.get_scorer_names())."
+    )
+
+
+@dataclass
+class _SelectionData:
+    """What ``select`` read: the calibration scores, and the --test file's."""
+
+    key: str  # "logits" or "proba"
+    X: np.ndarray
+    y: np.ndarray
+    classes: np.ndarray | None  # the --fit file's array, if any
+    classes_: np.ndarray  # the label of each column
+    X_test: np.ndarray | None
+    y_test: np.ndarray | None
+
+
+def _read_selection_data(args, report) -> _SelectionData:
+    from .utils._validation import resolve_classes
+
+    fit = ArrayFile(args.fit)
+    test = None if args.test is None else ArrayFile(args.test)
+    files = [("--fit", fit)] + ([] if test is None else [("--test", test)])
+    key = _score_key(
+        args,
+        files,
+        report,
+        needs="the search compares score calibrators, which need",
+        local_hint=" (it holds embeddings, but the candidates calibrate scores: "
+        "add the classifier's logits)",
+    )
+    why = f"the scores to calibrate (--input {args.input})"
+    X = fit.matrix(key, why)
+    y = fit.vector("labels", "the true labels of the calibration samples")
+    _same_length(fit, "labels", y, len(X), fit.describe(key))
+    classes = fit.vector("classes", "") if "classes" in fit else None
+    try:
+        classes_, _ = resolve_classes(y, X.shape[1], classes)
+    except ValueError as exc:
+        raise CLIError(
+            f"labels of --fit {args.fit} do not match the {X.shape[1]} columns of "
+            f"{key}: {exc} (in an .npz file, an array 'classes' gives the label "
+            "of each column)"
+        ) from None
+    X_test = y_test = None
+    if test is not None:
+        X_test = test.matrix(key, why)
+        _same_classes(key, fit, X, "--test", test, X_test)
+        y_test = test.vector("labels", "the true labels, which --test reports on")
+        _same_length(test, "labels", y_test, len(X_test), test.describe(key))
+        # before the search, which can take minutes
+        _check_known_labels(y_test, classes_, "--test", args.test, args.fit)
+    return _SelectionData(key, X, y, classes, classes_, X_test, y_test)
+
+
+def _selection_rows(search) -> list[dict]:
+    """One row of strings per candidate of ``search.cv_results_``."""
+    res = search.cv_results_
+
+    def number(value, digits):
+        return f"{value:.{digits}f}" if np.isfinite(value) else "-"
+
+    rows = []
+    for c, name in enumerate(res["candidate"]):
+        n_params = res["n_parameters"][c]
+        note = res["skipped_reason"][c] or ("selected" * (c == search.best_index_))
+        rows.append(
+            {
+                "candidate": str(name),
+                "mean_score": number(res["mean_test_score"][c], 4),
+                "std_score": number(res["std_test_score"][c], 4),
+                "rank": str(int(res["rank_test_score"][c])),
+                "fit_s": number(res["mean_fit_time"][c], 3),
+                "n_params": "-" if np.isnan(n_params) else str(int(n_params)),
+                "note": note,
+            }
+        )
+    return rows
+
+
+_SELECTION_COLUMNS = [
+    "candidate",
+    "mean_score",
+    "std_score",
+    "rank",
+    "fit_s",
+    "n_params",
+    "note",
+]
+
+
+def _cmd_select(args) -> int:
+    from .model_selection import CalibratorSearchCV
+
+    prog, report = "skcal select", _reporter(args)
+    candidates = _parse_candidates(args.candidates, device=args.device)
+    scoring = _check_scoring(args.scoring)
+    _check_device(args.device)
+    if args.save is not None:
+        check_model_path(args.save, "--save")  # fail before the search
+    data = _read_selection_data(args, report)
+    search = CalibratorSearchCV(
+        candidates,
+        scoring=scoring,
+        cv=args.cv,
+        guard=None if args.no_guard else "one_se",
+        n_jobs=args.n_jobs,
+        random_state=args.seed,
+        verbose=0 if args.quiet else 1,
+        input=data.key,
+        classes=data.classes,
+    )
+    report(
+        f"scoring {len(candidates)} candidate(s) by {args.cv}-fold cross-fitting "
+        f"on {len(data.y)} samples ({data.key}) ..."
+    )
+    start = time.perf_counter()
+    with _report_on_stderr(prog):
+        search.fit(data.X, data.y)
+        elapsed = time.perf_counter() - start
+        proba = None
+        if data.X_test is not None:
+            proba = search.predict_proba(data.X_test)
+    intervals = None
+    if proba is not None:
+        intervals = _interval_report(args, data.y_test, proba, search.classes_, report)
+    if args.save is not None:
+        write_model(args.save, search)
+    n_samples, n_classes = len(data.y), len(search.classes_)
+    if args.json:
+        test = {}
+        if intervals is not None:
+            test = {
+                "test": {
+                    "file": args.test,
+                    "n_samples": len(data.y_test),
+                    "intervals": intervals.to_dict(),
+                }
+            }
+        _print_json(
+            {
+                "fit": args.fit,
+                "input": data.key,
+                "n_samples": n_samples,
+                "n_classes": n_classes,
+                "classes": search.classes_,
+                "scoring": scoring,
+                "cv": search.n_splits_,
+                "guard": search.guard,
+                "seed": args.seed,
+                "fit_s": elapsed,
+                "cv_results": search.cv_results_,
+                "selected": search.selected_,
+                "best_index": search.best_index_,
+                "best_score": search.best_score_,
+                "selection_reason": search.selection_reason_,
+                "refit_s": search.refit_time_,
+                "save": args.save,
+                **test,
+            }
+        )
+        return 0
+    guard = "off (--no-guard)" if args.no_guard else "one standard error"
+    print(
+        f"CalibratorSearchCV on {args.fit}: {n_samples} samples, {n_classes} "
+        f"classes ({data.key})."
+    )
+    print(
+        _paragraph(
+            f"{search.n_splits_}-fold stratified cross-fitting, shuffled with "
+            f"seed {args.seed}; scoring {scoring} (higher is better); small-data "
+            f"guard {guard}; {elapsed:.2f} s."
+        )
+        + "\n"
+    )
+    print(format_table(_selection_rows(search), _SELECTION_COLUMNS, left=("note",)))
+    note = (
+        f"mean_score, std_score: {scoring} of the held-out rows, mean and std "
+        f"(numpy, ddof=0) over the {search.n_splits_} folds; rank 1 is the best "
+        "mean score (skipped and failed candidates share the last); fit_s: mean "
+        "fit time per fold in seconds; n_params: free parameters counted by the "
+        "guard (-: not counted)."
+    )
+    if not args.no_guard:
+        note += (
+            " The guard skips a candidate with more than one free parameter per "
+            "10 rows, and keeps IdentityCalibrator, then TemperatureScaling, "
+            "unless the best candidate lowers their per-row out-of-fold log "
+            "loss by more than one standard error."
+        )
+    print("\n" + _paragraph(note))
+    print("\n" + _paragraph(f"Selected {search.selected_}: {search.selection_reason_}"))
+    if intervals is not None:
+        print(
+            f"\n{search.selected_} (refitted on all {n_samples} samples) on the "
+            f"labels of --test {args.test}:\n{intervals}"
+        )
+    if args.save is not None:
+        print(f"\nWrote the fitted search to {args.save}.")
+        print(
+            _paragraph(
+                "It is a pickle: load it in Python with pickle.load or "
+                "joblib.load (from a trusted file only); its predict_proba is "
+                "that of the selected calibrator."
+            )
+        )
     return 0
 
 
@@ -1069,6 +1420,11 @@ def _wrap(text: str) -> str:
     return textwrap.fill(text, 79)
 
 
+def _paragraph(text: str) -> str:
+    """``text`` wrapped at 79 columns, never inside a word (names, numbers)."""
+    return textwrap.fill(text, 79, break_on_hyphens=False, break_long_words=False)
+
+
 def _add_common(parser, *, device_use="", seed=True) -> None:
     parser.add_argument(
         "--device",
@@ -1086,6 +1442,35 @@ def _add_common(parser, *, device_use="", seed=True) -> None:
         "--quiet",
         action="store_true",
         help="no progress lines or notes on stderr (warnings and errors still show)",
+    )
+
+
+def _confidence_level(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a number in (0, 1) such as 0.9, got {text!r}"
+        )
+    return value
+
+
+def _add_interval_options(parser, flag: str) -> None:
+    """``--n-resamples`` and ``--confidence-level`` of the report of ``flag``."""
+    parser.add_argument(
+        "--n-resamples",
+        type=_positive_int,
+        default=1000,
+        help=f"bootstrap resamples of {flag} (default 1000; at most 200 for "
+        "cwECE, ECCE and smECE)",
+    )
+    parser.add_argument(
+        "--confidence-level",
+        type=_confidence_level,
+        default=0.9,
+        help=f"nominal coverage of the {flag} intervals (default 0.9)",
     )
 
 
@@ -1180,17 +1565,6 @@ def _add_evaluate(sub) -> None:
         "embeddings (slower)",
     )
 
-    def level(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = -1.0
-        if not 0 < value < 1:
-            raise argparse.ArgumentTypeError(
-                f"expected a number in (0, 1) such as 0.9, got {text!r}"
-            )
-        return value
-
     parser.add_argument(
         "--ci",
         action="store_true",
@@ -1198,19 +1572,7 @@ def _add_evaluate(sub) -> None:
         "(with its p-value) and smECE with bootstrap confidence intervals "
         "(skcal.metrics.calibration_report; a few seconds)",
     )
-    parser.add_argument(
-        "--n-resamples",
-        type=_positive_int,
-        default=1000,
-        help="bootstrap resamples of --ci (default 1000; at most 200 for cwECE, "
-        "ECCE and smECE)",
-    )
-    parser.add_argument(
-        "--confidence-level",
-        type=level,
-        default=0.9,
-        help="nominal coverage of the --ci intervals (default 0.9)",
-    )
+    _add_interval_options(parser, "--ci")
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the --ci resampling (default 0)"
     )
@@ -1252,6 +1614,126 @@ def _add_benchmark(sub) -> None:
     parser.set_defaults(handler=_cmd_benchmark)
 
 
+def _at_least_two(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer of at least 2 (folds), got {text!r}"
+        )
+    return value
+
+
+def _n_jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value == 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a non-zero integer (-1: every CPU), got {text!r}"
+        )
+    return value
+
+
+def _add_select(sub) -> None:
+    candidates = textwrap.fill(
+        _candidate_list(), 79, initial_indent="  ", subsequent_indent="  "
+    )
+    parser = sub.add_parser(
+        "select",
+        help="choose a calibrator by cross-validation on one file",
+        description=_wrap(
+            "Score candidate calibrators by K-fold cross-fitting on the --fit "
+            "file (scores and labels) with skcal.model_selection."
+            "CalibratorSearchCV, print its cv_results_ (one row per candidate) "
+            "and the selected calibrator with the reason of the choice. The "
+            "small-data guard skips candidates with more than one free "
+            "parameter per 10 rows, and keeps identity or temperature scaling "
+            "unless the best candidate beats them by more than one standard "
+            "error of the per-row log losses. --test adds a calibration report "
+            "of the selected calibrator with bootstrap intervals; --save "
+            "pickles the fitted search. Progress goes to stderr."
+        ),
+        epilog=f"{_FORMATS_HELP}\n\ncandidates (case-insensitive; aliases in "
+        f"parentheses):\n{candidates}\n\nexample:\n  skcal select --fit cal.npz "
+        "--test test.npz --save search.pkl",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--fit", required=True, metavar="FILE", help="calibration data, with labels"
+    )
+    parser.add_argument(
+        "--input",
+        choices=["auto", "logits", "proba"],
+        default="auto",
+        help="scores of the candidates: auto (default) uses logits when every "
+        "file has them, else proba",
+    )
+    parser.add_argument(
+        "--candidates",
+        nargs="+",
+        metavar="NAME",
+        help="compare only these default candidates, separated by spaces or "
+        "commas (see below; default: all)",
+    )
+    parser.add_argument(
+        "--cv",
+        type=_at_least_two,
+        default=5,
+        metavar="K",
+        help="stratified folds of the cross-fitting (default 5)",
+    )
+    parser.add_argument(
+        "--scoring",
+        default="neg_log_loss",
+        help="score of the held-out rows, higher is better: neg_log_loss "
+        "(default), a skcal or scikit-learn scorer name",
+    )
+    parser.add_argument(
+        "--no-guard",
+        action="store_true",
+        help="keep the best mean score, skip nothing (guard=None)",
+    )
+    parser.add_argument(
+        "--n-jobs",
+        type=_n_jobs,
+        default=None,
+        metavar="N",
+        help="candidate x fold fits in parallel (joblib; -1: every CPU; default 1)",
+    )
+    parser.add_argument(
+        "--test",
+        metavar="FILE",
+        help="also a calibration report of the selected calibrator on this "
+        "file's scores and labels, with bootstrap intervals",
+    )
+    parser.add_argument(
+        "--n-bins",
+        type=_positive_int,
+        default=15,
+        help="bins of the binned metrics of the --test report (default 15)",
+    )
+    _add_interval_options(parser, "--test")
+    parser.add_argument(
+        "--save",
+        metavar="FILE",
+        help="pickle the fitted search (it predicts with the selected "
+        "calibrator, refitted on all rows), e.g. search.pkl",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the folds, of the candidates and of the --test "
+        "resampling (default 0)",
+    )
+    _add_common(parser, device_use=", for the candidates that use torch", seed=False)
+    parser.set_defaults(handler=_cmd_select)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="skcal", description="Post-hoc calibration of multiclass classifiers."
@@ -1260,6 +1742,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_calibrate(sub)
     _add_evaluate(sub)
+    _add_select(sub)
     _add_benchmark(sub)
     demo = sub.add_parser(
         "demo", help="calibrate an MLP on bundled digits with every calibrator"
