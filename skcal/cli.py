@@ -1363,6 +1363,15 @@ def _cmd_demo(args) -> int:
 
 
 # ------------------------------------------------------------------- parser
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Raw description and epilog; an epilog may be a callable, called only
+    when the help is printed: the lists of methods import every calibrator
+    (and torch), which ``skcal --help`` and parsing need not wait for."""
+
+    def add_text(self, text):
+        super().add_text(text() if callable(text) else text)
+
+
 _FORMATS_HELP = """\
 file formats (by extension):
   .npz             arrays labels (n,), logits or proba (n, C), embeddings
@@ -1484,10 +1493,12 @@ def _add_calibrate(sub) -> None:
             "to --out (proba, predict, classes in npz, and the --apply labels when "
             "it has them). With labels in the --apply file, prints their metrics."
         ),
-        epilog=f"{_FORMATS_HELP}\n\n{_methods_help(head_note=True)}\n\n"
-        "example:\n  skcal calibrate --method temperature --fit cal.npz --apply "
-        "test.npz --out calibrated.npz",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=lambda: (
+            f"{_FORMATS_HELP}\n\n{_methods_help(head_note=True)}\n\n"
+            "example:\n  skcal calibrate --method temperature --fit cal.npz "
+            "--apply test.npz --out calibrated.npz"
+        ),
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--method", required=True, help="calibrator (see below)")
     parser.add_argument(
@@ -1539,7 +1550,7 @@ def _add_evaluate(sub) -> None:
             "when it has one (calibrate writes it), else the most probable class."
         ),
         epilog=_FORMATS_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("file", metavar="FILE", help=".npz, .csv or .parquet")
     parser.add_argument(
@@ -1591,10 +1602,12 @@ def _add_benchmark(sub) -> None:
             "methods on its hidden layer with the output layer as head) and score "
             "the test part. Prints mean ± std over the seeds. No download."
         ),
-        epilog="datasets:\n"
-        + "\n".join(f"  {k:<10} {v}" for k, v in _DATASETS.items())
-        + f"\n\n{_methods_help()}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=lambda: (
+            "datasets:\n"
+            + "\n".join(f"  {k:<10} {v}" for k, v in _DATASETS.items())
+            + f"\n\n{_methods_help()}"
+        ),
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument(
         "--dataset", choices=list(_DATASETS), default="digits", help="default digits"
@@ -1638,10 +1651,18 @@ def _n_jobs(text: str) -> int:
     return value
 
 
-def _add_select(sub) -> None:
+def _select_epilog() -> str:
     candidates = textwrap.fill(
         _candidate_list(), 79, initial_indent="  ", subsequent_indent="  "
     )
+    return (
+        f"{_FORMATS_HELP}\n\ncandidates (case-insensitive; aliases in "
+        f"parentheses):\n{candidates}\n\nexample:\n  skcal select --fit cal.npz "
+        "--test test.npz --save search.pkl"
+    )
+
+
+def _add_select(sub) -> None:
     parser = sub.add_parser(
         "select",
         help="choose a calibrator by cross-validation on one file",
@@ -1657,10 +1678,8 @@ def _add_select(sub) -> None:
             "of the selected calibrator with bootstrap intervals; --save "
             "pickles the fitted search. Progress goes to stderr."
         ),
-        epilog=f"{_FORMATS_HELP}\n\ncandidates (case-insensitive; aliases in "
-        f"parentheses):\n{candidates}\n\nexample:\n  skcal select --fit cal.npz "
-        "--test test.npz --save search.pkl",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_select_epilog,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument(
         "--fit", required=True, metavar="FILE", help="calibration data, with labels"

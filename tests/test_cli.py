@@ -602,3 +602,35 @@ def test_evaluate_ci_options_are_checked(tmp_path, capsys):
     # without --ci: no report, no intervals in the JSON
     assert main(["evaluate", str(path), "--json", "--quiet"]) == 0
     assert "intervals" not in json.loads(capsys.readouterr().out)
+
+
+def test_help_and_import_skcal_do_not_import_torch():
+    # `import skcal` and `skcal --help` load the calibrators (and torch,
+    # scikit-learn) only when a name is used: checked in a fresh interpreter
+    code = (
+        "import sys, skcal, skcal.cli\n"
+        "try:\n    skcal.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, 'sklearn' in sys.modules)\n"
+        "skcal.TemperatureScaling\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[-2:] == ["False False", "True"]
+
+
+def test_every_public_name_of_skcal_resolves():
+    import skcal
+    import skcal.calibrators
+    import skcal.model_selection
+    import skcal.wrappers
+
+    for name in skcal.__all__:
+        assert getattr(skcal, name) is not None
+    assert skcal.TemperatureScaling is skcal.calibrators.TemperatureScaling
+    assert skcal.CalibratorSearchCV is skcal.model_selection.CalibratorSearchCV
+    assert skcal.CalibratedClassifier is skcal.wrappers.CalibratedClassifier
+    assert set(skcal.__all__) <= set(dir(skcal))
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        skcal.Nope  # noqa: B018
