@@ -492,9 +492,14 @@ class CalibratorSearchCV(BaseCalibrator):
     temperature scaling). For every row ``i`` held out, ``d_i = l_s(i) -
     l_b(i)`` is the difference of their out-of-fold log losses (averaged
     over the folds that held the row out, when a ``cv`` holds rows out
-    more than once). ``s`` is kept unless the (weighted) mean of ``d``
-    exceeds its standard error ``sd(d) / sqrt(n)``; the first simple
-    candidate kept wins, and ``b`` only when none is. Why this rule:
+    more than once), with ``b`` standing for any candidate compared with
+    ``s``; it beats ``s`` when the (weighted) mean of ``d`` exceeds its
+    standard error ``sd(d) / sqrt(n)``. The simple reference is identity,
+    replaced by temperature scaling only when temperature scaling beats it
+    (a simple candidate not clearly better than identity is never preferred
+    to it: on 100 rows its out-of-fold losses can hold one enormous loss
+    whose standard error would otherwise shelter it); ``b`` is selected
+    when it beats the reference, else the reference is kept. Why this rule:
     it is the one-standard-error rule of Breiman et al. (1984) and Hastie,
     Tibshirani and Friedman (ESL, 7.10): among models whose estimated risk
     is within one standard error of the best, prefer the simplest. Its
@@ -1046,32 +1051,52 @@ class CalibratorSearchCV(BaseCalibrator):
         top = f"{names[best]} has the best mean test score ({mean[best]:.6g})"
         if self.guard is None:
             return best, f"{top}; no guard."
-        steps = []
-        for kind in _SIMPLE:
-            simple = next((c for c in order if type(templates[c]) is kind), None)
-            if simple is None:
-                continue
-            if simple == best:
-                return best, f"{top}." + "".join(f" {s}" for s in steps)
-            diff, se = _paired_difference(
-                row_losses[simple] - row_losses[best], weights
-            )
-            comparison = (
-                f"{names[best]} lowers the per-row out-of-fold log loss of "
-                f"{names[simple]} by {diff:.4g} (one standard error: {se:.4g})"
-            )
-            if not diff > se:
-                return int(simple), (
-                    f"{names[simple]} kept by the one-standard-error rule: {top}, "
-                    f"but {comparison}, not more than one standard error."
-                )
-            steps.append(f"It beats {names[simple]}: {comparison}.")
-        if not steps:
+        simples = [
+            next((c for c in order if type(templates[c]) is kind), None)
+            for kind in _SIMPLE
+        ]
+        simples = [int(c) for c in simples if c is not None]
+        if not simples:
             return best, (
                 f"{top}; no IdentityCalibrator or TemperatureScaling candidate "
                 "to compare it with."
             )
-        return best, f"{top}. " + " ".join(steps)
+
+        def compare(base, other):
+            diff, se = _paired_difference(row_losses[base] - row_losses[other], weights)
+            text = (
+                f"{names[other]} lowers the per-row out-of-fold log loss of "
+                f"{names[base]} by {diff:.4g} (one standard error: {se:.4g})"
+            )
+            return diff > se, text
+
+        # the fallback: the simplest adequate candidate (identity, replaced
+        # by temperature scaling only where it beats identity clearly)
+        fallback, steps = simples[0], []
+        if best == fallback:
+            return best, f"{top}."
+        for simple in simples[1:]:
+            if simple == best:  # compared below, as the best
+                break
+            beats, text = compare(fallback, simple)
+            if beats:
+                steps.append(f"{names[simple]} beats {names[fallback]}: {text}.")
+                fallback = simple
+            else:
+                steps.append(
+                    f"{names[fallback]} stays the simple reference: {text}, not "
+                    "more than one standard error."
+                )
+        notes = "".join(f" {step}" for step in steps)
+        if best == fallback:
+            return best, f"{top}.{notes}"
+        beats, text = compare(fallback, best)
+        if beats:
+            return best, f"{top}. It beats {names[fallback]}: {text}.{notes}"
+        return fallback, (
+            f"{names[fallback]} kept by the one-standard-error rule: {top}, but "
+            f"{text}, not more than one standard error.{notes}"
+        )
 
     def _report(self, names, reasons) -> None:
         """The ``verbose`` lines: one per candidate, then the selection."""

@@ -163,26 +163,30 @@ def test_any_splitter_and_a_callable_scorer():
 
 # ================================================================ the guard
 def _expected_selection(candidates, X, y, splitter, mean_scores):
-    """The one-standard-error rule, from cross_val_predict's out-of-fold rows.
+    """The guard's rule b, from cross_val_predict's out-of-fold rows.
 
-    Returns the selected index and the (mean, standard error) of the paired
-    difference with identity (None when identity scores best).
+    Candidates 0 and 1 are identity and temperature scaling: the reference is
+    identity, replaced by TS when TS lowers its per-row losses by more than
+    one standard error; the best candidate is selected when it beats the
+    reference the same way. Returns the selected index and the (mean,
+    standard error) of every paired difference compared, in any order.
     """
     losses = []
     for cal in candidates:
         P = cross_val_predict(clone(cal), X, y, cv=splitter, method="predict_proba")
         losses.append(-np.log(P[np.arange(len(y)), y]))
     best = int(np.argmax(mean_scores))
-    first = None
-    for simple in (0, 1):  # identity, then temperature scaling
-        if simple == best:
-            return best, first
-        diff = losses[simple] - losses[best]
-        if simple == 0:
-            first = diff.mean(), sem(diff)
-        if not diff.mean() > sem(diff):
-            return simple, first
-    return best, first
+    if best == 0:
+        return 0, []
+    compared = []
+
+    def beats(base, other):
+        diff = losses[base] - losses[other]
+        compared.append((diff.mean(), sem(diff)))
+        return diff.mean() > sem(diff)
+
+    reference = 1 if best != 1 and beats(0, 1) else 0
+    return (best if beats(reference, best) else reference), compared
 
 
 def test_guard_is_the_one_standard_error_rule_on_calibrated_data():
@@ -200,16 +204,19 @@ def test_guard_is_the_one_standard_error_rule_on_calibrated_data():
         search = CalibratorSearchCV(candidates, cv=5, random_state=seed).fit(X, y)
         splitter = StratifiedKFold(5, shuffle=True, random_state=seed)
         mean = search.cv_results_["mean_test_score"]
-        expected, first = _expected_selection(candidates, X, y, splitter, mean)
+        expected, compared = _expected_selection(candidates, X, y, splitter, mean)
         assert search.best_index_ == expected, (seed, search.selection_reason_)
-        if first is not None:  # the reason gives the numbers to 4 digits
-            numbers = re.search(
-                r"of IdentityCalibrator by (\S+) \(one standard error: (\S+)\)",
-                search.selection_reason_,
-            )
-            np.testing.assert_allclose(
-                [float(v) for v in numbers.groups()], first, rtol=6e-4
-            )
+        # the reason gives the numbers of every comparison to 4 digits
+        numbers = re.findall(
+            r"log loss of \w+ by (\S+) \(one standard error: (\S+)\)",
+            search.selection_reason_,
+        )
+        assert len(numbers) == len(compared), search.selection_reason_
+        np.testing.assert_allclose(
+            sorted([float(a), float(b)] for a, b in numbers),
+            sorted([a, b] for a, b in compared),
+            rtol=6e-4,
+        )
         assert search.selected_ == search.cv_results_["candidate"][expected]
         overruled += search.best_index_ != np.argmax(mean)
         if search.best_index_ != np.argmax(mean):
@@ -614,3 +621,37 @@ def test_the_default_candidates_fit():
     assert search.selected_ != "IdentityCalibrator"  # temperature 2 is corrected
     P = search.predict_proba(X)
     np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_guard_never_falls_back_to_a_simple_candidate_worse_than_identity():
+    """One enormous out-of-fold loss of temperature scaling (a fold fitted on
+    error-free rows) makes its mean far worse than identity's but its
+    standard error huge: the reference stays identity, and a candidate that
+    beats identity clearly is selected, not temperature scaling."""
+    rng = np.random.default_rng(0)
+    n = 100
+    identity = rng.uniform(0.1, 0.3, n)
+    richer = identity - 0.02 + rng.normal(0, 0.005, n)
+    ts = richer - 0.01  # better than the richer candidate on every row but one
+    ts[7] = 700.0  # one catastrophic row
+    # the former rule (first simple candidate within one standard error of
+    # the best) kept temperature scaling here
+    d = ts - richer
+    assert d.mean() <= sem(d)
+    losses = np.array([identity, ts, richer])
+    search = CalibratorSearchCV(guard="one_se")
+    search.cv_results_ = {"mean_test_score": -losses.mean(axis=1)}
+    names = ["IdentityCalibrator", "TemperatureScaling", "IsotonicCalibrator"]
+    templates = [IdentityCalibrator(), TemperatureScaling(), IsotonicCalibrator()]
+    index, reason = search._select(names, templates, losses, np.ones(n))
+    assert index == 2, reason
+    assert "IdentityCalibrator stays the simple reference" in reason
+    diff = identity - richer  # the comparison that decides, recomputed
+    assert f"by {diff.mean():.4g} (one standard error: {sem(diff):.4g})" in reason
+    # with the richer candidate within noise of identity, identity is kept
+    noise = rng.normal(0, 0.01, n)
+    losses[2] = identity - 0.0005 + (noise - noise.mean())
+    search.cv_results_ = {"mean_test_score": -losses.mean(axis=1)}
+    index, reason = search._select(names, templates, losses, np.ones(n))
+    assert index == 0, reason
+    assert reason.startswith("IdentityCalibrator kept by the one-standard-error")
