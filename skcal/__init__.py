@@ -8,7 +8,6 @@ calibrator, a metric or a subpackage is actually reached.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
 
 __version__ = "0.1.0.dev0"
 
@@ -56,32 +55,7 @@ _SUBMODULES = (
     "wrappers",
 )
 
-__all__ = [
-    "BaseCalibrator",
-    "BaseLocalCalibrator",
-    "BetaCalibrator",
-    "CalibratedClassifier",
-    "CalibratorSearchCV",
-    "ClassTemperatureScaling",
-    "DirichletCalibrator",
-    "DirichletCalibratorCV",
-    "HistogramBinningCalibrator",
-    "IdentityCalibrator",
-    "IsotonicCalibrator",
-    "KCalCalibrator",
-    "LocalNetCalibrator",
-    "MatrixScaling",
-    "ParameterizedTemperatureScaling",
-    "PlattCalibrator",
-    "ProCalCalibrator",
-    "SMARTCalibrator",
-    "SplineCalibrator",
-    "StructuredMatrixScaling",
-    "TemperatureScaling",
-    "VectorScaling",
-    "VQLocalCalibrator",
-    "__version__",
-]
+__all__ = [*sorted(_EXPORTS), "__version__"]
 
 
 def __getattr__(name: str):
@@ -97,30 +71,3 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))
-
-
-if TYPE_CHECKING:  # for static analysis and IDEs: the eager imports
-    from .base import BaseCalibrator, BaseLocalCalibrator
-    from .calibrators import (
-        BetaCalibrator,
-        ClassTemperatureScaling,
-        DirichletCalibrator,
-        DirichletCalibratorCV,
-        HistogramBinningCalibrator,
-        IdentityCalibrator,
-        IsotonicCalibrator,
-        KCalCalibrator,
-        LocalNetCalibrator,
-        MatrixScaling,
-        ParameterizedTemperatureScaling,
-        PlattCalibrator,
-        ProCalCalibrator,
-        SMARTCalibrator,
-        SplineCalibrator,
-        StructuredMatrixScaling,
-        TemperatureScaling,
-        VectorScaling,
-        VQLocalCalibrator,
-    )
-    from .model_selection import CalibratorSearchCV
-    from .wrappers import CalibratedClassifier
