@@ -175,7 +175,7 @@ def _expected_selection(candidates, X, y, splitter, mean_scores):
     for cal in candidates:
         P = cross_val_predict(clone(cal), X, y, cv=splitter, method="predict_proba")
         losses.append(-np.log(P[np.arange(len(y)), y]))
-    best = int(np.argmax(mean_scores))
+    best = int(np.nanargmax(mean_scores))  # skipped candidates are NaN
     if best == 0:
         return 0, []
     compared = []
@@ -218,8 +218,8 @@ def test_guard_is_the_one_standard_error_rule_on_calibrated_data():
             rtol=6e-4,
         )
         assert search.selected_ == search.cv_results_["candidate"][expected]
-        overruled += search.best_index_ != np.argmax(mean)
-        if search.best_index_ != np.argmax(mean):
+        overruled += search.best_index_ != np.nanargmax(mean)
+        if search.best_index_ != np.nanargmax(mean):
             assert search.selected_ in ("IdentityCalibrator", "TemperatureScaling")
             assert "one-standard-error rule" in search.selection_reason_
         np.testing.assert_allclose(
@@ -273,37 +273,41 @@ def test_guard_none_keeps_the_best_score():
 
 
 def test_too_many_parameters_are_skipped_with_the_documented_counts():
-    """Counts of the Notes for C = 4 classes; more than n / 10 is skipped."""
+    """Counts of the Notes for C = 4 classes; more than e / 10 is skipped,
+    ``e`` the events: the rows whose top score is wrong, or right if fewer."""
     X, y = make_miscalibrated_logits(150, 4, temperature=2.0, random_state=0)
+    wrong = X.argmax(axis=1) != y
+    events = min(wrong.sum(), (~wrong).sum())
+    assert 20 < events < 120  # some candidates skipped, some not
     candidates = [
         IdentityCalibrator(),  # 0
         TemperatureScaling(device="cpu"),  # 1
         VectorScaling(device="cpu"),  # 1: default ridge
         VectorScaling(l2_reg=0.0, device="cpu"),  # 2C = 8
-        MatrixScaling(l2_reg=0.0, device="cpu"),  # C^2 + C = 20: skipped
+        MatrixScaling(l2_reg=0.0, device="cpu"),  # C^2 + C = 20
         StructuredMatrixScaling(device="cpu"),  # 1: penalised
         BetaCalibrator(),  # 3C = 12
         SplineCalibrator(),  # n_knots = 6
-        SMARTCalibrator(device="cpu"),  # 49: skipped
-        IsotonicCalibrator(),  # not counted
+        SMARTCalibrator(device="cpu"),  # 49
+        IsotonicCalibrator(),  # C = 4
         # ODIR leaves the diagonal free: C = 4
         DirichletCalibratorCV(reg_lambdas=[1e-2], reg_mus=[1e-2], cv=2, device="cpu"),
-        # plain L2 with 0 in the grid: C^2 + C = 20, skipped
+        # plain L2 with 0 in the grid: C^2 + C = 20
         DirichletCalibratorCV(reg_lambdas=[0.0, 1e-2], reg_mus=None, device="cpu"),
     ]
     search = CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
     res = search.cv_results_
-    np.testing.assert_array_equal(
-        res["n_parameters"], [0, 1, 1, 8, 20, 1, 12, 6, 49, np.nan, 4, 20]
-    )
-    skipped = {4, 8, 11}
+    counts = [0, 1, 1, 8, 20, 1, 12, 6, 49, 4, 4, 20]
+    np.testing.assert_array_equal(res["n_parameters"], counts)
+    skipped = {c for c, p in enumerate(counts) if 10 * p > events}
+    assert skipped and len(skipped) < len(candidates) - 2
     for c, reason in enumerate(res["skipped_reason"]):
         if c in skipped:
-            n = int(res["n_parameters"][c])
-            assert reason == (
-                f"skipped: {n} free parameters need at least {10 * n} calibration "
-                "rows (10 per parameter); got 150"
-            )
+            n = counts[c]
+            assert reason.startswith(
+                f"skipped: {n} free parameters need at least {10 * n} events ("
+            ), reason
+            assert reason.endswith(f"10 per parameter; got {events:.4g}"), reason
             assert np.isnan(res["mean_test_score"][c])
             assert np.isnan(res["split0_test_score"][c])
             assert res["rank_test_score"][c] == len(candidates) - len(skipped) + 1
@@ -317,16 +321,25 @@ def test_too_many_parameters_are_skipped_with_the_documented_counts():
     assert list(res["skipped_reason"]) == ["", ""]
 
 
-def test_weights_count_as_kish_effective_rows():
-    """150 rows, but weights concentrated on 15: VectorScaling(l2_reg=0) (2C = 6
-    parameters) is skipped."""
-    X, y = make_miscalibrated_logits(150, 3, temperature=2.0, random_state=0)
-    w = np.full(150, 1e-3)
+def test_weights_count_as_kish_effective_events():
+    """600 rows, but weights concentrated on 60: VectorScaling(l2_reg=0) (2C =
+    6 parameters) is skipped with the weights only; the events are counted
+    as Kish's effective sample size of the wrong (or right) rows."""
+    X, y = make_miscalibrated_logits(600, 3, temperature=2.0, random_state=0)
+    w = np.full(600, 1e-3)
     w[::10] = 1.0
+    wrong = X.argmax(axis=1) != y
+
+    def kish(v):
+        return v.sum() ** 2 / (v**2).sum()
+
+    events = min(kish(w[wrong]), kish(w[~wrong]))
+    assert events < 60 < min(wrong.sum(), (~wrong).sum())
     cal = VectorScaling(l2_reg=0.0, device="cpu")
     search = CalibratorSearchCV([IdentityCalibrator(), cal], cv=3, random_state=0)
     reasons = search.fit(X, y, sample_weight=w).cv_results_["skipped_reason"]
     assert reasons[0] == "" and reasons[1].startswith("skipped: 6 free parameters")
+    assert reasons[1].endswith(f"got {events:.4g}")
     assert search.fit(X, y).cv_results_["skipped_reason"][1] == ""
 
 
@@ -440,7 +453,7 @@ def test_random_state_seeds_the_folds_and_the_candidates():
     None (DirichletCalibratorCV's folds); another seed, other folds."""
     X, y = make_miscalibrated_logits(120, 3, temperature=2.0, random_state=0)
     dir_cv = DirichletCalibratorCV(reg_lambdas=[1e-1, 1e-3], reg_mus=[1e-2], cv=2)
-    params = dict(candidates=[dir_cv.set_params(device="cpu")], cv=2)
+    params = dict(candidates=[dir_cv.set_params(device="cpu")], cv=2, guard=None)
     a = CalibratorSearchCV(**params, random_state=0).fit(X, y)
     b = CalibratorSearchCV(**params, random_state=0).fit(X, y)
     c = CalibratorSearchCV(**params, random_state=1).fit(X, y)
@@ -593,7 +606,7 @@ def test_fold_warnings_are_raised_once_per_candidate():
     X, y = make_miscalibrated_logits(120, 3, temperature=2.0, random_state=0)
     cal = MatrixScaling(l2_reg=0.0, max_iter=2, device="cpu")
     with pytest.warns(Warning) as caught:
-        CalibratorSearchCV([("ms", cal)], cv=3, random_state=0).fit(X, y)
+        CalibratorSearchCV([("ms", cal)], cv=3, random_state=0, guard=None).fit(X, y)
     messages = [str(w.message) for w in caught]
     from_folds = [m for m in messages if m.startswith("candidate 'ms' (3 of 3 folds)")]
     assert len(from_folds) == 1, messages
@@ -616,8 +629,13 @@ def test_the_default_candidates_fit():
         "BetaCalibrator",
         "SplineCalibrator",
     ]
-    assert list(res["skipped_reason"]) == [""] * 9  # 600 rows are enough for all
-    assert np.isfinite(res["mean_test_score"]).all()
+    # 600 rows: enough events for every candidate but SMART's 49 weights
+    wrong = X.argmax(axis=1) != y
+    events = min(wrong.sum(), (~wrong).sum())
+    assert 60 < events < 490
+    skipped = [bool(reason) for reason in res["skipped_reason"]]
+    assert skipped == [False] * 5 + [True] + [False] * 3
+    assert np.isfinite(res["mean_test_score"][~np.array(skipped)]).all()
     assert search.selected_ != "IdentityCalibrator"  # temperature 2 is corrected
     P = search.predict_proba(X)
     np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
