@@ -5,7 +5,8 @@
     write the calibrated probabilities of another.
 ``skcal evaluate``
     Calibration metrics of a file of probabilities (or logits) and labels,
-    optionally a reliability diagram.
+    optionally a reliability diagram; several files of the same rows side
+    by side in one table, optionally compared in pairs.
 ``skcal select``
     Choose a calibrator by cross-validation on one file
     (:class:`~skcal.model_selection.CalibratorSearchCV`): a table of the
@@ -25,10 +26,13 @@ n_features); a calibration file may add the frozen head ``coef`` (n_classes,
 n_features) and ``intercept`` (n_classes,), and ``classes`` (n_classes,).
 ``.csv`` / ``.parquet`` (pandas): one row per sample, columns ``label``,
 ``logit_0`` ... ``logit_{C-1}`` or ``proba_0`` ... ``proba_{C-1}``,
-``emb_0`` ... ``emb_{D-1}``; other columns are ignored. Outputs hold
-``proba`` (columns ``proba_j``), ``predict``, the ``labels`` when known and,
-in npz, ``classes``. Errors in the input are one line on stderr and exit
-code 2.
+``emb_0`` ... ``emb_{D-1}``; other columns are ignored. ``--label-col``,
+``--logit-cols``, ``--proba-cols`` and ``--emb-cols`` name other columns
+(or npz arrays), the same way in every format (``skcal._cli_io``).
+Outputs hold ``proba`` (columns ``proba_<class>`` for string or named
+classes, else ``proba_j``), ``predict``, the ``labels`` when known and, in
+npz, ``classes``. Errors in the input are one line on stderr and exit code
+2.
 """
 
 from __future__ import annotations
@@ -52,11 +56,16 @@ import numpy as np
 
 from . import __version__
 from ._cli_io import (
+    COLUMNS_HELP,
     ArrayFile,
     CLIError,
+    Columns,
+    align_columns,
     check_model_path,
     check_output_path,
+    column_classes,
     file_format,
+    named_columns,
     write_arrays,
     write_model,
 )
@@ -354,6 +363,9 @@ def _score_key(args, files, report, *, needs: str, local_hint: str) -> str:
     """
     if args.input != "auto":
         return args.input
+    named = [k for k in ("logits", "proba") if files[0][1].columns.spec(k) is not None]
+    if len(named) == 1:  # --logit-cols or --proba-cols alone says which
+        return named[0]
     key = next((k for k in ("logits", "proba") if all(k in f for _, f in files)), None)
     if key is None:
 
@@ -364,7 +376,10 @@ def _score_key(args, files, report, *, needs: str, local_hint: str) -> str:
         held = ", ".join(f"{flag} {f.path} has {has(f)}" for flag, f in files)
         where = "both files" if len(files) == 2 else "the file"
         local = local_hint if "embeddings" in files[0][1] else ""
-        raise CLIError(f"{needs} logits or proba in {where}: {held}{local}.")
+        raise CLIError(
+            f"{needs} logits or proba in {where}: {held}{local}; --logit-cols or "
+            "--proba-cols name other columns."
+        )
     if key == "logits" and all("proba" in f for _, f in files):
         also = (
             "the files also hold proba; --input proba uses them"
@@ -383,6 +398,29 @@ def _same_classes(key, fit: ArrayFile, X_fit, flag: str, other: ArrayFile, X_oth
             f"{flag} {other.path} has {X_other.shape[1]}; both files must hold "
             "scores of the same classifier over the same classes."
         )
+
+
+def _file_classes(file: ArrayFile, key: str, y, n_columns: int, report, flag=""):
+    """``classes_, given`` of the scores ``key`` of ``file`` (column_classes).
+
+    ``flag`` (such as ``"--fit "``) precedes the file's name in messages.
+    """
+    explicit = file.vector("classes", "") if "classes" in file else None
+    try:
+        classes_, given, note = column_classes(
+            y, file.column_names(key), n_columns, explicit
+        )
+    except CLIError as exc:
+        raise CLIError(f"{flag}{file.path}: {exc}") from None
+    except ValueError as exc:
+        raise CLIError(
+            f"labels of {flag}{file.path} do not match the {n_columns} columns of "
+            f"{key}: {exc} (in an .npz file, an array 'classes' gives the label "
+            "of each column; in a table, name the columns after the classes)"
+        ) from None
+    if note:
+        report(f"{flag}{file.path}: {note}")
+    return classes_, given
 
 
 def _score_inputs(args, fit: ArrayFile, apply: ArrayFile, report):
@@ -470,14 +508,16 @@ class _CalibrationData:
     y_apply: np.ndarray | None
     head: dict
     params: dict
+    given: np.ndarray | None  # the classes, when the input named them
 
 
 def _read_calibration_data(args, name, cls, report) -> _CalibrationData:
     from .base import BaseLocalCalibrator
 
     params = dict(args.param)
-    fit, apply = ArrayFile(args.fit), ArrayFile(args.apply)
-    head = {}
+    columns = Columns.from_args(args)
+    fit, apply = ArrayFile(args.fit, columns), ArrayFile(args.apply, columns)
+    head, given = {}, None
     if issubclass(cls, BaseLocalCalibrator):
         key = "embeddings"
         X_fit, X_apply = _local_inputs(name, fit, apply)
@@ -494,9 +534,17 @@ def _read_calibration_data(args, name, cls, report) -> _CalibrationData:
     if "labels" in apply:
         y_apply = apply.vector("labels", "")
         _same_length(apply, "labels", y_apply, len(X_apply), apply.describe(key))
-    if "classes" in fit:
-        params = {"classes": fit.vector("classes", ""), **params}
-    return _CalibrationData(key, X_fit, y_fit, X_apply, y_apply, head, params)
+    if key == "embeddings":
+        given = fit.vector("classes", "") if "classes" in fit else None
+    else:
+        classes_, given = _file_classes(
+            fit, key, y_fit, X_fit.shape[1], report, "--fit "
+        )
+        where = f"--apply {apply.path}"
+        X_apply = align_columns(X_apply, apply.column_names(key), classes_, where)
+    if given is not None:
+        params = {"classes": given, **params}
+    return _CalibrationData(key, X_fit, y_fit, X_apply, y_apply, head, params, given)
 
 
 @contextlib.contextmanager
@@ -573,7 +621,7 @@ def _cmd_calibrate(args) -> int:
     rows = _calibrate_rows(name, data, proba, predict, classes)
     labels = {} if data.y_apply is None else {"labels": data.y_apply}
     arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
-    write_arrays(args.out, arrays)
+    write_arrays(args.out, arrays, class_names=named_columns(classes, data.given))
     if args.json:
         _print_json(
             {
@@ -607,7 +655,10 @@ def _evaluate_scores(args, data: ArrayFile, report):
     from scipy.special import softmax
 
     key = args.input
-    if key == "auto":
+    named = [k for k in ("logits", "proba") if data.columns.spec(k) is not None]
+    if key == "auto" and len(named) == 1:  # --logit-cols or --proba-cols alone
+        key = named[0]
+    elif key == "auto":
         key = "proba" if "proba" in data or "logits" not in data else "logits"
         if key == "proba" and "logits" in data:
             report("evaluating proba (the file also holds logits; --input logits)")
@@ -615,7 +666,12 @@ def _evaluate_scores(args, data: ArrayFile, report):
     return key, softmax(scores, axis=1) if key == "logits" else scores
 
 
-def _plot_reliability(path, y, proba, classes, n_bins, name) -> None:
+def _plot_reliability(path, y, probas: dict, classes, n_bins) -> None:
+    """One reliability diagram of the ``{name: proba}`` of the same rows.
+
+    The bin counts are drawn for a single prediction only: those of several
+    predictions would each take a count axis on the same figure.
+    """
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -624,9 +680,11 @@ def _plot_reliability(path, y, proba, classes, n_bins, name) -> None:
 
     figure = Figure(figsize=(5, 5), layout="constrained")
     ax = figure.subplots()
-    ReliabilityDisplay.from_predictions(
-        y, proba, n_bins=n_bins, labels=classes, name=name, ax=ax
-    )
+    several = {"show_counts": False, "marker": "o"} if len(probas) > 1 else {}
+    for name, proba in probas.items():
+        ReliabilityDisplay.from_predictions(
+            y, proba, n_bins=n_bins, labels=classes, name=name, ax=ax, **several
+        )
     try:
         figure.savefig(path)
     except (OSError, ValueError) as exc:
@@ -653,72 +711,353 @@ def _interval_report(args, y, proba, classes, report):
     )
 
 
-def _cmd_evaluate(args) -> int:
-    from .metrics import local_calibration_errors
-    from .utils._validation import resolve_classes
+@dataclass
+class _Evaluated:
+    """One file of ``evaluate``: what it holds, and its metrics."""
 
-    report = _reporter(args)
-    if args.local:
-        _check_device(args.device)
-    data = ArrayFile(args.file)
+    path: str
+    name: str  # its column in the table (--names, or the file stem)
+    key: str  # "logits" or "proba"
+    y: np.ndarray
+    proba: np.ndarray
+    classes: np.ndarray
+    predictions: np.ndarray | None
+    embeddings: np.ndarray | None
+    metrics: dict | None = None
+    intervals: object = None  # CalibrationReport with --ci
+
+
+def _file_names(args) -> list[str]:
+    """The name of each file: ``--names``, else its stem (else its path)."""
+    files = args.files
+    if args.names is not None:
+        names = [name.strip() for name in args.names.split(",")]
+        if len(names) != len(files) or not all(names):
+            raise CLIError(
+                f"--names {args.names!r} gives {len(names)} name(s) for "
+                f"{len(files)} file(s): give one non-empty name per file, "
+                "comma-separated, in the order of the files."
+            )
+        if len(set(names)) < len(names):
+            repeated = next(name for name in names if names.count(name) > 1)
+            raise CLIError(
+                f"--names {args.names!r} gives {repeated!r} twice: the names "
+                "head the columns of the table, give each file its own."
+            )
+        return names
+    stems = [os.path.splitext(os.path.basename(path))[0] for path in files]
+    if len(set(stems)) == len(stems):
+        return stems
+    if len(set(files)) == len(files):
+        return list(files)
+    return [f"{path} ({i + 1})" for i, path in enumerate(files)]
+
+
+def _read_evaluated(args, path, name, columns, report) -> _Evaluated:
+    data = ArrayFile(path, columns)
     key, proba = _evaluate_scores(args, data, report)
     y = data.vector(
         "labels", "the true labels (calibrate copies them from its --apply file)"
     )
     _same_length(data, "labels", y, len(proba), data.describe(key))
-    classes = data.vector("classes", "") if "classes" in data else None
-    try:
-        classes, _ = resolve_classes(y, proba.shape[1], classes)
-    except ValueError as exc:
-        raise CLIError(
-            f"labels of {args.file} do not match the {proba.shape[1]} columns of "
-            f"{key}: {exc} (in an .npz file, an array 'classes' gives the label "
-            "of each column)"
-        ) from None
-    predictions = None
+    classes, _ = _file_classes(data, key, y, proba.shape[1], report)
+    predictions = embeddings = None
     if "predict" in data:
         predictions = data.vector("predict", "")
         _same_length(data, "predict", predictions, len(y), data.describe("labels"))
-    metrics = _evaluation_row(y, proba, predictions, labels=classes, n_bins=args.n_bins)
     if args.local:
         embeddings = data.matrix("embeddings", "which --local needs")
         _same_length(data, "embeddings", embeddings, len(y), data.describe("labels"))
-        report("computing the local calibration error ...")
-        local = local_calibration_errors(
-            y, proba, embeddings, n_bins=args.n_bins, labels=classes, device=args.device
+    return _Evaluated(path, name, key, y, proba, classes, predictions, embeddings)
+
+
+def _same_labels(a, b) -> np.ndarray:
+    """Whether each label of ``a`` equals that of ``b`` (numbers as numbers)."""
+    if a.dtype.kind in "biuf" and b.dtype.kind in "biuf":
+        return a == b
+    return a.astype(str) == b.astype(str)
+
+
+def _same_rows(first: _Evaluated, other: _Evaluated) -> None:
+    """A CLIError unless ``other`` holds the labels of ``first``, row by row;
+    then ``other``'s columns are put in the order of ``first``'s classes."""
+    same = "the files must hold predictions of the same rows, in the same order"
+    if len(other.y) != len(first.y):
+        raise CLIError(
+            f"{other.path} has {len(other.y)} rows but {first.path} has "
+            f"{len(first.y)}; {same} (such as calibrate --out files of one "
+            "--apply file)."
         )
-        metrics.update(LCE=local.lce, MLCE=local.mlce)
-    intervals = _interval_report(args, y, proba, classes, report) if args.ci else None
-    if args.plot:
-        name = os.path.basename(args.file)
-        _plot_reliability(args.plot, y, proba, classes, args.n_bins, name)
-    if args.json:
-        _print_json(
-            {
-                "file": args.file,
-                "input": key,
-                "n_samples": len(y),
-                "n_classes": len(classes),
-                "n_bins": args.n_bins,
-                "accuracy_from": "argmax" if predictions is None else "predict",
-                "metrics": metrics,
-                "plot": args.plot,
-                **({"intervals": intervals.to_dict()} if args.ci else {}),
-            }
+    differ = np.flatnonzero(~_same_labels(other.y, first.y))
+    if differ.size:
+        i = differ[0]
+        raise CLIError(
+            f"the labels of {other.path} differ from those of {first.path} in "
+            f"{differ.size} of {len(first.y)} rows (first: row {i}, "
+            f"{other.y[i].item()!r} against {first.y[i].item()!r}); {same}."
         )
-        return 0
-    print(f"{args.file}: {len(y)} samples, {len(classes)} classes ({key}).\n")
-    rows = [{"metric": k, "value": v} for k, v in metrics.items()]
+    mine, theirs = [str(c) for c in other.classes], [str(c) for c in first.classes]
+    if mine != theirs:
+        if sorted(mine) != sorted(theirs):
+            raise CLIError(
+                f"the columns of {other.path} are the classes {mine[:10]} but "
+                f"those of {first.path} are {theirs[:10]}; the files must hold "
+                "predictions of the same classes."
+            )
+        other.proba = other.proba[:, [mine.index(c) for c in theirs]]
+        other.classes = first.classes
+
+
+_PAIRED_METRICS = {
+    "NLL": "negative_log_likelihood",
+    "ECE": "expected_calibration_error",
+}
+
+
+def _paired(args, files: list[_Evaluated], report) -> dict:
+    """``{name: {"NLL": PairedComparison, "ECE": ...}}`` of each file but the
+    first against the first (the file's metric minus the first's)."""
+    from .metrics import paired_comparison
+
+    first = files[0]
+    report(
+        f"comparing {len(files) - 1} file(s) with {first.name} "
+        f"({args.n_resamples} resamples) ..."
+    )
+    common = {
+        "n_resamples": args.n_resamples,
+        "confidence_level": args.confidence_level,
+        "random_state": args.seed,
+        "labels": first.classes,
+    }
+    return {
+        other.name: {
+            label: paired_comparison(
+                metric,
+                first.y,
+                other.proba,
+                first.proba,
+                **common,
+                **({"n_bins": args.n_bins} if label == "ECE" else {}),
+            )
+            for label, metric in _PAIRED_METRICS.items()
+        }
+        for other in files[1:]
+    }
+
+
+def _file_json(args, file: _Evaluated) -> dict:
+    return {
+        "file": file.path,
+        "input": file.key,
+        "n_samples": len(file.y),
+        "n_classes": len(file.classes),
+        "n_bins": args.n_bins,
+        "accuracy_from": "argmax" if file.predictions is None else "predict",
+        "metrics": file.metrics,
+        **({"intervals": file.intervals.to_dict()} if args.ci else {}),
+    }
+
+
+def _print_one(args, file: _Evaluated) -> None:
+    """The report of ``evaluate FILE``: one metric per row."""
+    print(
+        f"{file.path}: {len(file.y)} samples, {len(file.classes)} classes "
+        f"({file.key}).\n"
+    )
+    rows = [{"metric": k, "value": v} for k, v in file.metrics.items()]
     print(format_table(rows, ["metric", "value"]))
     print("\n" + _METRICS_NOTE.format(n_bins=args.n_bins))
     if args.local:
         print("LCE / MLCE: local calibration error (mean / max), Barbera et al.")
     if args.ci:
-        print(f"\n{intervals}")
-        if predictions is not None:
+        print(f"\n{file.intervals}")
+        if file.predictions is not None:
             print("The report's accuracy is that of the most probable class.")
+
+
+def _side_by_side_rows(args, files: list[_Evaluated]) -> list[dict]:
+    """One row per metric, one cell per file (with --ci: estimate [low, high])."""
+    rows = []
+    for metric in files[0].metrics:
+        row = {"metric": metric}
+        for file in files:
+            report = file.intervals
+            if report is not None and metric in report.metrics:
+                ci = report[metric]
+                row[file.name] = f"{ci.estimate:.4f} [{ci.low:.4f}, {ci.high:.4f}]"
+            else:
+                row[file.name] = f"{file.metrics[metric]:.4f}"
+        rows.append(row)
+    if args.ci:
+        rows.append(
+            {"metric": "ECCE p-value"}
+            | {file.name: f"{file.intervals.ecce_pvalue:.3g}" for file in files}
+        )
+    return rows
+
+
+def _print_side_by_side(args, files: list[_Evaluated], paired) -> None:
+    first = files[0]
+    print(
+        f"{len(files)} files of the same {len(first.y)} samples and "
+        f"{len(first.classes)} classes:"
+    )
+    width = max(len(file.name) for file in files)
+    for file in files:
+        print(f"  {file.name:<{width}}  {file.path} ({file.key})")
+    print()
+    print(
+        format_table(
+            _side_by_side_rows(args, files), ["metric", *(file.name for file in files)]
+        )
+    )
+    print("\n" + _paragraph(_METRICS_NOTE.format(n_bins=args.n_bins)))
+    if args.local:
+        print("LCE / MLCE: local calibration error (mean / max), Barbera et al.")
+    level = f"{100 * args.confidence_level:g}%"
+    if args.ci:
+        note = (
+            f"[low, high]: {level} percentile bootstrap intervals of "
+            f"skcal.metrics.calibration_report ({args.n_resamples} resamples, "
+            f"at most 200 for cwECE, ECCE and smECE; seed {args.seed}); ECCE "
+            "p-value: its test of perfect calibration. Calibration errors grow on "
+            "resampled rows, so their intervals may lie above the estimate."
+        )
+        if any(file.predictions is not None for file in files):
+            note += " With intervals, accuracy is that of the most probable class."
+        print(_paragraph(note))
+    if paired:
+        _print_paired(args, first, paired, level)
+
+
+def _print_paired(args, first: _Evaluated, paired: dict, level: str) -> None:
+    rows = [
+        {
+            "file": name,
+            "metric": metric,
+            "difference": result.difference,
+            f"{level} CI": f"[{result.low:.4f}, {result.high:.4f}]",
+            "p-value": f"{result.p_value:.3g}",
+        }
+        for name, results in paired.items()
+        for metric, result in results.items()
+    ]
+    print(
+        "\n"
+        + _paragraph(
+            f"Paired bootstrap comparison with {first.name}: each file's metric "
+            f"minus that of {first.name} on the same resampled rows "
+            f"(skcal.metrics.paired_comparison; {args.n_resamples} resamples, "
+            f"seed {args.seed}); a negative difference is a lower, better NLL "
+            "or ECE."
+        )
+        + "\n"
+    )
+    columns = ["file", "metric", "difference", f"{level} CI", "p-value"]
+    print(format_table(rows, columns, left=("metric",)))
+
+
+def _paired_json(args, first: _Evaluated, paired: dict) -> dict:
+    return {
+        "reference": first.name,
+        "difference": "file minus reference",
+        "confidence_level": args.confidence_level,
+        "n_resamples": args.n_resamples,
+        "seed": args.seed,
+        "n_bins": args.n_bins,
+        "comparisons": {
+            name: {
+                metric: {
+                    "difference": result.difference,
+                    "low": result.low,
+                    "high": result.high,
+                    "p_value": result.p_value,
+                    "value": result.estimate_a,
+                    "reference_value": result.estimate_b,
+                }
+                for metric, result in results.items()
+            }
+            for name, results in paired.items()
+        },
+    }
+
+
+def _cmd_evaluate(args) -> int:
+    from .metrics import local_calibration_errors
+
+    report = _reporter(args)
+    if args.paired and len(args.files) < 2:
+        raise CLIError(
+            "--paired compares each file with the first: give two or more "
+            "files (skcal evaluate a.npz b.npz --paired)."
+        )
+    names = _file_names(args)
+    columns = Columns.from_args(args)
+    if args.local:
+        _check_device(args.device)
+    files = [
+        _read_evaluated(args, path, name, columns, report)
+        for path, name in zip(args.files, names)
+    ]
+    for other in files[1:]:  # before any metric, which can take a while
+        _same_rows(files[0], other)
+    for file in files:
+        file.metrics = _evaluation_row(
+            file.y,
+            file.proba,
+            file.predictions,
+            labels=file.classes,
+            n_bins=args.n_bins,
+        )
+        if args.local:
+            report(f"computing the local calibration error of {file.path} ...")
+            local = local_calibration_errors(
+                file.y,
+                file.proba,
+                file.embeddings,
+                n_bins=args.n_bins,
+                labels=file.classes,
+                device=args.device,
+            )
+            file.metrics.update(LCE=local.lce, MLCE=local.mlce)
+        if args.ci:
+            file.intervals = _interval_report(
+                args, file.y, file.proba, file.classes, report
+            )
+    paired = _paired(args, files, report) if args.paired else None
     if args.plot:
+        probas = {file.name: file.proba for file in files}
+        if args.names is None and len(files) == 1:
+            probas = {os.path.basename(files[0].path): files[0].proba}
+        _plot_reliability(args.plot, files[0].y, probas, files[0].classes, args.n_bins)
+    if args.json:
+        if len(files) == 1:
+            _print_json({**_file_json(args, files[0]), "plot": args.plot})
+            return 0
+        first = files[0]
+        _print_json(
+            {
+                "files": {file.name: _file_json(args, file) for file in files},
+                "n_samples": len(first.y),
+                "n_classes": len(first.classes),
+                "classes": first.classes,
+                "plot": args.plot,
+                **({"paired": _paired_json(args, first, paired)} if paired else {}),
+            }
+        )
+        return 0
+    if len(files) == 1:
+        _print_one(args, files[0])
+    else:
+        _print_side_by_side(args, files, paired)
+    if args.plot and len(files) == 1:
         print(f"Reliability diagram written to {args.plot}.")
+    elif args.plot:
+        print(
+            f"\nReliability diagram of the {len(files)} files (without bin "
+            f"counts) written to {args.plot}."
+        )
     return 0
 
 
@@ -822,17 +1161,16 @@ class _SelectionData:
     key: str  # "logits" or "proba"
     X: np.ndarray
     y: np.ndarray
-    classes: np.ndarray | None  # the --fit file's array, if any
+    classes: np.ndarray | None  # when the --fit file names them (array, columns)
     classes_: np.ndarray  # the label of each column
     X_test: np.ndarray | None
     y_test: np.ndarray | None
 
 
 def _read_selection_data(args, report) -> _SelectionData:
-    from .utils._validation import resolve_classes
-
-    fit = ArrayFile(args.fit)
-    test = None if args.test is None else ArrayFile(args.test)
+    columns = Columns.from_args(args)
+    fit = ArrayFile(args.fit, columns)
+    test = None if args.test is None else ArrayFile(args.test, columns)
     files = [("--fit", fit)] + ([] if test is None else [("--test", test)])
     key = _score_key(
         args,
@@ -846,19 +1184,14 @@ def _read_selection_data(args, report) -> _SelectionData:
     X = fit.matrix(key, why)
     y = fit.vector("labels", "the true labels of the calibration samples")
     _same_length(fit, "labels", y, len(X), fit.describe(key))
-    classes = fit.vector("classes", "") if "classes" in fit else None
-    try:
-        classes_, _ = resolve_classes(y, X.shape[1], classes)
-    except ValueError as exc:
-        raise CLIError(
-            f"labels of --fit {args.fit} do not match the {X.shape[1]} columns of "
-            f"{key}: {exc} (in an .npz file, an array 'classes' gives the label "
-            "of each column)"
-        ) from None
+    classes_, classes = _file_classes(fit, key, y, X.shape[1], report, "--fit ")
     X_test = y_test = None
     if test is not None:
         X_test = test.matrix(key, why)
         _same_classes(key, fit, X, "--test", test, X_test)
+        X_test = align_columns(
+            X_test, test.column_names(key), classes_, f"--test {test.path}"
+        )
         y_test = test.vector("labels", "the true labels, which --test reports on")
         _same_length(test, "labels", y_test, len(X_test), test.describe(key))
         # before the search, which can take minutes
@@ -1372,15 +1705,16 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         super().add_text(text() if callable(text) else text)
 
 
-_FORMATS_HELP = """\
+_FORMATS_HELP = f"""\
 file formats (by extension):
   .npz             arrays labels (n,), logits or proba (n, C), embeddings
                    (n, D); a --fit file may add coef (C, D), intercept (C,)
                    and classes (C,), the label of each column.
   .csv, .parquet   (pandas; Parquet also pyarrow) one row per sample,
-                   columns label, logit_0..logit_{C-1} or proba_0..proba_{C-1},
-                   emb_0..emb_{D-1}; other columns are ignored. Column j is
-                   the j-th label in sorted order."""
+                   columns label, logit_0..logit_{{C-1}} or proba_0..proba_{{C-1}},
+                   emb_0..emb_{{D-1}}; other columns are ignored.
+
+{COLUMNS_HELP}"""
 
 
 def _methods_help(head_note: bool = False) -> str:
@@ -1483,6 +1817,36 @@ def _add_interval_options(parser, flag: str) -> None:
     )
 
 
+def _add_column_options(parser) -> None:
+    """``--label-col``, ``--logit-cols``, ``--proba-cols`` and ``--emb-cols``."""
+    group = parser.add_argument_group(
+        "columns and keys",
+        "where the files hold their arrays, the same in every format (see below)",
+    )
+    group.add_argument(
+        "--label-col",
+        metavar="NAME",
+        help="column or npz array of the labels (default: label, else labels)",
+    )
+    group.add_argument(
+        "--logit-cols",
+        metavar="SPEC",
+        help="the logits: an npz array, or a column prefix (p_ matches p_0, p_1, "
+        "... or p_cat, p_dog), or comma-separated column names (default: "
+        "logits, else logit_)",
+    )
+    group.add_argument(
+        "--proba-cols",
+        metavar="SPEC",
+        help="the probabilities, likewise (default: proba, else proba_)",
+    )
+    group.add_argument(
+        "--emb-cols",
+        metavar="SPEC",
+        help="the embeddings, likewise (default: embeddings, else emb_)",
+    )
+
+
 def _add_calibrate(sub) -> None:
     parser = sub.add_parser(
         "calibrate",
@@ -1491,7 +1855,8 @@ def _add_calibrate(sub) -> None:
             "Fit a calibrator on the --fit file (scores or embeddings, "
             "and labels) and write the calibrated probabilities of the --apply file "
             "to --out (proba, predict, classes in npz, and the --apply labels when "
-            "it has them). With labels in the --apply file, prints their metrics."
+            "it has them). With labels in the --apply file, prints their metrics. "
+            "The column options apply to every file read."
         ),
         epilog=lambda: (
             f"{_FORMATS_HELP}\n\n{_methods_help(head_note=True)}\n\n"
@@ -1534,6 +1899,7 @@ def _add_calibrate(sub) -> None:
         "--device and --seed; e.g. verbose=1 shows the epochs of the neural "
         "calibrators on stderr",
     )
+    _add_column_options(parser)
     _add_common(parser)
     parser.set_defaults(handler=_cmd_calibrate)
 
@@ -1541,18 +1907,42 @@ def _add_calibrate(sub) -> None:
 def _add_evaluate(sub) -> None:
     parser = sub.add_parser(
         "evaluate",
-        help="calibration metrics of a file of probabilities and labels",
+        help="calibration metrics of files of probabilities and labels",
         description=_wrap(
             "Print the metrics of the predictions in FILE against its "
             "labels: accuracy, NLL, Brier, ECE, cwECE, MCE, SoftECE, ECCE, smECE; "
             "--local adds LCE and MLCE; --ci adds bootstrap confidence intervals. "
             "Accuracy uses the file's predict array "
-            "when it has one (calibrate writes it), else the most probable class."
+            "when it has one (calibrate writes it), else the most probable class. "
+            "Several files (such as calibrate --out files of one --apply file) "
+            "must hold the same rows, with the same labels in the same order: "
+            "their metrics are printed side by side, one column per file, and "
+            "--paired compares each file with the first."
         ),
-        epilog=_FORMATS_HELP,
+        epilog=lambda: (
+            f"{_FORMATS_HELP}\n\nexamples:\n  skcal evaluate out.npz --ci --plot "
+            "diagram.png\n  skcal evaluate ts.npz vs.npz dirichlet.npz --paired"
+        ),
         formatter_class=_HelpFormatter,
     )
-    parser.add_argument("file", metavar="FILE", help=".npz, .csv or .parquet")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help=".npz, .csv or .parquet; several: side by side",
+    )
+    parser.add_argument(
+        "--names",
+        metavar="A,B,...",
+        help="comma-separated names of the files' columns (default: file stems)",
+    )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="also a paired bootstrap comparison of each file with the first: "
+        "difference of NLL and ECE, interval and p-value "
+        "(skcal.metrics.paired_comparison)",
+    )
     parser.add_argument(
         "--input",
         choices=["auto", "logits", "proba"],
@@ -1583,10 +1973,14 @@ def _add_evaluate(sub) -> None:
         "(with its p-value) and smECE with bootstrap confidence intervals "
         "(skcal.metrics.calibration_report; a few seconds)",
     )
-    _add_interval_options(parser, "--ci")
+    _add_interval_options(parser, "--ci and --paired")
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the --ci resampling (default 0)"
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the --ci and --paired resampling (default 0)",
     )
+    _add_column_options(parser)
     _add_common(parser, device_use=", for --local", seed=False)
     parser.set_defaults(handler=_cmd_evaluate)
 
@@ -1749,6 +2143,7 @@ def _add_select(sub) -> None:
         help="seed of the folds, of the candidates and of the --test "
         "resampling (default 0)",
     )
+    _add_column_options(parser)
     _add_common(parser, device_use=", for the candidates that use torch", seed=False)
     parser.set_defaults(handler=_cmd_select)
 
