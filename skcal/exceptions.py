@@ -3,8 +3,11 @@
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 __all__ = [
+    "AccuracyDropWarning",
     "CodebookWarning",
     "ConvergenceWarning",
+    "FlatKernelWarning",
+    "GridEdgeWarning",
     "InputWarning",
     "MissingClassWarning",
     "NotFittedError",
@@ -32,4 +35,46 @@ class CodebookWarning(UserWarning):
 
     Dead codewords carry parameters that nothing trains; lower the codebook
     size or keep the robust EMA initialisation.
+    """
+
+
+class GridEdgeWarning(UserWarning):
+    """A cross-validated choice is the smallest or largest value it could take.
+
+    Raised by :class:`~skcal.DirichletCalibratorCV` when the selected value
+    of a parameter with more than one candidate is an end of its grid and
+    scored better than its neighbour in the grid, and by
+    :class:`~skcal.KCalCalibrator` when the cross-validated bandwidth is an
+    end of its search range. The best value may lie beyond the range that
+    was searched: extend the grid past that end (the message names the
+    parameter, the value, the range and a value to add) or fix the
+    parameter.
+    """
+
+
+class AccuracyDropWarning(UserWarning):
+    """A local calibrator predicts materially worse than the frozen head.
+
+    Local calibrators that retrain the head or change its predictions
+    (:class:`~skcal.VQLocalCalibrator`, :class:`~skcal.LocalNetCalibrator`)
+    compare, on their own internal validation split, the accuracy of their
+    predictions with that of the backbone's head (``coef``, ``intercept``)
+    on the same rows. The drop is *material* when it exceeds both one
+    percentage point and two standard errors of the paired difference
+    (the weighted mean of ``[head right] - [calibrator right]`` over the
+    rows, its standard error from their spread and Kish's effective number
+    of rows). The message names the settings to change.
+    """
+
+
+class FlatKernelWarning(UserWarning):
+    """A local metric's kernel is so wide that the metric is no longer local.
+
+    Raised by :func:`~skcal.metrics.local_calibration_error`,
+    :func:`~skcal.metrics.max_local_calibration_error`,
+    :func:`~skcal.metrics.local_calibration_errors` and
+    :func:`~skcal.metrics.ess_profile` when the median anchor's effective
+    sample size is more than half of the other samples of its confidence
+    bin: every anchor then averages over most of its bin, and the local
+    calibration error tends to the classwise ECE. Lower ``bandwidth``.
     """

@@ -12,6 +12,7 @@ from sklearn.model_selection import StratifiedKFold
 from .._torch import resolve_device
 from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
+from ..exceptions import GridEdgeWarning
 from ..utils._sklearn import Interval, StrOptions
 from ..utils._validation import effective_sample_size
 from ..utils._warnings import warn
@@ -31,6 +32,11 @@ _MAX_CPU_CV_WORK = 5e10
 #: Gradient tolerance of the fold fits of DirichletCalibratorCV: ranking the
 #: candidates needs far less precision than the final fit.
 _CV_TOL = 3e-5
+#: A grid edge beats its neighbour when its mean held-out NLL is lower by more
+#: than this, relative: less is immaterial, and within the rounding of fold
+#: fits stopped at ``_CV_TOL`` (a parameter without effect differed by up to
+#: 7e-6 relative between grid points).
+_EDGE_RTOL = 1e-4
 
 
 def log_probabilities(logits: np.ndarray) -> np.ndarray:
@@ -277,6 +283,12 @@ class DirichletCalibratorCV(BaseCalibrator):
     strongest penalty to the weakest, each warm-started at the previous
     solution (the same convex problems, solved faster).
 
+    When the selected value of a parameter with more than one candidate is
+    the smallest or largest of its grid and scored better (by more than
+    0.01%) than its neighbour in the grid, the best value may lie beyond
+    the grid: a :class:`~skcal.exceptions.GridEdgeWarning` names the
+    parameter, the value, the grid's range and a value to add.
+
     Parameters
     ----------
     input : {"logits", "proba"}, default="logits"
@@ -466,12 +478,60 @@ class DirichletCalibratorCV(BaseCalibrator):
         }
         self.reg_lambda_ = grid[best]["reg_lambda"]
         self.reg_mu_ = grid[best]["reg_mu"]
+        self._warn_grid_edge(lambdas, mus, mean, best)
         final = self._candidate(self.tol, **grid[best])
         final._fit(logits, y_index, sample_weight)
         final.classes_, final.n_features_in_ = self.classes_, n_classes
         self.calibrator_ = final
         self.coef_, self.intercept_ = final.coef_, final.intercept_
         self.n_iter_ = final.n_iter_
+
+    def _warn_grid_edge(self, lambdas, mus, mean, best) -> None:
+        """:class:`GridEdgeWarning` for each parameter selected at an end of its grid.
+
+        ``lambdas`` and ``mus`` are sorted from the largest down (the grid is
+        their product, ``reg_lambda`` outer), ``mean`` the mean held-out NLL
+        of each grid point and ``best`` the selected one. A parameter is at
+        an edge when its grid has more than one value, the selected value is
+        its first or last, and the selected point beats its neighbour along
+        that parameter (the other one fixed) by more than ``_EDGE_RTOL``,
+        relative: a near tie says nothing about the values beyond. A
+        parameter that penalises no entry of the map (``reg_lambda`` of ODIR
+        on a diagonal map, ``reg_mu`` without intercept) is skipped, and an
+        edge at 0 has nothing beyond it.
+        """
+        table = mean.reshape(len(lambdas), len(mus))
+        at = np.unravel_index(best, table.shape)
+        odir = mus != [None]
+        inert = {  # parameters that penalise no entry of this map
+            "reg_lambda": odir and self.matrix != "full",  # off-diagonal only
+            "reg_mu": self.matrix == "fixed_diagonal",  # no intercept
+        }
+        for axis, (name, values) in enumerate(
+            (("reg_lambda", lambdas), ("reg_mu", mus))
+        ):
+            i = int(at[axis])
+            if inert[name] or len(values) < 2 or i not in (0, len(values) - 1):
+                continue
+            value = values[i]
+            if value == 0:
+                continue
+            other = list(at)
+            other[axis] = 1 if i == 0 else i - 1
+            here, there = table[at], table[tuple(other)]
+            if not there - here > _EDGE_RTOL * abs(here):
+                continue
+            end, beyond = ("largest", "larger") if i == 0 else ("smallest", "smaller")
+            suggestion = value * value / values[other[axis]]
+            warn(
+                f"DirichletCalibratorCV selected {name}={value:g}, the {end} "
+                f"value of {name}s (its grid runs from {min(values):g} to "
+                f"{max(values):g}), and it scored better than its neighbour "
+                f"{values[other[axis]]:g} (mean held-out log loss {here:.6g} "
+                f"against {there:.6g}): the best {name} may be {beyond}. "
+                f"Extend {name}s beyond {value:g} (e.g. add {suggestion:.3g}).",
+                GridEdgeWarning,
+            )
 
     def _calibrated_logits(self, logits):
         return self.calibrator_._calibrated_logits(logits)

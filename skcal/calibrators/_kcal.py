@@ -11,13 +11,16 @@ from sklearn.utils import check_random_state
 from .._torch import resolve_device
 from .._torch.kernels import fit_kcal, kcal_proba, kcal_project, select_kcal_bandwidth
 from ..base import BaseLocalCalibrator
-from ..exceptions import MissingClassWarning
+from ..exceptions import GridEdgeWarning, MissingClassWarning
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._split import stratified_split
 from ..utils._warnings import warn
 
 #: KCal warns below this many memory samples per class, on average.
 _MIN_MEMORY_PER_CLASS = 10
+#: ``bandwidth_`` this close to an end of its search range, in ``log h``, is
+#: at that end (the search stops within 1e-4 of it).
+_EDGE_LOG_TOL = 1e-3
 
 __all__ = ["KCalCalibrator"]
 
@@ -59,7 +62,9 @@ class KCalCalibrator(BaseLocalCalibrator):
         Part of the calibration set that trains the projection; the rest is
         the kernel's memory.
     bandwidth : "auto" or float, default="auto"
-        ``h``: chosen by cross-validation, or fixed.
+        ``h``: chosen by cross-validation, or fixed. A cross-validated
+        ``h`` at an end of its search range raises a
+        :class:`~skcal.exceptions.GridEdgeWarning`.
     n_folds : int, default=20
         Folds of the bandwidth's cross-validation (capped at the memory
         size).
@@ -252,6 +257,41 @@ class KCalCalibrator(BaseLocalCalibrator):
             device=dev,
         )
         self.bandwidth_, self.cv_log_loss_ = chosen.bandwidth, chosen.cv_log_loss
+        if self.bandwidth == "auto":
+            self._warn_bandwidth_edge()
+
+    def _warn_bandwidth_edge(self):
+        """:class:`GridEdgeWarning` when ``bandwidth_`` ends its search range.
+
+        The golden-section search over ``log h`` in ``[log(h0 / 10), log(10
+        h0)]`` stops within 1e-4 of an end when the loss still falls there;
+        ``bandwidth_`` within ``_EDGE_LOG_TOL`` (in ``log h``) of an end is
+        taken as that end.
+        """
+        low, high = self.bandwidth_init_ / 10.0, self.bandwidth_init_ * 10.0
+        log_h = np.log(self.bandwidth_)
+        if abs(log_h - np.log(high)) < _EDGE_LOG_TOL:
+            end, beyond, hint = (
+                "upper",
+                "larger",
+                " A kernel that wide predicts little more than the class "
+                "frequencies: check that the embeddings carry the labels.",
+            )
+        elif abs(log_h - np.log(low)) < _EDGE_LOG_TOL:
+            end, beyond, hint = "lower", "smaller", ""
+        else:
+            return
+        step = np.sqrt(2.0) if end == "upper" else 1.0 / np.sqrt(2.0)
+        warn(
+            f"KCalCalibrator's cross-validated bandwidth_={self.bandwidth_:.4g} "
+            f"is the {end} end of its search range [{low:.4g}, {high:.4g}] "
+            f"(bandwidth_init_ / 10 to 10 x bandwidth_init_): the memory's "
+            f"log loss was still falling there, so the best bandwidth may be "
+            f"{beyond}. Try fixed bandwidths beyond the range (e.g. bandwidth="
+            f"{self.bandwidth_ * step:.3g}, then {self.bandwidth_ * step**2:.3g}) "
+            f"and compare their cv_log_loss_ with {self.cv_log_loss_:.4g}.{hint}",
+            GridEdgeWarning,
+        )
 
     def _split(self, y_index, sample_weight, seed):
         """Rows that train the projection and rows of the memory (positive weight)."""

@@ -13,6 +13,7 @@ from .._torch.kernels import fit_local_net, local_net_predict
 from ..base import BaseLocalCalibrator
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
 from ..utils._split import stratified_split
+from ._vq_local import warn_accuracy_drop
 
 __all__ = ["LocalNetCalibrator"]
 
@@ -121,6 +122,14 @@ class LocalNetCalibrator(BaseLocalCalibrator):
     correction common to all classes, as the one-vs-rest calibrators give
     such a class the mean of the others' maps. With every class present
     this is the method as published.
+
+    **Accuracy.** The calibrated logits can rank the classes differently
+    from the head. When the head is given (``coef``), the accuracy of
+    :meth:`predict_proba` on the validation part is compared with the
+    head's on the same rows, and a drop of more than one point and two
+    standard errors of the paired difference raises an
+    :class:`~skcal.exceptions.AccuracyDropWarning`. A head fitted here has
+    seen those rows, so it is not compared.
 
     The reference feeds the raw embeddings to the hidden layer; here they
     are standardised first (the same affine map at prediction time), so
@@ -279,6 +288,20 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         )
         self.network_ = fit.network
         self.best_epoch_, self.n_epochs_ = fit.best_epoch, fit.n_epochs
+        if self.coef is not None:  # a fitted head has seen the validation rows
+            warn_accuracy_drop(
+                "LocalNetCalibrator",
+                y_index[val],
+                self._predict_proba(X[val]),
+                z[val],
+                sample_weight[val],
+                f"Its logits are pulled toward the kernel estimate of the "
+                f"labels, which averages them over neighbours within about "
+                f"bandwidth={self.bandwidth:g} in the PCA space: lower "
+                f"bandwidth (an absolute scale; low-dimensional embeddings "
+                f"need less) or lambda_js={self.lambda_js:g}, or use a global "
+                f"calibrator of the head's logits if accuracy matters.",
+            )
 
     def _predict_proba(self, X):
         return local_net_predict(

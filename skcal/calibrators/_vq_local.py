@@ -19,9 +19,10 @@ from .._torch.kernels import (
     vq_head_log_proba,
 )
 from ..base import BaseLocalCalibrator
-from ..exceptions import CodebookWarning
+from ..exceptions import AccuracyDropWarning, CodebookWarning
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._split import stratified_split
+from ..utils._validation import paired_mean_difference
 from ..utils._warnings import warn
 
 __all__ = ["VQLocalCalibrator"]
@@ -29,6 +30,58 @@ __all__ = ["VQLocalCalibrator"]
 #: Largest n_classes^2 * n_codewords fitted on the CPU (about 300 classes with
 #: 64 codewords, where one epoch over 10,000 samples takes minutes).
 _MAX_CPU_MAP_WORK = 6e6
+#: An accuracy drop is material above this many points (a fraction) and
+#: ``_ACCURACY_DROP_SE`` standard errors of the paired difference.
+_ACCURACY_DROP_MIN = 0.01
+_ACCURACY_DROP_SE = 2.0
+
+
+def warn_accuracy_drop(name, y_index, proba, head_logits, sample_weight, advice):
+    """:class:`AccuracyDropWarning` when ``proba`` is materially less accurate.
+
+    Compares, on the same rows (a calibrator's internal validation split),
+    the accuracy of the calibrated probabilities ``proba`` with that of the
+    frozen head's logits ``head_logits`` (argmax of each, first maximum on
+    ties). With ``d_i = [head right] - [calibrator right]``, the drop is the
+    weighted mean of ``d_i`` and its standard error is the spread of
+    ``d_i`` over the square root of Kish's effective number of rows minus
+    one (the paired difference of CalibratorSearchCV's guard). The drop is
+    material when it exceeds both ``_ACCURACY_DROP_MIN`` (one point) and
+    ``_ACCURACY_DROP_SE`` (two) standard errors.
+
+    Parameters
+    ----------
+    name : str
+        The calibrator, as the message names it.
+    y_index : ndarray of shape (n_rows,)
+        Column index of each row's label.
+    proba : ndarray of shape (n_rows, n_classes)
+        Calibrated probabilities of the rows.
+    head_logits : ndarray of shape (n_rows, n_classes)
+        The frozen head's logits of the same rows.
+    sample_weight : ndarray of shape (n_rows,)
+        Weights of the rows.
+    advice : str
+        What to change, appended to the message.
+    """
+    weights = np.asarray(sample_weight, dtype=np.float64)
+    if weights.sum() <= 0:
+        return
+    right_new = np.argmax(proba, axis=1) == y_index
+    right_head = np.argmax(head_logits, axis=1) == y_index
+    diff = right_head.astype(np.float64) - right_new
+    drop, se = paired_mean_difference(diff, weights)
+    if not drop > max(_ACCURACY_DROP_MIN, _ACCURACY_DROP_SE * se):
+        return
+    acc_new = np.average(right_new, weights=weights)
+    acc_head = np.average(right_head, weights=weights)
+    warn(
+        f"{name}: on its internal validation split ({len(y_index)} rows) its "
+        f"accuracy is {acc_new:.3f}, against {acc_head:.3f} for the frozen head "
+        f"(coef, intercept) on the same rows: a drop of {drop:.3f} (standard "
+        f"error {se:.3f}). {advice}",
+        AccuracyDropWarning,
+    )
 
 
 class VQLocalCalibrator(BaseLocalCalibrator):
@@ -166,6 +219,14 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     ``p`` at 1e-8). Sample weights weight both cross-entropies and the EMA
     statistics. The predicted class is the argmax of the calibrated
     probabilities: the head is new, so it can differ from the backbone's.
+    When the backbone's head is given (``coef``), the accuracy of the
+    calibrated probabilities on the validation split is compared with that
+    of ``coef`` and ``intercept`` on the unquantized embeddings of the same
+    rows, and a drop of more than one point and two standard errors of the
+    paired difference raises an
+    :class:`~skcal.exceptions.AccuracyDropWarning` (quantization lost what
+    the head needs: raise ``n_slots`` or ``n_codewords``). Without ``coef``
+    there is no head to compare with.
 
     **Cost in the number of classes.** ``softplus`` acts on every entry of
     each sample's ``C x C`` matrix ``M`` and ``log B`` sums ``lgamma`` over
@@ -331,6 +392,32 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             )
         self.best_epochs_ = (stage1.best_epoch, stage2.best_epoch if stage2 else 0)
         self.n_epochs_ = (stage1.n_epochs, stage2.n_epochs if stage2 else 0)
+        if self.coef is not None:
+            self._check_accuracy(X[val], y_index[val], sample_weight[val])
+
+    def _check_accuracy(self, X, y_index, sample_weight):
+        """:func:`warn_accuracy_drop` on the validation rows."""
+        d = X.shape[1] // self.n_slots
+        head = (
+            "the backbone's head reads the quantized embeddings"
+            if self.head == "frozen"
+            else "a new head is trained on the quantized embeddings "
+            "(head='train'; a head stopped early by max_epochs or patience "
+            "loses accuracy too, and head='frozen' applies the backbone's)"
+        )
+        warn_accuracy_drop(
+            "VQLocalCalibrator",
+            y_index,
+            self._predict_proba(X),
+            self._logits(X),
+            sample_weight,
+            f"Each slot of {d} dimension(s) is replaced by one of "
+            f"{self.n_codewords} codewords and {head}. Quantize more finely "
+            f"(more slots than n_slots={self.n_slots}, so fewer dimensions "
+            f"per slot, or more codewords than n_codewords="
+            f"{self.n_codewords}), or use a global calibrator of the head's "
+            f"logits if accuracy matters.",
+        )
 
     def _check_slots(self, n_features):
         if n_features % self.n_slots:

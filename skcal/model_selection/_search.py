@@ -42,12 +42,14 @@ from ..calibrators import (
     TemperatureScaling,
     VectorScaling,
 )
+from ..exceptions import GridEdgeWarning
 from ..metrics._scorer import get_scorer
 from ..utils._sklearn import StrOptions, _fit_context
 from ..utils._validation import (
     check_finite,
     check_sample_weight,
     effective_sample_size,
+    paired_mean_difference,
     scores_to_logits,
 )
 from ..utils._warnings import warn
@@ -294,21 +296,6 @@ def _fit_and_score(template, X, labels, classes, sample_weight, train, test, sco
 
 
 # -------------------------------------------------------------- the guard
-def _paired_difference(diff: np.ndarray, weights: np.ndarray):
-    """Weighted mean of per-row differences and its standard error.
-
-    The standard error uses Kish's effective sample size ``n_eff``; with
-    equal weights it is the sample standard deviation over ``sqrt(n)``.
-    """
-    total = weights.sum()
-    mean = float(np.dot(weights, diff) / total)
-    n_eff = total**2 / np.dot(weights, weights)
-    if n_eff <= 1.0:
-        return mean, math.inf
-    var = float(np.dot(weights, (diff - mean) ** 2) / total)
-    return mean, math.sqrt(var / (n_eff - 1.0))
-
-
 class CalibratorSearchCV(BaseCalibrator):
     """Choose a calibrator by cross-validation, with a small-data guard.
 
@@ -975,9 +962,12 @@ class CalibratorSearchCV(BaseCalibrator):
 
         start = time.perf_counter()
         fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
-        self.best_calibrator_ = clone(templates[self.best_index_]).fit(
-            inputs[self.best_index_], labels, **fit_params
-        )
+        with warnings.catch_warnings():
+            if self.candidates is None:  # as in the folds
+                warnings.simplefilter("ignore", GridEdgeWarning)
+            self.best_calibrator_ = clone(templates[self.best_index_]).fit(
+                inputs[self.best_index_], labels, **fit_params
+            )
         self.refit_time_ = time.perf_counter() - start
         return self
 
@@ -1026,7 +1016,9 @@ class CalibratorSearchCV(BaseCalibrator):
         for _, test in folds:
             np.add.at(times_tested, test, 1.0)
         for c, fold_results in by_candidate.items():
-            self._warn_candidate(names[c], fold_results)
+            # a default candidate's own grid is not the user's: no edge warning
+            quiet = (GridEdgeWarning,) if self.candidates is None else ()
+            self._warn_candidate(names[c], fold_results, quiet)
             errors = [(k, r["error"]) for k, r in enumerate(fold_results) if r["error"]]
             if errors:
                 k, error = errors[0]
@@ -1051,16 +1043,18 @@ class CalibratorSearchCV(BaseCalibrator):
         return scores, fit_times, score_times, row_losses, tested
 
     @staticmethod
-    def _warn_candidate(name, fold_results) -> None:
+    def _warn_candidate(name, fold_results, quiet=()) -> None:
         """Raise each category of warning of a candidate's folds once.
 
-        With the first message, and the number of folds that raised one.
+        With the first message, and the number of folds that raised one;
+        categories in ``quiet`` are dropped.
         """
         first, folds = {}, Counter()
         for r in fold_results:
-            for category, message in r["warnings"]:
+            caught = [(c, m) for c, m in r["warnings"] if not issubclass(c, quiet)]
+            for category, message in caught:
                 first.setdefault(category, message)
-            folds.update({category for category, _ in r["warnings"]})
+            folds.update({category for category, _ in caught})
         for category, message in first.items():
             warn(
                 f"candidate {name!r} ({folds[category]} of {len(fold_results)} "
@@ -1108,7 +1102,9 @@ class CalibratorSearchCV(BaseCalibrator):
             )
 
         def compare(base, other):
-            diff, se = _paired_difference(row_losses[base] - row_losses[other], weights)
+            diff, se = paired_mean_difference(
+                row_losses[base] - row_losses[other], weights
+            )
             text = (
                 f"{names[other]} lowers the per-row out-of-fold log loss of "
                 f"{names[base]} by {diff:.4g} (one standard error: {se:.4g})"

@@ -6,6 +6,8 @@ Nothing the caller passed is modified in place.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_consistent_length, column_or_1d
@@ -568,3 +570,18 @@ def check_embeddings(X: np.ndarray, name: str = "X") -> None:
             "squared distances overflow. Rescale them (e.g. divide by "
             f"np.abs({name}).max()) and the head's coef accordingly."
         )
+
+
+def paired_mean_difference(diff: np.ndarray, weights: np.ndarray):
+    """Weighted mean of per-row differences and its standard error.
+
+    The standard error uses Kish's effective sample size ``n_eff``; with
+    equal weights it is the sample standard deviation over ``sqrt(n)``.
+    """
+    total = weights.sum()
+    mean = float(np.dot(weights, diff) / total)
+    n_eff = total**2 / np.dot(weights, weights)
+    if n_eff <= 1.0:
+        return mean, math.inf
+    var = float(np.dot(weights, (diff - mean) ** 2) / total)
+    return mean, math.sqrt(var / (n_eff - 1.0))
