@@ -79,21 +79,17 @@ def fit_inverse_temperature(
         objective.derivatives, start, 1.0 / bound, bound, xtol=tol, max_iter=max_iter
     )
     if result.at_bound == "upper":
-        # the scores separate the classes: the likelihood has no maximum
-        n_eff = effective_sample_size(sample_weight)
-        target = (n_eff + 1.0) / (n_eff + 2.0)
-        beta = _beta_of_confidence(objective, target, 1.0 / bound, bound)
+        # the scores separate the classes: the likelihood has no maximum, and
+        # nothing in the data says how confident to be: keep T = 1
         warn(
-            f"Temperature scaling: every calibration row's top class is its label "
-            f"(the scores separate the classes), so the likelihood keeps growing "
-            f"as the temperature goes to 0 and has no maximum. Instead the "
-            f"temperature was set so that the mean confidence is (n + 1) / (n + 2) "
-            f"= {target:.4g} (Laplace's rule of succession for n = {n_eff:.4g} "
-            f"error-free rows): T = {scale / beta:.4g}. A calibration set with some "
-            f"errors of the classifier lets the temperature be estimated.",
+            "Temperature scaling: every calibration row's top class is its label "
+            "(the scores separate the classes), so the likelihood keeps growing as "
+            "the temperature goes to 0 and has no maximum; the classifier's own "
+            "temperature T = 1 was kept. A calibration set with some errors of the "
+            "classifier lets the temperature be estimated.",
             ConvergenceWarning,
         )
-        result = replace(result, x=beta)
+        result = replace(result, x=min(max(scale, 1.0 / bound), bound))
     elif result.at_bound is not None:
         warn(
             f"Temperature scaling: the log-likelihood has no minimum for a "
@@ -110,26 +106,6 @@ def fit_inverse_temperature(
             ConvergenceWarning,
         )
     return replace(result, x=result.x / scale)
-
-
-def _beta_of_confidence(objective, target, low, high) -> float:
-    """The ``beta`` in ``[low, high]`` whose mean confidence is ``target``.
-
-    Bisection on ``log beta`` (the mean confidence grows with ``beta``), to
-    a relative width of 1e-10; a bound when ``target`` lies beyond it.
-    """
-    if objective.mean_confidence(high) <= target:
-        return high
-    if objective.mean_confidence(low) >= target:
-        return low
-    log_low, log_high = math.log(low), math.log(high)
-    while log_high - log_low > 1e-10:
-        mid = 0.5 * (log_low + log_high)
-        if objective.mean_confidence(math.exp(mid)) < target:
-            log_low = mid
-        else:
-            log_high = mid
-    return math.exp(0.5 * (log_low + log_high))
 
 
 class TemperatureScaling(BaseCalibrator):
@@ -151,10 +127,11 @@ class TemperatureScaling(BaseCalibrator):
       grows without bound as ``T -> 0``, and the maximum-likelihood
       temperature, 0, would make every later mistake infinitely costly (on
       a real 10-class model, 100 error-free rows gave a test NLL of 0.25
-      against 0.036 uncalibrated). ``T`` is set instead so that the mean
-      confidence on the calibration set is ``(n + 1) / (n + 2)``, Laplace's
-      rule of succession for ``n`` error-free rows (``n``: Kish's effective
-      sample size). This departs from the method, which has no answer here;
+      against 0.036 uncalibrated). The classifier's own temperature ``T = 1``
+      is kept instead: the data hold no error to estimate a temperature from
+      (a rule that depends on ``n``, such as Laplace's, would break the
+      equivalence of integer weights and repeated rows). This departs from
+      the method, which has no answer here;
     * the scores carry no information about the labels, or are
       anti-correlated with them: ``T`` is the bound ``exp(16) s``.
 

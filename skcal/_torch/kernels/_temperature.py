@@ -73,19 +73,6 @@ class TemperatureObjective:
         self._buffer = torch.empty(rows, c, dtype=torch.float64, device=device)
         self._ones = torch.ones(c, 1, dtype=torch.float64, device=device)
 
-    def mean_confidence(self, beta: float) -> float:
-        """Weighted mean of each row's largest probability at ``beta``.
-
-        The rows are shifted to a maximum of 0, so the largest probability
-        of a row is ``1 / sum(exp(beta z))``; it grows with ``beta``.
-        """
-        total = 0.0
-        for z, _, w in self.chunks:
-            e = self._buffer[: len(z)]
-            torch.mul(z, beta, out=e).exp_()
-            total += float(torch.dot(w, 1.0 / (e @ self._ones).squeeze(1)))
-        return total
-
     def derivatives(self, beta: float) -> tuple[float, float]:
         """First and second derivative of the NLL at ``beta``.
 
