@@ -30,8 +30,11 @@ known, ``labels``; in CSV and Parquet the columns are ``label``,
 named by the input (an npz ``classes`` array, or named columns), else
 ``proba_0 ... proba_{C-1}``.
 
-A fitted model (``skcal select --save``) is a pickle, with any extension
-but those of the array files (``.pkl`` by convention).
+A fitted model (``skcal calibrate --save``, ``skcal select --save``) is
+written in the skops format when its name ends in ``.skops`` (safe to load:
+``skcal apply`` and :func:`skcal.utils.persistence.load` rebuild only
+trusted types), else as a pickle (``.pkl`` by convention; loading a pickle
+runs code, so ``skcal apply`` reads one only with ``--allow-pickle``).
 """
 
 from __future__ import annotations
@@ -733,26 +736,85 @@ def _table_columns(arrays: dict, class_names=None) -> dict:
 
 
 def check_model_path(path: str, flag: str) -> None:
-    """Raise a CLIError unless ``path`` can name a pickled model we can write.
+    """Raise a CLIError unless ``path`` can name a model file we can write.
 
     The extensions of the array files are refused: a model is no array
     file, and ``--save out.npz`` more likely means calibrated probabilities.
+    A ``.skops`` name needs the optional package skops.
     """
     ext = os.path.splitext(path)[1].lower()
     if ext in FORMATS:
         raise CLIError(
-            f"{flag} writes the fitted model as a pickle, not arrays, but {path!r} "
-            f"has the extension {ext!r} of an array file; name it *.pkl."
+            f"{flag} writes the fitted model, not arrays, but {path!r} has the "
+            f"extension {ext!r} of an array file; name it *.skops (safe to load, "
+            "needs skops) or *.pkl (a pickle)."
+        )
+    if ext == ".skops" and importlib.util.find_spec("skops") is None:
+        raise CLIError(
+            f"{flag} {path}: the .skops format needs the optional package skops "
+            "(pip install skops); or name the file *.pkl for a pickle."
         )
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CLIError(f"cannot write {path}: folder {folder} does not exist.")
 
 
+def _is_skops(path: str) -> bool:
+    return os.path.splitext(path)[1].lower() == ".skops"
+
+
 def write_model(path: str, model) -> None:
-    """Pickle ``model`` to ``path`` (loaded by ``pickle.load`` or ``joblib.load``)."""
+    """Write ``model`` to ``path``: skops for ``*.skops``, else a pickle."""
     try:
+        if _is_skops(path):
+            from .utils.persistence import dump
+
+            dump(model, path)
+            return
         with open(path, "wb") as file:
             pickle.dump(model, file, protocol=pickle.HIGHEST_PROTOCOL)
     except OSError as exc:
         raise CLIError(f"cannot write {path}: {exc}") from None
+
+
+def read_model(path: str, *, trusted=(), allow_pickle: bool = False):
+    """Load a model written by :func:`write_model`.
+
+    A ``.skops`` file is loaded trusting skcal's types, skops' defaults and
+    ``trusted``; any other file is a pickle, read only with
+    ``allow_pickle`` (loading a pickle runs code from whoever wrote it).
+    """
+    if not os.path.isfile(path):
+        raise CLIError(f"--model {path}: no such file.")
+    if _is_skops(path):
+        if importlib.util.find_spec("skops") is None:
+            raise CLIError(
+                f"--model {path}: reading a .skops model needs the optional "
+                "package skops (pip install skops)."
+            )
+        from .utils.persistence import load
+
+        try:
+            return load(path, trusted=list(trusted))
+        except ValueError as exc:
+            message = str(exc).replace("load(file, trusted=", "--trust (")
+            raise CLIError(
+                f"--model {path}: {message} With the command line, repeat --trust "
+                "NAME for each type you trust."
+            ) from None
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise CLIError(
+                f"--model {path} is not a readable .skops file: {exc}"
+            ) from None
+    if not allow_pickle:
+        raise CLIError(
+            f"--model {path} is not a .skops file, so it is read as a pickle, and "
+            "loading a pickle runs whatever code its author put in it. Pass "
+            "--allow-pickle if you made the file yourself or trust its author; "
+            "better, save models as *.skops (calibrate/select --save model.skops)."
+        )
+    try:
+        with open(path, "rb") as file:
+            return pickle.load(file)
+    except (OSError, pickle.UnpicklingError, EOFError) as exc:
+        raise CLIError(f"--model {path} is not a readable pickle: {exc}") from None

@@ -11,7 +11,10 @@
     Choose a calibrator by cross-validation on one file
     (:class:`~skcal.model_selection.CalibratorSearchCV`): a table of the
     candidates' cross-fitted scores, the selected one and why; optionally
-    its calibration report on a test file and the fitted search, pickled.
+    its calibration report on a test file and the fitted search.
+``skcal apply``
+    Apply a calibrator saved by ``calibrate --save`` or ``select --save``
+    (``.skops``, safe to load) to a file of scores or embeddings.
 ``skcal benchmark``
     Every calibrator (or a chosen few) on a bundled or generated dataset over
     several seeds: a table of test metrics, mean ± std.
@@ -66,6 +69,7 @@ from ._cli_io import (
     column_classes,
     file_format,
     named_columns,
+    read_model,
     write_arrays,
     write_model,
 )
@@ -575,7 +579,9 @@ def _fit_and_apply(estimator, data: _CalibrationData, prog: str):
     return elapsed, proba, predict
 
 
-def _check_known_labels(y, classes, flag: str, path, fit_path) -> None:
+def _check_known_labels(
+    y, classes, flag: str, path, fit_path, fit_flag: str = "--fit"
+) -> None:
     """A CLIError naming the ``flag`` file if it has labels the fit never saw."""
     known = set(np.asarray(classes).tolist())
     unseen = {label for label in np.unique(y).tolist() if label not in known}
@@ -583,7 +589,7 @@ def _check_known_labels(y, classes, flag: str, path, fit_path) -> None:
         shown = sorted(unseen, key=str)
         raise CLIError(
             f"labels of {flag} {path} include {len(unseen)} label(s) that "
-            f"are not among the classes of --fit {fit_path}: {shown[:10]}"
+            f"are not among the classes of {fit_flag} {fit_path}: {shown[:10]}"
             f"{' ...' if len(shown) > 10 else ''}; the calibrator's classes: "
             f"{np.asarray(classes).tolist()[:20]}. Drop those rows from {flag}, or "
             "fix their labels (in an .npz --fit file, an array 'classes' gives "
@@ -609,6 +615,8 @@ def _cmd_calibrate(args) -> int:
     name, cls = resolve_method(args.method)
     _check_device(args.device)
     check_output_path(args.out)  # fail before fitting on a bad output name
+    if args.save is not None:
+        check_model_path(args.save, "--save")
     data = _read_calibration_data(args, name, cls, report)
     estimator = _make_estimator(
         cls, device=args.device, seed=args.seed, params={**data.head, **data.params}
@@ -622,6 +630,8 @@ def _cmd_calibrate(args) -> int:
     labels = {} if data.y_apply is None else {"labels": data.y_apply}
     arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
     write_arrays(args.out, arrays, class_names=named_columns(classes, data.given))
+    if args.save is not None:
+        write_model(args.save, estimator)
     if args.json:
         _print_json(
             {
@@ -634,6 +644,7 @@ def _cmd_calibrate(args) -> int:
                 "fit_s": elapsed,
                 "params": {k: v for k, v in data.params.items() if k != "classes"},
                 "out": args.out,
+                "save": args.save,
                 "metrics": rows,
             }
         )
@@ -642,6 +653,135 @@ def _cmd_calibrate(args) -> int:
         f"{name} ({data.key}, {len(classes)} classes): fitted on "
         f"{len(data.y_fit)} samples in {elapsed:.2f} s; wrote the calibrated "
         f"probabilities of {len(proba)} samples to {args.out}."
+    )
+    if args.save is not None:
+        print(f"Wrote the fitted calibrator to {args.save}.")
+        print(_paragraph(_saved_note(args.save, "calibrator")))
+    if rows:
+        print(f"\nMetrics on the labels of {args.apply}:")
+        print(format_table(rows, ["method", *_EVALUATION_COLUMNS]))
+        print("\n" + _METRICS_NOTE.format(n_bins=15))
+    return 0
+
+
+def _saved_note(path: str, what: str) -> str:
+    """How to use a model file ``calibrate``/``select --save`` wrote."""
+    again = f"skcal apply --model {path} --apply FILE --out FILE"
+    if os.path.splitext(path)[1].lower() == ".skops":
+        return (
+            f"Reapply the {what} with {again}, or load it in Python with "
+            "skcal.utils.persistence.load (safe: it rebuilds only skcal's types "
+            "and those skops trusts)."
+        )
+    return (
+        f"It is a pickle: load it in Python with pickle.load or joblib.load, from "
+        f"a trusted file only, or reapply the {what} with {again} --allow-pickle. "
+        "A *.skops name writes a file that is safe to load."
+    )
+
+
+# -------------------------------------------------------------------- apply
+def _model_input(model, path: str) -> str:
+    """What a saved model reads: "logits", "proba" or "embeddings"."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    from .base import BaseCalibrator, BaseLocalCalibrator
+    from .model_selection import CalibratorSearchCV
+
+    if isinstance(model, BaseLocalCalibrator):
+        key = "embeddings"
+    elif isinstance(model, BaseCalibrator | CalibratorSearchCV):
+        key = model.get_params()["input"]
+    else:
+        raise CLIError(
+            f"--model {path} holds a {type(model).__name__}, not a calibrator "
+            "or search saved by skcal calibrate/select --save: skcal apply reads "
+            "scores or embeddings, not a classifier's features (call the model's "
+            "predict_proba in Python)."
+        )
+    try:
+        check_is_fitted(model)
+    except NotFittedError:
+        raise CLIError(
+            f"--model {path} holds an unfitted {type(model).__name__}; save it "
+            "after fitting (calibrate --save or select --save)."
+        ) from None
+    return key
+
+
+def _cmd_apply(args) -> int:
+    prog, report = "skcal apply", _reporter(args)
+    check_output_path(args.out)  # fail before loading on a bad output name
+    model = read_model(args.model, trusted=args.trust, allow_pickle=args.allow_pickle)
+    key = _model_input(model, args.model)
+    if args.device is not None and "device" in model.get_params():
+        model.set_params(device=args.device)
+    name = type(model).__name__
+    apply = ArrayFile(args.apply, Columns.from_args(args))
+    classes = model.classes_
+    what = (
+        f"the {key} {name} was fitted on ({model.n_features_in_} columns)"
+        if key != "embeddings"
+        else f"the embeddings {name} reads ({model.n_features_in_} features)"
+    )
+    X = apply.matrix(key, what)
+    if key != "embeddings":
+        X = align_columns(X, apply.column_names(key), classes, f"--apply {args.apply}")
+    if X.shape[1] != model.n_features_in_:
+        raise CLIError(
+            f"--apply {args.apply} has {X.shape[1]} {key} columns but the model "
+            f"--model {args.model} was fitted on {model.n_features_in_}; apply it to "
+            "scores (or embeddings) of the same classifier over the same classes."
+        )
+    y = None
+    if "labels" in apply:
+        y = apply.vector("labels", "")
+        _same_length(apply, "labels", y, len(X), apply.describe(key))
+        _check_known_labels(y, classes, "--apply", args.apply, args.model, "--model")
+    with _report_on_stderr(prog):
+        proba = model.predict_proba(X)
+        predict = model.predict(X)
+    report(f"applied {name} ({key}) to {len(proba)} samples of {args.apply}")
+    rows = []
+    if y is not None:
+        head = {}
+        coef = model.get_params().get("coef")
+        if key == "embeddings" and coef is not None:
+            head = {
+                "coef": np.asarray(coef),
+                "intercept": model.get_params()["intercept"],
+            }
+            if head["intercept"] is not None:
+                head["intercept"] = np.asarray(head["intercept"], dtype=np.float64)
+        before = _uncalibrated(key, X, head)
+        if before is not None:
+            rows.append(
+                {"method": "uncalibrated", **_evaluation_row(y, before, labels=classes)}
+            )
+        rows.append(
+            {"method": name, **_evaluation_row(y, proba, predict, labels=classes)}
+        )
+    labels = {} if y is None else {"labels": y}
+    arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
+    write_arrays(args.out, arrays, class_names=named_columns(classes, None))
+    if args.json:
+        _print_json(
+            {
+                "model": args.model,
+                "estimator": name,
+                "input": key,
+                "n_classes": len(classes),
+                "classes": classes,
+                "n_apply": len(proba),
+                "out": args.out,
+                "metrics": rows,
+            }
+        )
+        return 0
+    print(
+        f"{name} ({key}, {len(classes)} classes) from {args.model}: wrote the "
+        f"calibrated probabilities of {len(proba)} samples to {args.out}."
     )
     if rows:
         print(f"\nMetrics on the labels of {args.apply}:")
@@ -1343,13 +1483,7 @@ def _cmd_select(args) -> int:
         )
     if args.save is not None:
         print(f"\nWrote the fitted search to {args.save}.")
-        print(
-            _paragraph(
-                "It is a pickle: load it in Python with pickle.load or "
-                "joblib.load (from a trusted file only); its predict_proba is "
-                "that of the selected calibrator."
-            )
-        )
+        print(_paragraph(_saved_note(args.save, "search")))
     return 0
 
 
@@ -1899,9 +2033,79 @@ def _add_calibrate(sub) -> None:
         "--device and --seed; e.g. verbose=1 shows the epochs of the neural "
         "calibrators on stderr",
     )
+    parser.add_argument(
+        "--save",
+        metavar="FILE",
+        help="also write the fitted calibrator: model.skops (safe to load, needs "
+        "skops; reapply it with skcal apply) or model.pkl (a pickle)",
+    )
     _add_column_options(parser)
     _add_common(parser)
     parser.set_defaults(handler=_cmd_calibrate)
+
+
+def _add_apply(sub) -> None:
+    parser = sub.add_parser(
+        "apply",
+        help="apply a saved calibrator to a file of scores or embeddings",
+        description=_wrap(
+            "Load a calibrator (or search) saved by skcal calibrate --save or "
+            "skcal select --save and write the calibrated probabilities of the "
+            "--apply file to --out (proba, predict, classes in npz, and the "
+            "labels when the file has them, with their metrics). A .skops model "
+            "is loaded safely: only skcal's types and those skops trusts are "
+            "rebuilt (--trust adds others); any other file is a pickle, read "
+            "only with --allow-pickle. The model says what it reads: logits, "
+            "proba or embeddings."
+        ),
+        epilog=lambda: (
+            f"{_FORMATS_HELP}\n\nexample:\n  skcal calibrate --method temperature "
+            "--fit cal.npz --apply val.npz --out val_cal.npz --save ts.skops\n"
+            "  skcal apply --model ts.skops --apply test.npz --out test_cal.npz"
+        ),
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="FILE",
+        help="the fitted calibrator: model.skops (or a pickle, with --allow-pickle)",
+    )
+    parser.add_argument(
+        "--apply", required=True, metavar="FILE", help="data to calibrate"
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help="output .npz, .csv or .parquet"
+    )
+    parser.add_argument(
+        "--trust",
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="also trust this fully qualified type in a .skops model (repeatable; "
+        "the error names the types the file needs)",
+    )
+    parser.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="read a model that is not .skops as a pickle (runs its author's code: "
+        "trusted files only)",
+    )
+    _add_column_options(parser)
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="'cpu', 'cuda', 'cuda:N' or 'auto' (default: the model's own)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print machine-readable JSON instead"
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress lines or notes on stderr (warnings and errors still show)",
+    )
+    parser.set_defaults(handler=_cmd_apply)
 
 
 def _add_evaluate(sub) -> None:
@@ -2071,7 +2275,7 @@ def _add_select(sub) -> None:
             "unless the best candidate beats them by more than one standard "
             "error of the per-row log losses. --test adds a calibration report "
             "of the selected calibrator with bootstrap intervals; --save "
-            "pickles the fitted search. Progress goes to stderr."
+            "writes the fitted search (.skops or .pkl). Progress goes to stderr."
         ),
         epilog=_select_epilog,
         formatter_class=_HelpFormatter,
@@ -2134,8 +2338,9 @@ def _add_select(sub) -> None:
     parser.add_argument(
         "--save",
         metavar="FILE",
-        help="pickle the fitted search (it predicts with the selected "
-        "calibrator, refitted on all rows), e.g. search.pkl",
+        help="write the fitted search (it predicts with the selected "
+        "calibrator, refitted on all rows): search.skops (safe to load, needs "
+        "skops; reapply it with skcal apply) or search.pkl (a pickle)",
     )
     parser.add_argument(
         "--seed",
@@ -2156,6 +2361,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"skcal {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_calibrate(sub)
+    _add_apply(sub)
     _add_evaluate(sub)
     _add_select(sub)
     _add_benchmark(sub)

@@ -1,0 +1,241 @@
+"""Saving and loading fitted models in a format that is safe to load (skops).
+
+A pickle (or joblib) file runs arbitrary code when it is loaded, so loading
+one from someone else is as dangerous as running their script. ``skops.io``
+stores a model as data and, at load time, only rebuilds the types the caller
+trusts. :func:`dump` and :func:`load` wrap it: :func:`load` trusts skcal's own
+types (:func:`trusted_types`) and skops' defaults (numpy, scipy and most of
+scikit-learn), and refuses a file holding any other type unless the caller
+names it in ``trusted`` after reading :func:`untrusted_types`.
+
+skops is optional: ``pip install skops`` (or ``pip install "skcal[io]"``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import pkgutil
+from functools import lru_cache
+
+__all__ = ["dump", "dumps", "load", "trusted_types", "untrusted_types"]
+
+#: skcal's subpackages whose classes can appear in a fitted model. Not
+#: ``skcal._torch`` (fitted state never holds a torch object), ``skcal.cli``
+#: or ``skcal.display`` (no estimator holds one).
+_STATE_PACKAGES = (
+    "skcal.base",
+    "skcal.calibrators",
+    "skcal.metrics",
+    "skcal.model_selection",
+    "skcal.wrappers",
+)
+
+
+def _skops_io():
+    try:
+        import skops.io as sio
+    except ImportError as exc:  # pragma: no cover - exercised without skops
+        raise ImportError(
+            "Saving and loading skcal models in the skops format needs the "
+            "optional package skops: pip install skops (or pip install "
+            "'skcal[io]')."
+        ) from exc
+    return sio
+
+
+def _modules(package_name):
+    package = importlib.import_module(package_name)
+    yield package
+    for info in pkgutil.walk_packages(
+        getattr(package, "__path__", []), prefix=package_name + "."
+    ):
+        yield importlib.import_module(info.name)
+
+
+@lru_cache(maxsize=1)
+def _trusted_types():
+    names = set()
+    for package_name in _STATE_PACKAGES:
+        for module in _modules(package_name):
+            for _, obj in inspect.getmembers(module, inspect.isclass):
+                if not obj.__module__.startswith("skcal."):
+                    continue
+                if obj.__module__.startswith("skcal._torch"):
+                    continue  # torch objects are never part of fitted state
+                if issubclass(obj, BaseException):
+                    continue
+                names.add(f"{obj.__module__}.{obj.__qualname__}")
+    return tuple(sorted(names))
+
+
+def trusted_types() -> list[str]:
+    """The skcal types :func:`load` trusts: every class a fitted skcal model may hold.
+
+    Returns
+    -------
+    list of str
+        Fully qualified type names, sorted (for instance
+        ``"skcal.calibrators._scaling.TemperatureScaling"``): the
+        calibrators, the wrapper, the search and their helper classes (for
+        instance the :class:`~skcal.metrics.LocalSpace` of a
+        local calibrator).
+
+    Examples
+    --------
+    >>> from skcal.utils.persistence import trusted_types
+    >>> "skcal.calibrators._scaling.TemperatureScaling" in trusted_types()
+    True
+    """
+    return list(_trusted_types())
+
+
+def _source(file):
+    """``skops.io`` keyword for ``file``: a path, bytes or an open binary file."""
+    if isinstance(file, (bytes, bytearray)):
+        return {"data": bytes(file)}
+    if isinstance(file, (str, os.PathLike)):
+        return {"file": os.fspath(file)}
+    return {"file": file}
+
+
+def untrusted_types(file) -> list[str]:
+    """The types in a saved model that :func:`load` does not trust by itself.
+
+    Parameters
+    ----------
+    file : str, path-like, bytes or binary file object
+        A file written by :func:`dump` (or ``skops.io.dump``), or its bytes.
+
+    Returns
+    -------
+    list of str
+        Fully qualified names of the types that are neither skcal's
+        (:func:`trusted_types`) nor trusted by skops by default; empty for a
+        model made only of skcal calibrators and scikit-learn's common types.
+        Read them before passing any to :func:`load`'s ``trusted``.
+
+    Examples
+    --------
+    >>> from skcal import TemperatureScaling
+    >>> from skcal.utils.persistence import dumps, untrusted_types
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> X, y = make_miscalibrated_logits(200, 3, random_state=0)
+    >>> untrusted_types(dumps(TemperatureScaling(device="cpu").fit(X, y)))
+    []
+    """
+    sio = _skops_io()
+    ours = set(_trusted_types())
+    found = sio.get_untrusted_types(**_source(file))
+    return [name for name in found if name not in ours]
+
+
+def dumps(model) -> bytes:
+    """The skops bytes of ``model`` (see :func:`dump`)."""
+    return _skops_io().dumps(model)
+
+
+def dump(model, file) -> None:
+    """Save a fitted (or unfitted) model in the skops format.
+
+    Parameters
+    ----------
+    model : estimator
+        Any skcal estimator, or a scikit-learn estimator / pipeline holding
+        skcal estimators (for instance a
+        :class:`~skcal.CalibratedClassifier`).
+    file : str, path-like or binary file object
+        Where to write (the convention is a ``.skops`` extension).
+
+    See Also
+    --------
+    load : Load it back, trusting only skcal's and skops' default types.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from skcal import TemperatureScaling
+    >>> from skcal.utils.persistence import dump, load
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> X, y = make_miscalibrated_logits(200, 3, random_state=0)
+    >>> ts = TemperatureScaling(device="cpu").fit(X, y)
+    >>> with TemporaryDirectory() as tmp:
+    ...     dump(ts, Path(tmp) / "ts.skops")
+    ...     again = load(Path(tmp) / "ts.skops")
+    >>> bool(np.array_equal(again.predict_proba(X), ts.predict_proba(X)))
+    True
+    """
+    sio = _skops_io()
+    if isinstance(file, (str, os.PathLike)):
+        sio.dump(model, os.fspath(file))
+    else:
+        file.write(sio.dumps(model))
+
+
+def load(file, *, trusted=None):
+    """Load a model saved by :func:`dump`, rebuilding only trusted types.
+
+    skcal's own types (:func:`trusted_types`) and the types skops trusts by
+    default (numpy, scipy, most of scikit-learn) are rebuilt; a file holding
+    any other type is refused with a ``ValueError`` naming it, before
+    anything is rebuilt. Nothing in the file is executed.
+
+    Parameters
+    ----------
+    file : str, path-like, bytes or binary file object
+        A file written by :func:`dump` (or ``skops.io.dump``), or its bytes.
+    trusted : list of str, default=None
+        Further fully qualified type names to trust, e.g. the tree
+        structures of a scikit-learn forest inside a
+        :class:`~skcal.CalibratedClassifier`
+        (``"sklearn.tree._tree.Tree"``). Read :func:`untrusted_types` and
+        trust only what you expect the model to hold.
+
+    Returns
+    -------
+    model : estimator
+        The model, as it was saved.
+
+    Raises
+    ------
+    ValueError
+        When the file holds types that are neither trusted by default nor
+        listed in ``trusted``.
+
+    See Also
+    --------
+    dump : Save a model.
+    untrusted_types : What a file holds beyond the default trusted types.
+
+    Examples
+    --------
+    >>> from skcal import TemperatureScaling
+    >>> from skcal.utils.persistence import dumps, load
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> X, y = make_miscalibrated_logits(200, 3, random_state=0)
+    >>> ts = TemperatureScaling(device="cpu").fit(X, y)
+    >>> load(dumps(ts)).temperature_ == ts.temperature_
+    True
+    """
+    sio = _skops_io()
+    source = _source(file)
+    if "file" in source and not isinstance(source["file"], str):
+        source = {"data": source["file"].read()}  # an open binary file
+    found = sio.get_untrusted_types(**source)
+    ours, extra = set(_trusted_types()), set(trusted or ())
+    refused = [name for name in found if name not in ours and name not in extra]
+    if refused:
+        listed = ", ".join(repr(name) for name in refused)
+        raise ValueError(
+            f"load: the file holds types that are neither skcal's nor trusted by "
+            f"skops by default: {listed}. Loading them could run code written by "
+            f"whoever made the file. If you trust its author and expect these "
+            f"types (for instance the trees of a scikit-learn forest), pass them "
+            f"explicitly: load(file, trusted=[{listed}])."
+        )
+    if "data" in source:
+        return sio.loads(source["data"], trusted=found)
+    return sio.load(source["file"], trusted=found)

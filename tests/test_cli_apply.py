@@ -1,0 +1,342 @@
+"""``skcal calibrate --save``, ``select --save`` and ``skcal apply`` (issue 20).
+
+Item 4 of the issue.
+
+A calibrator fitted once is applied many times: the probabilities ``apply``
+writes must equal bitwise those the same fitted model gives in Python (and
+those ``calibrate`` wrote for the same file); the metrics it prints are
+checked against scikit-learn's log loss.
+"""
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.metrics import log_loss
+
+pytest.importorskip("skops.io")
+
+from skcal import LocalNetCalibrator, TemperatureScaling  # noqa: E402
+from skcal.cli import main  # noqa: E402
+from skcal.utils._testing import (  # noqa: E402
+    make_miscalibrated_logits,
+    make_region_miscalibrated_embeddings,
+)
+from skcal.utils.persistence import dump, load  # noqa: E402
+
+
+def _error(capsys, command="apply") -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert lines[-1].startswith(f"skcal {command}: error: "), captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    return lines[-1]
+
+
+@pytest.fixture
+def files(tmp_path):
+    X, y = make_miscalibrated_logits(900, 4, temperature=2.0, random_state=0)
+    np.savez(tmp_path / "cal.npz", logits=X[:300], labels=y[:300])
+    np.savez(tmp_path / "val.npz", logits=X[300:600], labels=y[300:600])
+    np.savez(tmp_path / "test.npz", logits=X[600:])  # no labels
+    return tmp_path, X, y
+
+
+def test_calibrate_save_then_apply_equals_the_fitted_model(files, capsys):
+    tmp, X, y = files
+    model = tmp / "ts.skops"
+    assert (
+        main(
+            [
+                "calibrate",
+                "--method",
+                "temperature",
+                "--fit",
+                str(tmp / "cal.npz"),
+                "--apply",
+                str(tmp / "val.npz"),
+                "--out",
+                str(tmp / "val_cal.npz"),
+                "--save",
+                str(model),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert "skcal apply --model" in capsys.readouterr().out
+    reference = TemperatureScaling(device="cpu").fit(X[:300], y[:300])
+    saved = load(model)
+    assert saved.temperature_ == reference.temperature_
+    for name in ("val", "test"):
+        out = tmp / f"{name}_applied.npz"
+        code = main(
+            [
+                "apply",
+                "--model",
+                str(model),
+                "--apply",
+                str(tmp / f"{name}.npz"),
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
+        assert code == 0
+        report = json.loads(capsys.readouterr().out)
+        rows = X[300:600] if name == "val" else X[600:]
+        with np.load(out) as written:
+            np.testing.assert_array_equal(
+                written["proba"], reference.predict_proba(rows)
+            )
+            np.testing.assert_array_equal(written["predict"], rows.argmax(axis=1))
+            assert ("labels" in written) == (name == "val")
+        assert report["estimator"] == "TemperatureScaling"
+        assert report["input"] == "logits" and report["n_apply"] == len(rows)
+        if name == "val":
+            with np.load(tmp / "val_cal.npz") as by_calibrate:
+                np.testing.assert_array_equal(
+                    by_calibrate["proba"], reference.predict_proba(rows)
+                )
+            nll = {r["method"]: r["NLL"] for r in report["metrics"]}
+            proba = reference.predict_proba(rows)
+            assert nll["TemperatureScaling"] == pytest.approx(
+                log_loss(y[300:600], proba), rel=1e-9
+            )
+        else:
+            assert report["metrics"] == []
+
+
+def test_apply_a_local_calibrator_on_embeddings(tmp_path, capsys):
+    X, y, coef, intercept, _ = make_region_miscalibrated_embeddings(
+        900, 3, n_features=8, random_state=0
+    )
+    est = LocalNetCalibrator(
+        coef=coef, intercept=intercept, max_epochs=3, random_state=0, device="cpu"
+    ).fit(X[:600], y[:600])
+    dump(est, tmp_path / "ln.skops")
+    np.savez(tmp_path / "new.npz", embeddings=X[600:], labels=y[600:])
+    code = main(
+        [
+            "apply",
+            "--model",
+            str(tmp_path / "ln.skops"),
+            "--apply",
+            str(tmp_path / "new.npz"),
+            "--out",
+            str(tmp_path / "o.npz"),
+            "--json",
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    with np.load(tmp_path / "o.npz") as written:
+        np.testing.assert_array_equal(written["proba"], est.predict_proba(X[600:]))
+    # the head (coef/intercept, a parameter of the model) gives the
+    # uncalibrated row
+    methods = [r["method"] for r in report["metrics"]]
+    assert methods == ["uncalibrated", "LocalNetCalibrator"]
+    logits = X[600:] @ coef.T + intercept
+    uncal = np.exp(logits - logits.max(1, keepdims=True))
+    uncal /= uncal.sum(1, keepdims=True)
+    assert report["metrics"][0]["NLL"] == pytest.approx(
+        log_loss(y[600:], uncal), rel=1e-9
+    )
+
+
+def test_select_save_then_apply(files, capsys):
+    tmp, X, y = files
+    model = tmp / "search.skops"
+    code = main(
+        [
+            "select",
+            "--fit",
+            str(tmp / "cal.npz"),
+            "--save",
+            str(model),
+            "--candidates",
+            "identity,temperature",
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    capsys.readouterr()
+    search = load(model)
+    assert (
+        main(
+            [
+                "apply",
+                "--model",
+                str(model),
+                "--apply",
+                str(tmp / "test.npz"),
+                "--out",
+                str(tmp / "o.npz"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    with np.load(tmp / "o.npz") as written:
+        np.testing.assert_array_equal(written["proba"], search.predict_proba(X[600:]))
+
+
+def test_pickles_need_allow_pickle(files, capsys):
+    tmp, X, y = files
+    reference = TemperatureScaling(device="cpu").fit(X[:300], y[:300])
+    with open(tmp / "ts.pkl", "wb") as f:
+        pickle.dump(reference, f)
+    args = [
+        "apply",
+        "--model",
+        str(tmp / "ts.pkl"),
+        "--apply",
+        str(tmp / "test.npz"),
+        "--out",
+        str(tmp / "o.npz"),
+    ]
+    assert main(args) == 2
+    assert "--allow-pickle" in _error(capsys)
+    assert not (tmp / "o.npz").exists()
+    assert main([*args, "--allow-pickle", "--quiet"]) == 0
+    with np.load(tmp / "o.npz") as written:
+        np.testing.assert_array_equal(
+            written["proba"], reference.predict_proba(X[600:])
+        )
+
+
+def test_apply_errors(files, capsys):
+    tmp, X, y = files
+    model = tmp / "ts.skops"
+    dump(TemperatureScaling(device="cpu").fit(X[:300], y[:300]), model)
+    out = ["--out", str(tmp / "o.npz")]
+    # wrong number of classes
+    np.savez(tmp / "three.npz", logits=X[:50, :3])
+    assert (
+        main(["apply", "--model", str(model), "--apply", str(tmp / "three.npz"), *out])
+        == 2
+    )
+    assert "3 logits columns" in _error(capsys)
+    # labels the model never saw
+    np.savez(tmp / "unseen.npz", logits=X[:50], labels=np.full(50, 7))
+    assert (
+        main(["apply", "--model", str(model), "--apply", str(tmp / "unseen.npz"), *out])
+        == 2
+    )
+    assert "not among the classes of --model" in _error(capsys)
+    # an unfitted calibrator
+    dump(TemperatureScaling(), tmp / "raw.skops")
+    assert (
+        main(
+            [
+                "apply",
+                "--model",
+                str(tmp / "raw.skops"),
+                "--apply",
+                str(tmp / "test.npz"),
+                *out,
+            ]
+        )
+        == 2
+    )
+    assert "unfitted TemperatureScaling" in _error(capsys)
+    # not a calibrator: a classifier's features are not scores
+    from sklearn.linear_model import LogisticRegression
+
+    dump(LogisticRegression().fit(X[:300], y[:300]), tmp / "lr.skops")
+    assert (
+        main(
+            [
+                "apply",
+                "--model",
+                str(tmp / "lr.skops"),
+                "--apply",
+                str(tmp / "test.npz"),
+                *out,
+            ]
+        )
+        == 2
+    )
+    assert "not a calibrator" in _error(capsys)
+    # no such file; not a skops file
+    assert (
+        main(
+            [
+                "apply",
+                "--model",
+                str(tmp / "nope.skops"),
+                "--apply",
+                str(tmp / "test.npz"),
+                *out,
+            ]
+        )
+        == 2
+    )
+    assert "no such file" in _error(capsys)
+    (tmp / "bad.skops").write_bytes(b"not a zip")
+    assert (
+        main(
+            [
+                "apply",
+                "--model",
+                str(tmp / "bad.skops"),
+                "--apply",
+                str(tmp / "test.npz"),
+                *out,
+            ]
+        )
+        == 2
+    )
+    assert "not a readable .skops file" in _error(capsys)
+
+
+def test_foreign_types_need_trust(tmp_path, capsys):
+    from sklearn.ensemble import RandomForestClassifier
+
+    from skcal import CalibratedClassifier
+
+    X, y = make_miscalibrated_logits(200, 3, random_state=0)
+    cc = CalibratedClassifier(
+        RandomForestClassifier(n_estimators=2, random_state=0),
+        calibrator=TemperatureScaling(device="cpu"),
+    ).fit(X, y)
+    dump(cc, tmp_path / "cc.skops")
+    np.savez(tmp_path / "d.npz", logits=X)
+    args = [
+        "apply",
+        "--model",
+        str(tmp_path / "cc.skops"),
+        "--apply",
+        str(tmp_path / "d.npz"),
+        "--out",
+        str(tmp_path / "o.npz"),
+    ]
+    assert main(args) == 2
+    message = _error(capsys)
+    assert "sklearn.tree._tree.Tree" in message and "--trust" in message
+    # trusted, it loads, and is then refused for what it is (a classifier)
+    assert main([*args, "--trust", "sklearn.tree._tree.Tree"]) == 2
+    assert "not a calibrator" in _error(capsys)
+
+
+def test_save_path_checked_before_fitting(files, capsys):
+    tmp, _, _ = files
+    code = main(
+        [
+            "calibrate",
+            "--method",
+            "temperature",
+            "--fit",
+            str(tmp / "cal.npz"),
+            "--apply",
+            str(tmp / "val.npz"),
+            "--out",
+            str(tmp / "o.npz"),
+            "--save",
+            str(tmp / "model.npz"),
+        ]
+    )
+    assert code == 2
+    assert "*.skops" in _error(capsys, "calibrate")
+    assert not (tmp / "o.npz").exists()
