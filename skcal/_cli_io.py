@@ -24,8 +24,9 @@ classes
 coef, intercept
     The frozen linear head of local calibrators, npz only.
 
-Output files hold ``proba``, ``predict``, ``classes`` (npz only) and, when
-known, ``labels``; in CSV and Parquet the columns are ``label``,
+Output files hold ``proba``, ``predict``, ``classes`` and ``method`` (the
+calibrator's name; npz only) and, when known, ``labels``; in CSV and
+Parquet the columns are ``label``,
 ``predict`` and ``proba_<class>`` when the classes are strings or were
 named by the input (an npz ``classes`` array, or named columns), else
 ``proba_0 ... proba_{C-1}``.
@@ -56,7 +57,7 @@ VECTOR_COLUMNS = {"labels": "label", "predict": "predict"}
 #: names of the labels without --label-col, tried in this order in every format
 LABEL_NAMES = ("label", "labels")
 #: npz keys of arrays with one entry per class, not per sample: never a column
-PER_CLASS_KEYS = frozenset({"classes", "coef", "intercept"})
+PER_CLASS_KEYS = frozenset({"classes", "coef", "intercept", "method"})
 FORMATS = {".npz": "npz", ".csv": "csv", ".parquet": "parquet"}
 #: option naming where each per-sample array is read from
 FLAGS = {
@@ -288,6 +289,14 @@ class ArrayFile:
             self._members = {str(c): frame[c] for c in frame.columns}
             self.found = list(self._members)
         self._kind = "arrays" if self.format == "npz" else "columns"
+
+    def text(self, name: str) -> str | None:
+        """The string stored as a 0-d npz array ``name`` (``method``), or None."""
+        value = self._members.get(name) if self.format == "npz" else None
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            if value.dtype.kind == "U":
+                return str(value)
+        return None
 
     # ------------------------------------------------------------ locating
     def _is_column(self, name: str) -> bool:

@@ -629,6 +629,7 @@ def _cmd_calibrate(args) -> int:
     rows = _calibrate_rows(name, data, proba, predict, classes)
     labels = {} if data.y_apply is None else {"labels": data.y_apply}
     arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
+    arrays["method"] = np.array(name)  # names the file in evaluate (npz only)
     write_arrays(args.out, arrays, class_names=named_columns(classes, data.given))
     if args.save is not None:
         write_model(args.save, estimator)
@@ -764,6 +765,7 @@ def _cmd_apply(args) -> int:
         )
     labels = {} if y is None else {"labels": y}
     arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
+    arrays["method"] = np.array(name)  # names the file in evaluate (npz only)
     write_arrays(args.out, arrays, class_names=named_columns(classes, None))
     if args.json:
         _print_json(
@@ -809,8 +811,7 @@ def _evaluate_scores(args, data: ArrayFile, report):
 def _plot_reliability(path, y, probas: dict, classes, n_bins) -> None:
     """One reliability diagram of the ``{name: proba}`` of the same rows.
 
-    The bin counts are drawn for a single prediction only: those of several
-    predictions would each take a count axis on the same figure.
+    The bin counts of every prediction share one panel below the diagram.
     """
     try:
         from matplotlib.figure import Figure
@@ -818,12 +819,19 @@ def _plot_reliability(path, y, probas: dict, classes, n_bins) -> None:
         raise CLIError("--plot needs matplotlib: pip install matplotlib.") from None
     from .display import ReliabilityDisplay
 
-    figure = Figure(figsize=(5, 5), layout="constrained")
-    ax = figure.subplots()
-    several = {"show_counts": False, "marker": "o"} if len(probas) > 1 else {}
+    figure = Figure(figsize=(5.5, 6.5), layout="constrained")
+    ax, count_ax = figure.subplots(
+        2, 1, sharex=True, gridspec_kw={"height_ratios": (3, 1)}
+    )
     for name, proba in probas.items():
         ReliabilityDisplay.from_predictions(
-            y, proba, n_bins=n_bins, labels=classes, name=name, ax=ax, **several
+            y,
+            proba,
+            n_bins=n_bins,
+            labels=classes,
+            name=name,
+            ax=ax,
+            count_ax=count_ax,
         )
     try:
         figure.savefig(path)
@@ -856,13 +864,14 @@ class _Evaluated:
     """One file of ``evaluate``: what it holds, and its metrics."""
 
     path: str
-    name: str  # its column in the table (--names, or the file stem)
+    name: str  # its column in the table (--names, its method, or the file stem)
     key: str  # "logits" or "proba"
     y: np.ndarray
     proba: np.ndarray
     classes: np.ndarray
     predictions: np.ndarray | None
     embeddings: np.ndarray | None
+    method: str | None = None  # the calibrator that wrote it (npz "method")
     metrics: dict | None = None
     intervals: object = None  # CalibrationReport with --ci
 
@@ -908,7 +917,18 @@ def _read_evaluated(args, path, name, columns, report) -> _Evaluated:
     if args.local:
         embeddings = data.matrix("embeddings", "which --local needs")
         _same_length(data, "embeddings", embeddings, len(y), data.describe("labels"))
-    return _Evaluated(path, name, key, y, proba, classes, predictions, embeddings)
+    return _Evaluated(
+        path, name, key, y, proba, classes, predictions, embeddings, data.text("method")
+    )
+
+
+def _method_names(files: list[_Evaluated]) -> None:
+    """Without --names, files written by calibrate/apply are named by their
+    method, when no two files share it (else they keep their stems)."""
+    methods = [file.method for file in files]
+    for file in files:
+        if file.method is not None and methods.count(file.method) == 1:
+            file.name = file.method
 
 
 def _same_labels(a, b) -> np.ndarray:
@@ -1140,6 +1160,8 @@ def _cmd_evaluate(args) -> int:
         _read_evaluated(args, path, name, columns, report)
         for path, name in zip(args.files, names)
     ]
+    if args.names is None:
+        _method_names(files)
     for other in files[1:]:  # before any metric, which can take a while
         _same_rows(files[0], other)
     for file in files:
@@ -1168,7 +1190,7 @@ def _cmd_evaluate(args) -> int:
     paired = _paired(args, files, report) if args.paired else None
     if args.plot:
         probas = {file.name: file.proba for file in files}
-        if args.names is None and len(files) == 1:
+        if args.names is None and len(files) == 1 and files[0].method is None:
             probas = {os.path.basename(files[0].path): files[0].proba}
         _plot_reliability(args.plot, files[0].y, probas, files[0].classes, args.n_bins)
     if args.json:
@@ -1195,8 +1217,7 @@ def _cmd_evaluate(args) -> int:
         print(f"Reliability diagram written to {args.plot}.")
     elif args.plot:
         print(
-            f"\nReliability diagram of the {len(files)} files (without bin "
-            f"counts) written to {args.plot}."
+            f"\nReliability diagram of the {len(files)} files written to {args.plot}."
         )
     return 0
 

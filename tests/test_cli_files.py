@@ -560,3 +560,41 @@ def test_parquet_reads_the_same_columns(scores, tmp_path, capsys):
     expected = reference.predict_proba(z_test)
     for j, name in enumerate(NAMES):
         np.testing.assert_allclose(written[f"proba_{name}"], expected[:, j], atol=1e-10)
+
+
+def test_evaluate_names_calibrated_files_by_method_and_plots_one_count_panel(
+    scores, tmp_path, capsys, monkeypatch
+):
+    """Files written by calibrate carry their method: evaluate's columns and
+    the diagram's legend name it, and the diagram has one count panel."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from skcal.metrics import expected_calibration_error
+
+    z_cal, y_cal, z_test, y_test = scores
+    cal, test = tmp_path / "cal.npz", tmp_path / "test.npz"
+    np.savez(cal, logits=z_cal, labels=y_cal)
+    np.savez(test, logits=z_test, labels=y_test)
+    outs = []
+    for method in ("ts", "vs"):
+        outs.append(tmp_path / f"out_{method}.npz")
+        argv = ["calibrate", "--method", method, "--fit", str(cal)]
+        argv += ["--apply", str(test), "--out", str(outs[-1]), "--quiet"]
+        assert main(argv) == 0
+    capsys.readouterr()
+    names = [str(np.load(out)["method"]) for out in outs]
+    assert len(set(names)) == 2
+    saved = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: saved.append(fig))
+    png = tmp_path / "d.png"
+    argv = ["evaluate", *map(str, outs), "--plot", str(png), "--json", "--quiet"]
+    assert main(argv) == 0
+    assert list(_json(capsys)["files"]) == names
+    (figure,) = saved
+    assert len(figure.axes) == 2  # the diagram and one shared count panel
+    legend = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    for name, out in zip(names, outs):
+        ece = expected_calibration_error(y_test, np.load(out)["proba"], n_bins=15)
+        assert f"{name} (ECE {ece:.3f})" in legend
+    assert len(figure.axes[1].patches) == 2  # one count outline per file

@@ -132,7 +132,7 @@ def test_reliability_quantile_bins_band_and_several_methods():
     b = ReliabilityDisplay.from_predictions(y, np.roll(P, 1, axis=1), name="b", ax=ax)
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels.count("perfectly calibrated") == 1
-    assert {"a", "b"} <= set(labels)
+    assert f"a (ECE {a.ece_:.3f})" in labels and f"b (ECE {b.ece_:.3f})" in labels
     assert a.figure_ is b.figure_ is fig
     plt.close("all")
 
@@ -146,7 +146,7 @@ def test_reliability_from_estimator_and_bad_view():
     names = np.array(["ant", "bee", "cat"])
     ts = TemperatureScaling(device="cpu").fit(X, names[y])
     disp = ReliabilityDisplay.from_estimator(ts, X, names[y], view="bee")
-    assert disp.line_.get_label() == "TemperatureScaling"
+    assert disp.line_.get_label().startswith("TemperatureScaling (ECE ")
     assert disp.view == "class bee"
     with pytest.raises(ValueError, match="view must be"):
         ReliabilityDisplay.from_estimator(ts, X, names[y], view="dog")
@@ -159,7 +159,8 @@ def test_reliability_view_has_one_spelling_and_the_old_one_is_deprecated():
     y, proba, _ = problem(seed=2)
     disp = ReliabilityDisplay.from_predictions(y, proba, n_bins=10)
     assert disp.view == "top_label"  # the spelling of its own view= argument
-    assert disp.ax_.get_xlabel() == "mean confidence (top-label)"
+    # a new figure: the counts are a panel below, which carries the x label
+    assert disp.count_ax_.get_xlabel() == "mean confidence (top-label)"
     assert disp.ax_.get_ylabel() == "accuracy"
     arrays = dict(
         mean_predicted=disp.mean_predicted,
@@ -172,7 +173,69 @@ def test_reliability_view_has_one_spelling_and_the_old_one_is_deprecated():
     assert old.view == "top_label"
     old.plot(show_counts=False)
     assert old.ax_.get_ylabel() == "accuracy"  # still the top-label diagram
-    one_class = ReliabilityDisplay.from_predictions(y, proba, view=1, n_bins=10)
+    one_class = ReliabilityDisplay.from_predictions(
+        y, proba, view=1, n_bins=10, show_counts=False
+    )
     assert one_class.ax_.get_xlabel() == "mean predicted probability (class 1)"
     assert one_class.ax_.get_ylabel() == "observed frequency"
+    plt.close("all")
+
+
+def test_reliability_several_models_share_one_count_axis_and_show_their_ece():
+    """Models drawn on one axis: one shared count axis (not a twin each), the
+    counts drawn are the bins' counts, the legend's ECE is the metric, marker
+    areas grow with the bin's share and small bins are hollow."""
+    from skcal.display import ReliabilityDisplay
+    from skcal.metrics import expected_calibration_error
+
+    y, P = _reliability_problem(seed=3, n=600)
+    sharp = P**4 / (P**4).sum(1, keepdims=True)
+    fig, ax = plt.subplots()
+    shown = []
+    for name, proba in [("raw", P), ("sharp", sharp)]:
+        d = ReliabilityDisplay.from_predictions(
+            y, proba, n_bins=15, name=name, ax=ax, min_count=20
+        )
+        shown.append(d)
+        # the legend's ECE is the library's metric, recomputed independently
+        assert d.ece_ == pytest.approx(
+            expected_calibration_error(y, proba, n_bins=15), rel=1e-12
+        )
+        assert d.line_.get_label() == f"{name} (ECE {d.ece_:.3f})"
+        np.testing.assert_array_equal(d.counts_.get_data().values, d.count)
+        keep = d.count > 0
+        sizes = d.markers_.get_sizes()
+        assert len(sizes) == keep.sum()
+        big = d.count[keep] >= 20
+        # areas ordered as the counts of the bins drawn filled
+        order = np.argsort(d.count[keep][big], kind="stable")
+        assert np.all(np.diff(sizes[big][order]) >= 0)
+        assert sizes[big].max() > sizes[big].min()
+        faces = d.markers_.get_facecolors()
+        assert np.all(faces[~big, 3] == 0) and np.all(faces[big, 3] > 0)
+        assert (~big).any()  # each model has bins of fewer than 20 samples
+    assert shown[0].count_ax_ is shown[1].count_ax_
+    assert len(fig.axes) == 2  # the diagram and one count axis
+    # the shared twin is scaled to the larger of the two count series
+    top = max(d.count.max() for d in shown)
+    assert shown[0].count_ax_.get_ylim()[1] == pytest.approx(4 * top)
+    plt.close("all")
+
+
+def test_reliability_new_figure_has_a_count_panel_below():
+    from skcal.display import ReliabilityDisplay
+
+    y, P = _reliability_problem(seed=4, n=400)
+    d = ReliabilityDisplay.from_predictions(y, P, n_bins=10, name="m")
+    assert len(d.figure_.axes) == 2
+    below = d.count_ax_
+    assert below.get_position().y1 <= d.ax_.get_position().y0 + 1e-9
+    assert d.ax_.get_shared_x_axes().joined(d.ax_, below)
+    assert below.get_ylabel() == "samples per bin"
+    assert d.ax_.get_xlabel() == ""
+    plain = ReliabilityDisplay.from_predictions(
+        y, P, n_bins=10, show_counts=False, show_ece=False, name="m"
+    )
+    assert len(plain.figure_.axes) == 1 and plain.count_ax_ is None
+    assert plain.line_.get_label() == "m"
     plt.close("all")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -12,7 +13,15 @@ from ..metrics._binning import assign_bins
 from ..metrics._ece import top_label
 from ..utils._validation import check_proba_targets
 from ..utils._warnings import warn
-from ._ess import _start_line
+from ._ess import _pyplot
+
+#: The count panel of each diagram axis, so that every model drawn on one
+#: axis shares one count axis: ``{diagram Axes: count Axes}``.
+_COUNT_PANELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: Marker area (points^2) of a bin holding every sample, and of an empty one.
+_MAX_AREA, _MIN_AREA = 300.0, 6.0
+#: Marker area of a bin of fewer than ``min_count`` samples (drawn hollow).
+_HOLLOW_AREA = 30.0
 
 
 def _scores_and_targets(proba, y_index, view, labels_):
@@ -44,9 +53,18 @@ class ReliabilityDisplay:
     the binning of every binned metric of skcal, so the plotted points are
     exactly the bins that :func:`~skcal.metrics.expected_calibration_error`
     (top-label) or :func:`~skcal.metrics.classwise_calibration_error` (one
-    class) average. Empty bins are not drawn. Build it with
-    :meth:`from_predictions` or :meth:`from_estimator`; pass ``ax`` to draw
-    several calibrators on one axis.
+    class) average. Empty bins are not drawn.
+
+    Each bin's marker has an area proportional to the share of the samples
+    it holds, and bins of fewer than ``min_count`` samples are drawn hollow:
+    a point resting on one sample does not look like one resting on a
+    thousand. The legend gives each model's ECE over the plotted bins. The
+    counts go to a panel below the diagram (a new figure), or to one count
+    axis per diagram axis: several models drawn on the same ``ax`` share it,
+    each as an outline of its own colour.
+
+    Build it with :meth:`from_predictions` or :meth:`from_estimator`; pass
+    ``ax`` to draw several calibrators on one axis.
 
     Parameters
     ----------
@@ -60,6 +78,9 @@ class ReliabilityDisplay:
         Bin edges.
     band : ndarray of shape (2, n_bins), default=None
         Lower and upper bootstrap quantiles of the frequency per bin.
+    weight : ndarray of shape (n_bins,), default=None
+        Sum of the sample weights per bin (the ECE's bin weights); ``count``
+        when None.
     name : str, default=None
         Legend label.
     view : str, default="top_label"
@@ -70,14 +91,21 @@ class ReliabilityDisplay:
 
     Attributes
     ----------
+    ece_ : float
+        The calibration error of the plotted bins, ``sum_b w_b |fraction_b -
+        mean_b| / sum_b w_b``: top-label ECE for the top-label view, the
+        class's binned error for one class.
     line_ : matplotlib Line2D
         The reliability curve.
+    markers_ : matplotlib PathCollection
+        One marker per non-empty bin, its area proportional to the bin's
+        share of the samples.
     band_ : matplotlib PolyCollection or None
         The bootstrap band.
-    bars_ : matplotlib BarContainer or None
-        The bin counts (on ``count_ax_``).
+    counts_ : matplotlib StepPatch or None
+        The bin counts, an outline on ``count_ax_``.
     count_ax_ : matplotlib Axes or None
-        Secondary axis of the counts.
+        The count panel, shared by every model drawn on ``ax_``.
     ax_ : matplotlib Axes
         Axes of the plot.
     figure_ : matplotlib Figure
@@ -93,8 +121,8 @@ class ReliabilityDisplay:
     >>> disp = ReliabilityDisplay.from_predictions(y, p, n_bins=10, name="model")
     >>> disp.count.sum()
     np.int64(1000)
-    >>> disp.line_.get_label()
-    'model'
+    >>> disp.line_.get_label() == f"model (ECE {disp.ece_:.3f})"
+    True
     """
 
     def __init__(
@@ -105,6 +133,7 @@ class ReliabilityDisplay:
         count,
         edges,
         band=None,
+        weight=None,
         name=None,
         view="top_label",
     ):
@@ -121,38 +150,98 @@ class ReliabilityDisplay:
         self.count = np.asarray(count)
         self.edges = np.asarray(edges)
         self.band = None if band is None else np.asarray(band)
+        self.weight = None if weight is None else np.asarray(weight)
         self.name = name
         self.view = view
 
-    def plot(self, ax=None, *, name=None, show_counts=True, ref_line=True, **kwargs):
+    def plot(
+        self,
+        ax=None,
+        *,
+        name=None,
+        show_counts=True,
+        ref_line=True,
+        show_ece=True,
+        min_count=10,
+        count_ax=None,
+        **kwargs,
+    ):
         """Draw the diagram.
 
         Parameters
         ----------
         ax : matplotlib Axes, default=None
-            Axes to draw on; a new figure when None.
+            Axes to draw on. None: a new figure, with the counts in a panel
+            below the diagram.
         name : str, default=None
             Legend label; overrides the one given at construction.
         show_counts : bool, default=True
-            Draw the bin counts as bars on a secondary axis.
+            Draw the bin counts. On a given ``ax`` they go to one count axis
+            (a twin on the right, lower quarter) shared by every model drawn
+            on that ``ax``.
         ref_line : bool, default=True
             Draw the diagonal of perfect calibration.
+        show_ece : bool, default=True
+            Append the ECE of the plotted bins to the legend label.
+        min_count : int, default=10
+            Bins with fewer samples are drawn with hollow markers.
+        count_ax : matplotlib Axes, default=None
+            Draw the counts on this axis (such as a panel below ``ax``)
+            instead; later models drawn on ``ax`` reuse it.
         **kwargs
-            Passed to ``ax.plot``.
+            Passed to ``ax.plot`` (the curve; markers are drawn separately).
 
         Returns
         -------
         self : ReliabilityDisplay
         """
         name = self.name if name is None else name
-        ax, kwargs = _start_line("ReliabilityDisplay.plot", ax, name, kwargs)
         keep = self.count > 0
+        weight = (self.count if self.weight is None else self.weight).astype(float)
+        gaps = np.abs(self.fraction_positive - self.mean_predicted)
+        total = weight[keep].sum()
+        self.ece_ = float(weight[keep] @ gaps[keep] / total) if total > 0 else 0.0
+        if ax is None:
+            plt = _pyplot("ReliabilityDisplay.plot")
+            if show_counts and count_ax is None:
+                figure, (ax, count_ax) = plt.subplots(
+                    2,
+                    1,
+                    sharex=True,
+                    figsize=(5, 6),
+                    gridspec_kw={"height_ratios": (3, 1)},
+                    layout="constrained",
+                )
+            else:
+                _, ax = plt.subplots()
+        label = kwargs.pop("label", name)
+        if show_ece:
+            ece = f"ECE {self.ece_:.3f}"
+            label = ece if label is None else f"{label} ({ece})"
         if ref_line and not any(
             line.get_label() == "perfectly calibrated" for line in ax.get_lines()
         ):
             ax.plot([0, 1], [0, 1], ls=":", color="k", label="perfectly calibrated")
         (self.line_,) = ax.plot(
-            self.mean_predicted[keep], self.fraction_positive[keep], **kwargs
+            self.mean_predicted[keep],
+            self.fraction_positive[keep],
+            label=label,
+            **kwargs,
+        )
+        color = self.line_.get_color()
+        share = self.count[keep] / max(self.count.sum(), 1)
+        small = self.count[keep] < min_count
+        self.markers_ = ax.scatter(
+            self.mean_predicted[keep],
+            self.fraction_positive[keep],
+            # hollow markers stay large enough to be seen hollow
+            s=np.where(
+                small, _HOLLOW_AREA, _MIN_AREA + (_MAX_AREA - _MIN_AREA) * share
+            ),
+            facecolors=np.where(small[:, None], (0, 0, 0, 0), _rgba(color)),
+            edgecolors=color,
+            linewidths=1,
+            zorder=self.line_.get_zorder() + 0.1,
         )
         self.band_ = None
         if self.band is not None:
@@ -160,35 +249,58 @@ class ReliabilityDisplay:
                 self.mean_predicted[keep],
                 self.band[0, keep],
                 self.band[1, keep],
-                color=self.line_.get_color(),
+                color=color,
                 alpha=0.2,
                 linewidth=0,
             )
-        self.bars_ = self.count_ax_ = None
+        self.counts_, self.count_ax_ = None, None
         if show_counts:
-            self.count_ax_ = ax.twinx()
-            widths = np.diff(self.edges)
-            self.bars_ = self.count_ax_.bar(
-                self.edges[:-1],
-                self.count,
-                width=widths,
-                align="edge",
-                alpha=0.15,
-                color=self.line_.get_color(),
+            self.count_ax_ = self._count_panel(ax, count_ax)
+            self.counts_ = self.count_ax_.stairs(
+                self.count, self.edges, color=color, linewidth=1.2
             )
-            self.count_ax_.set_ylabel("samples per bin")
-            self.count_ax_.set_ylim(0, 4 * max(self.count.max(), 1))
+            if _COUNT_PANELS[ax][1]:  # a twin: the counts keep to the lower quarter
+                highest = max(
+                    float(np.max(p.get_data().values, initial=0))
+                    for p in self.count_ax_.patches
+                )
+                self.count_ax_.set_ylim(0, 4 * max(highest, 1))
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         if self.view == "top_label":
-            ax.set_xlabel("mean confidence (top-label)")
-            ax.set_ylabel("accuracy")
+            xlabel, ylabel = "mean confidence (top-label)", "accuracy"
         else:
-            ax.set_xlabel(f"mean predicted probability ({self.view})")
-            ax.set_ylabel("observed frequency")
+            xlabel = f"mean predicted probability ({self.view})"
+            ylabel = "observed frequency"
+        ax.set_ylabel(ylabel)
+        below = (
+            self.count_ax_ is not None
+            and not _COUNT_PANELS[ax][1]  # not a twin
+            and ax.get_shared_x_axes().joined(ax, self.count_ax_)
+        )
+        if below:  # a panel below, sharing x: the x label goes under it
+            self.count_ax_.set_xlabel(xlabel)
+            ax.tick_params(labelbottom=False)
+            ax.set_xlabel("")
+        else:
+            ax.set_xlabel(xlabel)
         ax.legend(loc="upper left")
         self.ax_, self.figure_ = ax, ax.figure
         return self
+
+    @staticmethod
+    def _count_panel(ax, count_ax):
+        """The count axis of ``ax``: given, registered earlier, or a new twin."""
+        if count_ax is not None:
+            _COUNT_PANELS[ax] = (count_ax, False)
+        elif ax not in _COUNT_PANELS:
+            twin = ax.twinx()
+            _COUNT_PANELS[ax] = (twin, True)
+        panel, twin = _COUNT_PANELS[ax]
+        panel.set_ylabel("samples per bin")
+        if not twin:
+            panel.set_xlim(0, 1)
+        return panel
 
     @classmethod
     def from_predictions(
@@ -243,9 +355,10 @@ class ReliabilityDisplay:
         ax : matplotlib Axes, default=None
             Axes to draw on.
         show_counts : bool, default=True
-            Draw the bin counts.
+            Draw the bin counts (see :meth:`plot`).
         **kwargs
-            Passed to ``ax.plot``.
+            Passed to :meth:`plot` (``show_ece``, ``min_count``,
+            ``count_ax``) and on to ``ax.plot``.
 
         Returns
         -------
@@ -283,6 +396,7 @@ class ReliabilityDisplay:
             count=stats.count,
             edges=stats.edges,
             band=band,
+            weight=stats.weight,
             name=name,
             view=title,
         )
@@ -315,3 +429,9 @@ class ReliabilityDisplay:
         kwargs.setdefault("labels", getattr(estimator, "classes_", None))
         name = type(estimator).__name__ if name is None else name
         return cls.from_predictions(y, proba, name=name, **kwargs)
+
+
+def _rgba(color):
+    from matplotlib.colors import to_rgba
+
+    return to_rgba(color)
