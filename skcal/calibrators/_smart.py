@@ -17,7 +17,9 @@ from .._torch.kernels import (
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
+from ..utils._split import stratified_split
 from ..utils._warnings import warn
+from ._scaling import fit_inverse_temperature
 
 __all__ = ["SMARTCalibrator"]
 
@@ -46,6 +48,8 @@ class SMARTCalibrator(BaseCalibrator):
     correctness) are the paper's alternatives. Training stops when the
     training loss has not dropped by more than ``tol`` for ``patience``
     epochs, and the parameters with the lowest loss are kept (a deep copy).
+    The defaults are the paper's and its reference code's; see Notes for
+    the departures, each with its evidence on real data.
 
     Parameters
     ----------
@@ -78,19 +82,22 @@ class SMARTCalibrator(BaseCalibrator):
         Charbonnier smoothing ``delta`` of the bin gaps,
         ``|r| -> sqrt(r^2 + delta^2) - delta``; 0 is the paper's Eq. 10, the
         ICML 2026 version uses 1e-3.
-    learning_rate : float, default=2e-2
-        Adam step size. (calibench uses 5e-3 and patience 200; on generated
-        data, starting from temperature scaling, 2e-2 with patience 50
-        reached the same test calibration in a third to a half of the
-        epochs.)
+    learning_rate : float, default=5e-3
+        Adam step size (the reference code's).
     max_epochs : int, default=2000
-        Maximum number of full-batch Adam steps.
-    patience : int, default=50
-        Epochs without an improvement larger than ``tol`` before stopping.
-    tol : float, default=1e-5
-        Smallest training-loss drop that counts as an improvement
-        (calibench's ``min_delta`` is 1e-4; SoftECE values near convergence
-        are around 1e-3, so 1e-5 waits for real progress).
+        Maximum number of full-batch Adam steps (the reference code's).
+    patience : int, default=200
+        Epochs without an improvement larger than ``tol`` before stopping
+        (the reference code's).
+    tol : float, default=1e-4
+        Smallest loss drop that counts as an improvement (the reference
+        code's ``min_delta``).
+    validation_fraction : float or None, default=None
+        None: early stopping watches the training loss, as in the paper and
+        its reference code. A fraction in (0, 1): that share of the
+        calibration rows (stratified, at least 2) is held out, the network
+        is trained on the others and early stopping watches the objective on
+        the held-out rows (see Notes for why it is not the default).
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation of the hidden layers.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
@@ -121,6 +128,9 @@ class SMARTCalibrator(BaseCalibrator):
         Adam steps taken.
     loss_curve_ : list of float
         Training loss at each epoch.
+    validation_loss_curve_ : list of float or None
+        Objective on the held-out rows at each epoch (None without
+        ``validation_fraction``).
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
     n_features_in_ : int
@@ -146,18 +156,43 @@ class SMARTCalibrator(BaseCalibrator):
     leaves the range of kept nodes, is summed exactly. Predictions are
     computed in float64.
 
-    Unlike the paper (random initialisation), the network starts at the
-    temperature of temperature scaling (output weights at zero, output bias
-    at the NLL-optimal global temperature, found by Newton's method in the
-    same streaming pass), so training starts from temperature scaling; the
-    hidden layers are initialised like ``torch.nn.Linear`` from
-    ``random_state``. Sample weights weight the gap statistics and the
-    objective; only their ratios matter (multiplying them all by a constant
-    changes nothing), and an integer weight counts like repeated rows. For
-    both to hold, the gaps are standardised by their ``ddof=0`` standard
-    deviation, where the reference code uses the unbiased one: a rescaling of
-    the network's input by ``sqrt((n - 1) / n)`` (0.5% at 100 samples), which
-    its first layer absorbs.
+    Departures from the paper, and the evidence (``benchmarks/bench_papers.py``
+    and the "Reproducing the papers" page of the documentation):
+
+    - *Start.* Unlike the paper (random initialisation), the network starts
+      at temperature scaling's temperature (output weights at zero, output
+      bias at the NLL-optimal global temperature of the training rows, the
+      same solve as :class:`TemperatureScaling`); the hidden layers are
+      initialised like ``torch.nn.Linear`` from ``random_state``.
+    - *Separable calibration sets.* When every calibration row's top class
+      is its label, the SoftECE and the likelihood both fall as every
+      temperature goes to 0: the paper's procedure then drives ``T`` to its
+      floor and predicts with confidence 1 (on a real 10-class model with
+      99% accuracy and 50 calibration rows, 2 seeds of 5: test NLL 0.25
+      against 0.036 uncalibrated). skcal keeps ``T = 1``, as
+      :class:`TemperatureScaling` does, and warns (``ConvergenceWarning``).
+    - *Gap statistics.* Sample weights weight the gap statistics and the
+      objective; only their ratios matter (multiplying them all by a
+      constant changes nothing), and an integer weight counts like repeated
+      rows. For both to hold, the gaps are standardised by their ``ddof=0``
+      standard deviation, where the reference code uses the unbiased one: a
+      rescaling of the network's input by ``sqrt((n - 1) / n)`` (0.5% at 100
+      samples), which its first layer absorbs.
+    - *Clipped gaps* (``clip_gap=True``), see the parameter.
+    - *Not departed from.* Early stopping on a held-out split
+      (``validation_fraction=0.2``) did not lower the test ECE on real data
+      (letter, pendigits, portal_rodents; 50 to 5,000 rows, 5 seeds: at or
+      below temperature scaling's on 1/3, 1/3, 2/3, 1/2 tasks by size,
+      against 2/3, 1/3, 2/3, 1/2 with the paper's training-loss stopping),
+      so the paper's rule stays the default. Earlier skcal defaults
+      (learning rate 2e-2, patience 50, ``tol`` 1e-5, chosen for speed on
+      generated data) gave the same calibration on those tasks and were
+      replaced by the reference code's.
+
+    On those real tasks SMART's top-label ECE is not consistently below
+    temperature scaling's, and its NLL is higher at small calibration sizes
+    (the objective is the SoftECE, not the likelihood): see "Reproducing the
+    papers" for the tables.
 
     References
     ----------
@@ -199,6 +234,7 @@ class SMARTCalibrator(BaseCalibrator):
         "max_epochs": [Interval(Integral, 0, None, closed="left")],
         "patience": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
         "random_state": ["random_state"],
         "device": DEVICE_CONSTRAINT,
         "verbose": ["verbose"],
@@ -217,10 +253,11 @@ class SMARTCalibrator(BaseCalibrator):
         alpha=200.0,
         q=1.0,
         smoothing=0.0,
-        learning_rate=2e-2,
+        learning_rate=5e-3,
         max_epochs=2000,
-        patience=50,
-        tol=1e-5,
+        patience=200,
+        tol=1e-4,
+        validation_fraction=None,
         random_state=None,
         device="auto",
         verbose=0,
@@ -239,6 +276,7 @@ class SMARTCalibrator(BaseCalibrator):
         self.max_epochs = max_epochs
         self.patience = patience
         self.tol = tol
+        self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
@@ -264,7 +302,21 @@ class SMARTCalibrator(BaseCalibrator):
                 "before calibrating, or use TemperatureScaling, which works at "
                 "any scale."
             )
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        rng = check_random_state(self.random_state)
+        # the network's seed is drawn first: the same as without a split
+        seed = rng.randint(np.iinfo(np.int32).max)
+        val_idx = None
+        if self.validation_fraction is not None:
+            val_idx = self._held_out_rows(
+                y_index, sample_weight, rng.randint(np.iinfo(np.int32).max)
+            )
+        train = np.ones(len(y_index), dtype=bool)
+        if val_idx is not None:
+            train[val_idx] = False
+        device = resolve_device(self.device)
+        t0, separable = self._start(
+            logits[train], y_index[train], sample_weight[train], device
+        )
         fitted = fit_smart(
             logits,
             y_index,
@@ -277,11 +329,14 @@ class SMARTCalibrator(BaseCalibrator):
             q=float(self.q),
             smoothing=float(self.smoothing),
             lr=float(self.learning_rate),
-            max_epochs=self.max_epochs,
+            # a separable set has nothing to learn from (see _start)
+            max_epochs=0 if separable else self.max_epochs,
             patience=self.patience,
             tol=float(self.tol),
             seed=int(seed),
-            device=resolve_device(self.device),
+            device=device,
+            t0=t0,
+            val_idx=val_idx,
             verbose=self.verbose,
         )
         self.coefs_ = fitted.coefs
@@ -292,14 +347,66 @@ class SMARTCalibrator(BaseCalibrator):
         self.best_epoch_ = fitted.best_epoch
         self.n_epochs_ = fitted.n_epochs
         self.loss_curve_ = fitted.loss_curve
+        self.validation_loss_curve_ = fitted.validation_curve
         self.temperature_init_ = fitted.temperature_init
-        if not np.all(np.isfinite(self.loss_curve_)):
+        curves = [self.loss_curve_, self.validation_loss_curve_ or []]
+        if not all(np.all(np.isfinite(c)) for c in curves):
             warn(
                 "SMARTCalibrator: the training loss became non-finite; the "
                 f"parameters of epoch {self.best_epoch_} (the best finite loss) "
                 "were kept. Lower learning_rate or raise t_min.",
                 ConvergenceWarning,
             )
+
+    def _start(self, logits, y_index, sample_weight, device):
+        """The start temperature (temperature scaling's) and whether the
+        training rows are separable.
+
+        When every training row of positive weight has its label as top
+        class, both the SoftECE and the likelihood of the calibration set
+        keep falling as every temperature goes to 0 (confidence 1 matches
+        accuracy 1), which on new data is catastrophic (test NLL 0.25
+        against 0.036 uncalibrated on a 10-class model, 50 rows). Nothing in
+        the data says how confident to be: like :class:`TemperatureScaling`,
+        keep the classifier's own ``T = 1`` (a constant network) and warn.
+        """
+        wrong = (sample_weight > 0) & (np.argmax(logits, axis=1) != y_index)
+        if not wrong.any():
+            warn(
+                "SMARTCalibrator: every calibration row's top class is its label "
+                "(the scores separate the classes), so the SoftECE and the "
+                "likelihood both keep falling as the temperature goes to 0; the "
+                "classifier's own temperature T = 1 was kept for every sample. "
+                "A calibration set with some errors of the classifier lets the "
+                "temperature be learned.",
+                ConvergenceWarning,
+            )
+            return 1.0, True
+        beta = fit_inverse_temperature(logits, y_index, sample_weight, device).x
+        return 1.0 / beta, False
+
+    def _held_out_rows(self, y_index, sample_weight, seed) -> np.ndarray:
+        """Sorted rows held out for early stopping (of positive weight).
+
+        ``round(validation_fraction * m)`` of the ``m`` rows of positive
+        weight, at least 2 and at most ``m - 2``, stratified on the labels
+        when every class can be split; a class with a single row stays in
+        the training part. Rows of zero weight always train (they count for
+        nothing there).
+        """
+        rows = np.flatnonzero(sample_weight > 0)
+        if len(rows) < 4:
+            raise ValueError(
+                f"SMARTCalibrator holds out validation_fraction="
+                f"{self.validation_fraction} of the calibration set for early "
+                f"stopping, which needs at least 4 samples of positive weight "
+                f"(2 in each part); got {len(rows)}. Use a larger calibration set "
+                "or validation_fraction=None (early stopping on the training loss)."
+            )
+        held, _ = stratified_split(
+            y_index[rows], self.validation_fraction, len(rows), seed, "SMARTCalibrator"
+        )
+        return rows[held]
 
     def _network(self) -> dict:
         """The fitted temperature network, as the kernels take it."""

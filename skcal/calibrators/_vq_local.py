@@ -92,10 +92,12 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     is replaced by its nearest codeword of one codebook of ``n_codewords``
     vectors shared by all slots. The codebook starts from random calibration
     slot vectors and follows the slots assigned to it by exponential moving
-    averages (``decay``) while a new linear head is trained on the quantized
+    averages (``decay``) while a linear head is trained on the quantized
     embedding (Adam, cross-entropy, early stopping on a held-out
-    ``validation_fraction``). A sample's *cell* is its sequence of codeword
-    indices; :meth:`quantize` returns it.
+    ``validation_fraction``): the backbone's head ``coef`` / ``intercept``
+    trained further when it is given, a new one otherwise (``head``). A
+    sample's *cell* is its sequence of codeword indices; :meth:`quantize`
+    returns it.
 
     **Calibra.** With the head's probabilities ``p`` and ``n_k`` the number of
     the sample's slots that use codeword ``k``, receiver and sender codebooks
@@ -127,16 +129,22 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     codebook : {"ema", "data", "normal"}, default="ema"
         EMA codebook, or a fixed one: random calibration slot vectors
         (``"data"``) or ``N(0, I)`` draws (``"normal"``) (paper C.11).
-    head : {"train", "frozen"}, default="train"
-        Train a new head on the quantized embeddings, or apply the backbone's
-        head ``coef`` / ``intercept`` to them (VQ_frz, paper C.10).
+    head : {"auto", "finetune", "train", "frozen"}, default="auto"
+        The head on the quantized embeddings. ``"finetune"``: the backbone's
+        head ``coef`` / ``intercept``, trained further on them (its start,
+        epoch 0, is a candidate of early stopping). ``"train"``: a new head
+        from ``torch.nn.Linear``'s random start (the paper's VQ).
+        ``"frozen"``: the backbone's head applied to them unchanged (VQ_frz,
+        paper C.10). ``"auto"`` is ``"finetune"`` when ``coef`` is given and
+        ``"train"`` otherwise (see Notes for the evidence).
     coef : array-like of shape (n_classes, n_features), default=None
-        The backbone's head, required by ``head="frozen"``. Row ``j`` is
-        class ``classes_[j]`` (integer labels ``j`` without ``classes``),
-        so the calibrator has one column per row even when a class has no
-        calibration sample (a ``MissingClassWarning`` names it). With
-        ``head="train"`` only this class layout is taken from ``coef``: the
-        head on the quantized embeddings is trained anew.
+        The backbone's head, required by ``head="finetune"`` and
+        ``head="frozen"``. Row ``j`` is class ``classes_[j]`` (integer
+        labels ``j`` without ``classes``), so the calibrator has one column
+        per row even when a class has no calibration sample (a
+        ``MissingClassWarning`` names it). With ``head="train"`` only this
+        class layout is taken from ``coef``: the head on the quantized
+        embeddings is trained anew.
     intercept : array-like of shape (n_classes,), default=None
         Its bias (zeros when None).
     classes : array-like of shape (n_classes,), default=None
@@ -186,6 +194,8 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     codeword_usage_ : ndarray of shape (n_codewords,)
         Number of slots of the calibration embeddings assigned to each
         codeword.
+    head_mode_ : {"finetune", "train", "frozen"}
+        The head used (``head`` with ``"auto"`` resolved).
     head_coef_ : ndarray of shape (n_classes, n_features)
         Head on the quantized embeddings.
     head_intercept_ : ndarray of shape (n_classes,)
@@ -218,7 +228,24 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     head's log-probabilities come from ``log_softmax`` (the code clamps
     ``p`` at 1e-8). Sample weights weight both cross-entropies and the EMA
     statistics. The predicted class is the argmax of the calibrated
-    probabilities: the head is new, so it can differ from the backbone's.
+    probabilities: the head is retrained, so it can differ from the
+    backbone's.
+
+    **The head** (issue 18, ``benchmarks/bench_papers.py``). The paper trains
+    a new head on the quantized embeddings (``head="train"``) and reports
+    the backbone's head applied to them (VQ_frz, ``head="frozen"``) as an
+    ablation. On real tasks with 2,000 calibration rows (3 seeds; test
+    accuracy / NLL of no calibration, ``"train"``, ``"frozen"``,
+    ``"finetune"``): letter (26 classes) 0.9468 / 0.181, 0.9197 / 0.274,
+    0.9459 / 0.180, 0.9467 / 0.180; pendigits (10 classes) 0.9910 / 0.036,
+    0.9877 / 0.050, 0.9876 / 0.042, 0.9906 / 0.034. A new head from a
+    random start loses up to 2.7 accuracy points (the paper's claim of no
+    loss does not hold here: the calibration set is far smaller than the
+    backbone's training set), the frozen head reads quantized embeddings it
+    was not trained on, and the backbone's head trained further keeps the
+    accuracy and has the lowest NLL. So when ``coef`` is given the default
+    (``head="auto"``) fine-tunes it; without it, the paper's new head is
+    the only option.
     When the backbone's head is given (``coef``), the accuracy of the
     calibrated probabilities on the validation split is compared with that
     of ``coef`` and ``intercept`` on the unquantized embeddings of the same
@@ -270,7 +297,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         "decay": [Interval(Real, 0, 1, closed="left")],
         "ema_init": [StrOptions({"robust", "zeros"})],
         "codebook": [StrOptions({"ema", "data", "normal"})],
-        "head": [StrOptions({"train", "frozen"})],
+        "head": [StrOptions({"auto", "train", "frozen", "finetune"})],
         "coef": ["array-like", None],
         "intercept": ["array-like", None],
         "calibration": [StrOptions({"compositional", "dirichlet", "none"})],
@@ -297,7 +324,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         decay=0.99,
         ema_init="robust",
         codebook="ema",
-        head="train",
+        head="auto",
         coef=None,
         intercept=None,
         classes=None,
@@ -344,17 +371,25 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     def _uses_head(self):
         # a given coef fixes the classes (row j is class j) in both modes, so
         # that a class absent from y keeps its column instead of vanishing
-        return self.head == "frozen" or self.coef is not None
+        return self.head in ("frozen", "finetune") or self.coef is not None
+
+    def _resolve_head(self):
+        """``head``, with ``"auto"`` resolved by whether ``coef`` is given."""
+        if self.head != "auto":
+            return self.head
+        return "train" if self.coef is None else "finetune"
 
     def _fit_head(self, X, y_index, sample_weight):
         raise ValueError(
-            "head='frozen' applies the backbone's head to the quantized "
-            "embeddings: pass it as coef (n_classes, n_features) and intercept, "
-            "or use head='train'."
+            f"head={self.head!r} starts from the backbone's head (head='frozen' "
+            "applies it to the quantized embeddings, head='finetune' trains it "
+            "further on them): pass it as coef (n_classes, n_features) and "
+            "intercept, or use head='train' (a new head)."
         )
 
     def _fit(self, X, y_index, sample_weight):
         self._check_slots(X.shape[1])
+        self.head_mode_ = self._resolve_head()
         rng = check_random_state(self.random_state)
         split_seed, seed1, seed2 = rng.randint(np.iinfo(np.int32).max, size=3)
         val, train = stratified_split(
@@ -398,13 +433,15 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     def _check_accuracy(self, X, y_index, sample_weight):
         """:func:`warn_accuracy_drop` on the validation rows."""
         d = X.shape[1] // self.n_slots
-        head = (
-            "the backbone's head reads the quantized embeddings"
-            if self.head == "frozen"
-            else "a new head is trained on the quantized embeddings "
+        head = {
+            "frozen": "the backbone's head reads the quantized embeddings",
+            "finetune": "the backbone's head is trained further on the "
+            "quantized embeddings (head='finetune')",
+            "train": "a new head is trained on the quantized embeddings "
             "(head='train'; a head stopped early by max_epochs or patience "
-            "loses accuracy too, and head='frozen' applies the backbone's)"
-        )
+            "loses accuracy too, and head='finetune' starts from the "
+            "backbone's)",
+        }[self.head_mode_]
         warn_accuracy_drop(
             "VQLocalCalibrator",
             y_index,
@@ -449,7 +486,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
 
     def _divide(self, X, y_index, sample_weight, **kwargs):
         """Stage 1: the codebook and the head (:func:`fit_divide`)."""
-        frozen = self.head == "frozen"
+        given = self.head_mode_ in ("frozen", "finetune")
         return fit_divide(
             X,
             y_index,
@@ -460,8 +497,9 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             codebook_mode=self.codebook,
             ema_init=self.ema_init,
             decay=float(self.decay),
-            head_coef=self.coef_ if frozen else None,
-            head_intercept=self.intercept_ if frozen else None,
+            head_coef=self.coef_ if given else None,
+            head_intercept=self.intercept_ if given else None,
+            train_head=self.head_mode_ != "frozen",
             n_init_batches=self.n_init_batches,
             **kwargs,
         )

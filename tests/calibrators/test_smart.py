@@ -21,6 +21,7 @@ from skcal._torch.kernels._smart import (
     _LogPartition,
     _row_moments,
 )
+from skcal.exceptions import ConvergenceWarning
 from skcal.metrics import expected_calibration_error, soft_expected_calibration_error
 from skcal.utils._testing import (
     make_gap_miscalibrated_logits,
@@ -44,7 +45,9 @@ def numpy_temperature(model, logits):
 
 def test_probabilities_are_softmax_of_logits_over_the_temperature(device):
     X, y, _ = make_gap_miscalibrated_logits(400, 6, random_state=0)
-    model = SMARTCalibrator(random_state=0, max_epochs=50, device=device).fit(X, y)
+    model = SMARTCalibrator(
+        random_state=0, max_epochs=50, validation_fraction=None, device=device
+    ).fit(X, y)
     T = numpy_temperature(model, X)
     np.testing.assert_allclose(model.predict_temperature(X), T, rtol=1e-12)
     np.testing.assert_allclose(
@@ -145,7 +148,9 @@ def test_initial_loss_is_the_objective_at_the_temperature_scaling_start(loss):
     """The recorded loss at epoch 0 equals an independent evaluation of the
     objective at T = temperature_init_, and that start is temperature scaling."""
     X, y, _ = make_gap_miscalibrated_logits(500, 5, random_state=4)
-    model = SMARTCalibrator(loss=loss, max_epochs=3, random_state=0, device="cpu")
+    model = SMARTCalibrator(
+        loss=loss, max_epochs=3, random_state=0, validation_fraction=None, device="cpu"
+    )
     model.fit(X, y)
     ts = TemperatureScaling(device="cpu").fit(X, y)
     # float32 tolerances: the start and the recorded losses come from float32
@@ -168,7 +173,12 @@ def test_the_best_state_is_restored_not_the_last():
     X, y, _ = make_gap_miscalibrated_logits(800, 5, random_state=5)
     # a large step size makes the loss oscillate, so the last epoch is not the best
     model = SMARTCalibrator(
-        learning_rate=0.5, max_epochs=60, patience=60, random_state=0, device="cpu"
+        learning_rate=0.5,
+        max_epochs=60,
+        patience=60,
+        validation_fraction=None,
+        random_state=0,
+        device="cpu",
     ).fit(X, y)
     curve = np.array(model.loss_curve_)
     assert model.best_epoch_ == int(np.argmin(curve))
@@ -241,7 +251,8 @@ def test_integer_weights_equal_repeated_rows():
     # 20 epochs: the objective has kinks (|bin gap|) that Adam amplifies, so
     # float32 rounding differences grow to ~1e-4 by epoch 40 and to 1e-2 by
     # epoch 60 (measured), while a weighting error shows at epoch 0
-    params = dict(random_state=0, max_epochs=20, device="cpu")
+    # (no held-out split: a row repeated k times could land on both sides)
+    params = dict(random_state=0, max_epochs=20, validation_fraction=None, device="cpu")
     weighted = SMARTCalibrator(**params).fit(X, y, sample_weight=counts)
     repeated = SMARTCalibrator(**params).fit(
         np.repeat(X, counts, axis=0), np.repeat(y, counts)
@@ -273,7 +284,9 @@ def test_edge_cases_found_in_review():
     X_out = np.vstack([X, [[500.0, 0.0, 0.0, 0.0]]])
     y_out = np.append(y, 0)
     w = np.append(np.ones(300), 0.0)
-    model = SMARTCalibrator(max_epochs=30, random_state=0, device="cpu")
+    model = SMARTCalibrator(
+        max_epochs=30, random_state=0, validation_fraction=None, device="cpu"
+    )
     model.fit(X_out, y_out, sample_weight=w)
     top2 = np.sort(X, axis=1)[:, -2:]
     assert model.gap_range_[1] == pytest.approx((top2[:, 1] - top2[:, 0]).max())
@@ -408,3 +421,57 @@ def test_fit_with_interpolation_follows_the_exact_fit(monkeypatch, loss):
     np.testing.assert_allclose(
         interp.predict_temperature(X), exact.predict_temperature(X), rtol=1e-4
     )
+
+
+def test_separable_calibration_set_keeps_temperature_one():
+    """Every row correct: SoftECE and NLL both fall as T -> 0, which is
+    catastrophic on new data; the classifier's own T = 1 is kept."""
+    X, y = make_miscalibrated_logits(300, 4, random_state=3)
+    right = X.argmax(axis=1) == y
+    X, y = X[right], y[right]
+    with pytest.warns(ConvergenceWarning, match="T = 1 was kept"):
+        model = SMARTCalibrator(random_state=0, device="cpu").fit(X, y)
+    assert model.n_epochs_ == 0 and model.temperature_init_ == 1.0
+    np.testing.assert_allclose(model.predict_temperature(X), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(model.predict_proba(X), softmax(X, axis=1), rtol=1e-9)
+    # one error is enough to learn from (no warning)
+    X1 = np.vstack([X, [[0.0, 3.0, 0.0, 0.0]]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = SMARTCalibrator(max_epochs=5, random_state=0, device="cpu")
+        model.fit(X1, np.append(y, 0))
+    assert model.temperature_init_ < 1.0
+
+
+def test_validation_fraction_holds_rows_out_for_early_stopping():
+    from skcal.utils._split import stratified_split
+
+    X, y, _ = make_gap_miscalibrated_logits(500, 5, random_state=6)
+    model = SMARTCalibrator(
+        validation_fraction=0.2, max_epochs=40, random_state=0, device="cpu"
+    ).fit(X, y)
+    # the held-out rows: the estimator's draws, in order (network seed, split)
+    rng = np.random.RandomState(0)
+    rng.randint(np.iinfo(np.int32).max)
+    held, train = stratified_split(y, 0.2, len(y), rng.randint(2**31 - 1), "t")
+    assert len(held) == 100
+    top2 = np.sort(X, axis=1)[:, -2:]
+    gaps = top2[:, 1] - top2[:, 0]
+    assert model.gap_mean_ == pytest.approx(gaps[train].mean(), rel=1e-10)
+    ts = TemperatureScaling(device="cpu").fit(X[train], y[train])
+    assert model.temperature_init_ == pytest.approx(ts.temperature_, rel=1e-6)
+    # epoch 0 (a constant T0): the two curves are the SoftECE of each part
+    T0 = model.temperature_init_
+    for rows, curve in [
+        (held, model.validation_loss_curve_),
+        (train, model.loss_curve_),
+    ]:
+        ref = soft_expected_calibration_error(y[rows], softmax(X[rows] / T0, axis=1))
+        assert curve[0] == pytest.approx(ref, abs=1e-5)  # float32 training
+    val = np.array(model.validation_loss_curve_)
+    assert len(val) == len(model.loss_curve_) == model.n_epochs_ + 1
+    assert model.best_epoch_ == int(np.argmin(val))
+    with pytest.raises(ValueError, match="at least 4 samples of positive weight"):
+        SMARTCalibrator(validation_fraction=0.2, device="cpu").fit(
+            X[:5], y[:5], sample_weight=[1, 1, 1, 0, 0]
+        )

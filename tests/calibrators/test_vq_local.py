@@ -349,3 +349,33 @@ def test_many_classes_on_the_cpu_are_refused_up_front():
     )
     with pytest.raises(ValueError, match="would take hours.*device='cuda'"):
         est.fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::skcal.exceptions.AccuracyDropWarning")
+def test_finetuned_head_starts_from_the_backbone_head_and_learns(data, device):
+    # issue 18: head="finetune" trains the backbone's head further on the
+    # quantized embeddings instead of a new head from a random start
+    X, y, coef, intercept = data
+    fit, test = slice(0, 800), slice(800, None)
+    # an under-confident backbone head: the right direction, a fifth of the scale
+    weak = dict(coef=0.2 * coef, intercept=0.2 * intercept)
+    params = dict(calibration="none", max_epochs=60, device=device)
+    start = _vq(head="finetune", **weak, **{**params, "max_epochs": 0})
+    start.fit(X[fit], y[fit])
+    np.testing.assert_array_equal(start.head_coef_, weak["coef"])
+    np.testing.assert_array_equal(start.head_intercept_, weak["intercept"])
+    frozen = _vq(head="frozen", **weak, **params).fit(X[fit], y[fit])
+    tuned = _vq(head="finetune", **weak, **params).fit(X[fit], y[fit])
+    assert tuned.best_epochs_[0] > 0
+    assert not np.allclose(tuned.head_coef_, weak["coef"])
+
+    # an independent check of the gain: held-out log loss of the quantized
+    # embeddings read by each head (numpy, from the fitted codebooks)
+    def held_out_nll(vq):
+        q = vq.codebook_[_numpy_quantize(X[test], vq.codebook_, 8)]
+        z = q.reshape(len(q), -1) @ vq.head_coef_.T + vq.head_intercept_
+        return -np.mean(log_softmax(z, axis=1)[np.arange(len(z)), y[test]])
+
+    assert held_out_nll(tuned) < held_out_nll(frozen) - 0.03
+    with pytest.raises(ValueError, match="head='finetune' .* pass it as coef"):
+        _vq(device=device, head="finetune").fit(X, y)

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
-from .._optim import minimize_adam, newton_root_1d
+from .._optim import minimize_adam
 from .._random import make_generator
 from ._common import init_mlp, relu_mlp
 from ._soft_ece import soft_binned_ece
@@ -304,19 +304,6 @@ class _LogPartition(torch.autograd.Function):
         return grad * slope, None
 
 
-def _nll_temperature(d, d_true, w) -> float:
-    """NLL-optimal global temperature (Newton on ``beta``), for the start."""
-    w_sum = float(w.sum())
-
-    def derivatives(beta: float):
-        b = torch.full((d.shape[0],), beta, dtype=torch.float64, device=d.device)
-        _, mean, var = _row_moments(b, d, 2)
-        return float(w @ (d_true - mean)) / w_sum, float(w @ var) / w_sum
-
-    result = newton_root_1d(derivatives, 1.0, 1e-3, 1e3, xtol=1e-6, max_iter=50)
-    return 1.0 / result.x
-
-
 def _init_layers(hidden: tuple, t0: float, t_min: float, gen, device) -> list:
     """``nn.Linear``-style hidden layers; the output layer starts at ``T = t0``."""
     sizes = [1, *hidden, 1]
@@ -337,21 +324,22 @@ class SmartFit:
     intercepts : list of ndarray
         Bias vectors, input layer first.
     gap_mean : float
-        Weighted mean of the calibration logit gaps.
+        Weighted mean of the logit gaps of the training rows.
     gap_std : float
         Their weighted ``ddof=0`` standard deviation; 1 when they are all
         equal.
     gap_range : tuple of float
         Smallest and largest gap of the rows with positive weight.
     temperature_init : float
-        Temperature the network starts at: the NLL-optimal global one (at
-        least ``2 t_min``).
+        Temperature the network starts at: ``t0``, at least ``2 t_min``.
     best_epoch : int
         Adam steps taken before the kept parameters (0: the initial ones).
     n_epochs : int
         Adam steps taken.
     loss_curve : list of float
         Training loss at each epoch.
+    validation_curve : list of float or None
+        Objective on the held-out rows at each epoch; None without them.
     """
 
     coefs: list
@@ -363,6 +351,7 @@ class SmartFit:
     best_epoch: int
     n_epochs: int
     loss_curve: list
+    validation_curve: list | None = None
 
 
 def _gap_moments(gaps: torch.Tensor, w: torch.Tensor) -> tuple[float, float]:
@@ -464,15 +453,24 @@ def fit_smart(
     tol: float,
     seed: int,
     device: torch.device,
+    t0: float,
+    val_idx: np.ndarray | None = None,
     verbose: int = 0,
     interpolate: bool | None = None,
 ) -> SmartFit:
     """Fit the temperature network with full-batch Adam.
 
-    The network starts at the NLL-optimal global temperature; ``seed`` draws
-    its hidden layers. ``interpolate`` (None: on the CPU with at least
-    ``_INTERP_MIN_CLASSES`` classes) evaluates ``log S`` through
-    :class:`_InterpolatedLogPartition`.
+    The network starts at the constant temperature ``t0`` (the calibrator
+    passes temperature scaling's, fitted on the training rows; at least
+    ``2 t_min``, so that softplus has a usable gradient); ``seed`` draws its
+    hidden layers. ``max_epochs=0`` keeps that constant network.
+    ``val_idx`` (row indices, or None) holds rows out of training: the gap
+    statistics and range and the network come from the other rows, and early
+    stopping watches the objective on the held-out rows (the parameters with
+    its lowest value are kept). Without it, early stopping watches the
+    training loss. ``interpolate`` (None: on the CPU with at least
+    ``_INTERP_MIN_CLASSES`` classes) evaluates ``log S``
+    through :class:`_InterpolatedLogPartition`.
 
     Returns
     -------
@@ -485,18 +483,37 @@ def fit_smart(
 
     first, second = top_two(z)
     gaps = first - second
-    gap_mean, gap_std = _gap_moments(gaps, w)
-    positive = gaps[w > 0]
     correct = torch.argmax(z, dim=1) == y
     # gaps to the top logit, float32: the per-epoch work reads only these
     d = (first[:, None] - z).to(torch.float32)
     d_true = d.gather(1, y[:, None]).squeeze(1)
-    del z
+    del z, first, second
+    held = None
+    if val_idx is not None:
+        is_val = torch.zeros(len(y_index), dtype=torch.bool, device=device)
+        is_val[to_tensor(val_idx, device, torch.int64)] = True
+        held = dict(d=d[is_val], d_true=d_true[is_val], gaps=gaps[is_val])
+        held.update(correct=correct[is_val], w=w[is_val])
+        keep = ~is_val
+        d, d_true, gaps, correct, w = (
+            d[keep],
+            d_true[keep],
+            gaps[keep],
+            correct[keep],
+            w[keep],
+        )
+    gap_mean, gap_std = _gap_moments(gaps, w)
+    positive = gaps[w > 0]
 
     # the start, kept clear of the floor so softplus has a usable gradient
-    t0 = max(_nll_temperature(d, d_true.to(torch.float64), w), 2.0 * t_min)
+    t0 = max(float(t0), 2.0 * t_min)
     layers = _init_layers(tuple(hidden), t0, t_min, gen, device)
     params = [t.requires_grad_(True) for layer in layers for t in layer]
+    common = dict(
+        t_min=t_min,
+        loss=loss,
+        soft_ece=dict(n_bins=n_bins, sharpness=alpha, power=q, smoothing=smoothing),
+    )
     objective = _make_objective(
         layers,
         _make_log_partition(d, t0, interpolate),
@@ -504,12 +521,32 @@ def fit_smart(
         d_true=d_true,
         correct=correct,
         w=w,
-        t_min=t_min,
-        loss=loss,
-        soft_ece=dict(n_bins=n_bins, sharpness=alpha, power=q, smoothing=smoothing),
+        **common,
     )
+    train_curve: list[float] = []
+    monitored = objective
+    if held is not None:
+        held_objective = _make_objective(
+            layers,
+            _make_log_partition(held["d"], t0, interpolate),
+            g_hat=standardize_gaps(held["gaps"], gap_mean, gap_std),
+            d_true=held["d_true"],
+            correct=held["correct"],
+            w=held["w"],
+            **common,
+        )
+
+        def monitored() -> torch.Tensor:
+            # value: the held-out objective, which early stopping watches and
+            # whose best parameters are kept; gradient: the training loss's
+            train = objective()
+            train_curve.append(float(train.detach()))
+            with torch.no_grad():
+                value = held_objective()
+            return train + (value - train.detach())
+
     best_epoch, n_epochs, curve = minimize_adam(
-        objective,
+        monitored,
         params,
         max_epochs=max_epochs,
         lr=lr,
@@ -526,5 +563,6 @@ def fit_smart(
         temperature_init=t0,
         best_epoch=best_epoch,
         n_epochs=n_epochs,
-        loss_curve=curve,
+        loss_curve=curve if held is None else train_curve,
+        validation_curve=None if held is None else curve,
     )

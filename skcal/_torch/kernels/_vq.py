@@ -484,6 +484,7 @@ def fit_divide(
     head_coef: np.ndarray | None,
     head_intercept: np.ndarray | None,
     n_init_batches: int,
+    train_head: bool | None = None,
     lr: float,
     weight_decay: float,
     batch_size: int,
@@ -498,9 +499,9 @@ def fit_divide(
     The codebook starts from random slot vectors of ``n_init_batches``
     shuffled batches of the training rows (``codebook_mode`` ``"ema"`` or
     ``"data"``) or from ``N(0, I)`` (``"normal"``); only ``"ema"`` moves it.
-    The head starts like ``torch.nn.Linear``, or is ``head_coef`` /
-    ``head_intercept`` and stays frozen; with a frozen head and a fixed
-    codebook nothing is trained.
+    The head starts like ``torch.nn.Linear``, or from ``head_coef`` /
+    ``head_intercept``, which stay frozen unless ``train_head``; with a
+    frozen head and a fixed codebook nothing is trained.
 
     Parameters
     ----------
@@ -518,7 +519,9 @@ def fit_divide(
     decay : float
         EMA decay.
     head_coef, head_intercept : ndarray or None
-        A frozen head, or None to train one.
+        The initial head, or None for ``torch.nn.Linear``'s initialisation.
+    train_head : bool or None
+        Train the head; None trains it only when ``head_coef`` is None.
     n_init_batches : int
         Batches whose slots the initial codewords are drawn from.
     lr, weight_decay, batch_size, max_epochs, patience, verbose
@@ -539,12 +542,15 @@ def fit_divide(
     )
     book = _EMACodebook(initial, ema_init, decay)
     ema = codebook_mode == "ema"
-    frozen = head_coef is not None
-    if frozen:
-        W = to_tensor(head_coef, device, torch.float64)
-        b = to_tensor(head_intercept, device, torch.float64)
+    if train_head is None:
+        train_head = head_coef is None
+    frozen = not train_head
+    if head_coef is not None:
+        W = to_tensor(head_coef, device, torch.float64).clone()
+        b = to_tensor(head_intercept, device, torch.float64).clone()
     else:
         W, b = uniform_linear(X.shape[1], n_classes, gen, device, out_first=True)
+    if train_head:
         W.requires_grad_(True)
         b.requires_grad_(True)
 
