@@ -267,14 +267,20 @@ def resolve_method(name: str) -> tuple[str, type]:
     )
 
 
-def _make_estimator(cls, *, device, seed, params=None):
-    """``cls()`` with ``device``/``random_state`` (if it has them), then params."""
+def _make_estimator(cls, *, device, seed, params=None, progress=False):
+    """``cls()`` with ``device``/``random_state`` (if it has them), then params.
+
+    ``progress`` sets ``verbose=1`` (a progress bar on stderr) where the
+    calibrator has it; a ``verbose`` in ``params`` wins.
+    """
     estimator = cls()
     own = estimator.get_params()
     if "device" in own:
         estimator.set_params(device=device)
     if "random_state" in own:
         estimator.set_params(random_state=seed)
+    if progress and "verbose" in own:
+        estimator.set_params(verbose=1)
     unknown = sorted(set(params or {}) - set(own))
     if unknown:
         raise CLIError(
@@ -619,7 +625,12 @@ def _cmd_calibrate(args) -> int:
         check_model_path(args.save, "--save")
     data = _read_calibration_data(args, name, cls, report)
     estimator = _make_estimator(
-        cls, device=args.device, seed=args.seed, params={**data.head, **data.params}
+        cls,
+        device=args.device,
+        seed=args.seed,
+        params={**data.head, **data.params},
+        # the bar of long fits, on a terminal only (not in logs or pipes)
+        progress=not args.quiet and sys.stderr.isatty(),
     )
     report(f"fitting {name} on {len(data.y_fit)} samples ({data.key}) ...")
     elapsed, proba, predict = _fit_and_apply(estimator, data, prog)
@@ -2051,8 +2062,9 @@ def _add_calibrate(sub) -> None:
         metavar="KEY=VALUE",
         help="set a calibrator parameter (repeatable); VALUE is a Python literal "
         "(0.1, 200, None, True, (64, 32)) or else a string; applied after "
-        "--device and --seed; e.g. verbose=1 shows the epochs of the neural "
-        "calibrators on stderr",
+        "--device and --seed; on a terminal the calibrators that train show a "
+        "progress bar on stderr (verbose=1) unless --quiet; verbose=2 adds a "
+        "line per epoch, verbose=0 hides the bar",
     )
     parser.add_argument(
         "--save",

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..utils._progress import Progress
+
 
 @dataclass
 class OptimResult:
@@ -509,6 +511,7 @@ def train_adam(
     generator: torch.Generator,
     device: torch.device,
     verbose: int = 0,
+    desc: str = "training",
 ) -> tuple[int, int, float]:
     """Mini-batch Adam with early stopping that restores the best parameters.
 
@@ -519,7 +522,8 @@ def train_adam(
     epoch (a deep copy, not an alias of the live tensors) are put back.
     ``params`` may include buffers without gradient that ``loss_fn`` updates
     itself (e.g. an EMA codebook): Adam skips them, but they are saved and
-    restored with the rest.
+    restored with the rest. ``verbose`` shows the phase ``desc`` as a
+    :class:`~skcal.utils._progress.Progress` bar (2: and a line per epoch).
 
     Returns
     -------
@@ -531,26 +535,30 @@ def train_adam(
         best_val = float(val_loss_fn())
     best_state = _snapshot(params)
     best_epoch, waited, epoch = 0, 0, 0
-    for epoch in range(1, max_epochs + 1):
-        order = torch.randperm(n_samples, generator=generator, device=generator.device)
-        order = order.to(device)
-        for start in range(0, n_samples, batch_size):
-            optimizer.zero_grad()
-            loss = loss_fn(order[start : start + batch_size])
-            if loss.requires_grad:  # a step may only update buffers (EMA)
-                loss.backward()
-                optimizer.step()
-        with torch.no_grad():
-            val = float(val_loss_fn())
-        if verbose:
-            print(f"epoch {epoch}: validation loss {val:.6g}")
-        if val < best_val:
-            best_val, best_epoch, waited = val, epoch, 0
-            best_state = _snapshot(params)
-        else:
-            waited += 1
-            if waited >= patience:
-                break
+    with Progress(verbose, max_epochs, desc) as progress:
+        for epoch in range(1, max_epochs + 1):
+            order = torch.randperm(
+                n_samples, generator=generator, device=generator.device
+            )
+            order = order.to(device)
+            for start in range(0, n_samples, batch_size):
+                optimizer.zero_grad()
+                loss = loss_fn(order[start : start + batch_size])
+                if loss.requires_grad:  # a step may only update buffers (EMA)
+                    loss.backward()
+                    optimizer.step()
+            with torch.no_grad():
+                val = float(val_loss_fn())
+            progress.step(
+                f"{desc}: epoch {epoch}: validation loss {val:.6g}", val_loss=val
+            )
+            if val < best_val:
+                best_val, best_epoch, waited = val, epoch, 0
+                best_state = _snapshot(params)
+            else:
+                waited += 1
+                if waited >= patience:
+                    break
     _restore(params, best_state)
     return best_epoch, epoch, best_val
 
@@ -564,6 +572,7 @@ def minimize_adam(
     patience: int,
     tol: float = 0.0,
     verbose: int = 0,
+    desc: str = "training",
 ) -> tuple[int, int, list[float]]:
     """Full-batch Adam with early stopping on the training loss.
 
@@ -574,7 +583,8 @@ def minimize_adam(
     drop of more than ``tol`` below the loss of the last such drop (Keras'
     ``min_delta`` rule). One loss
     evaluation per epoch: the loss of the final parameters is evaluated only
-    if training ran out of epochs.
+    if training ran out of epochs. ``verbose`` shows the phase ``desc`` as a
+    :class:`~skcal.utils._progress.Progress` bar (2: and a line per epoch).
 
     Returns
     -------
@@ -591,13 +601,12 @@ def minimize_adam(
     best_state = _snapshot(params)
     best_epoch, waited, n_steps = 0, 0, 0
     curve: list[float] = []
+    progress = Progress(verbose, max_epochs, desc)
     for epoch in range(max_epochs + 1):
         optimizer.zero_grad()
         loss = loss_fn()
         value = float(loss.detach())
         curve.append(value)
-        if verbose:
-            print(f"epoch {epoch}: loss {value:.6g}")
         if not math.isfinite(value):
             break
         # patience counts from the last improvement larger than tol; the
@@ -616,5 +625,7 @@ def minimize_adam(
         loss.backward()
         optimizer.step()
         n_steps += 1
+        progress.step(f"{desc}: epoch {epoch}: loss {value:.6g}", loss=value)
+    progress.close()
     _restore(params, best_state)
     return best_epoch, n_steps, curve

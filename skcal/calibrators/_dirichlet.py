@@ -13,6 +13,7 @@ from .._torch import resolve_device
 from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
 from ..exceptions import GridEdgeWarning
+from ..utils._progress import Progress
 from ..utils._sklearn import Interval, StrOptions
 from ..utils._validation import effective_sample_size
 from ..utils._warnings import warn
@@ -320,6 +321,10 @@ class DirichletCalibratorCV(BaseCalibrator):
         Maximum number of L-BFGS iterations per fit. On the CPU a search
         whose candidates x folds x n_samples x n_classes^2 x max_iter / 1000
         exceeds 5e10 (hours at 1,000 classes) is refused up front.
+    verbose : int, default=0
+        0: silent. 1: a progress bar on stderr over the candidates x folds
+        fits (elapsed and remaining time). 2: also one line per fit with its
+        held-out log loss.
 
     Attributes
     ----------
@@ -362,6 +367,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         "reg_norm": ["boolean"],
         "cv": [Interval(Integral, 2, None, closed="left")],
         "random_state": ["random_state"],
+        "verbose": ["verbose"],
         **_LBFGS_CONSTRAINTS,
     }
 
@@ -379,6 +385,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         device="auto",
         tol=1e-5,
         max_iter=1000,
+        verbose=0,
     ):
         self.input = input
         self.classes = classes
@@ -391,6 +398,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         self.device = device
         self.tol = tol
         self.max_iter = max_iter
+        self.verbose = verbose
 
     def _candidate(self, tol, **regs) -> DirichletCalibrator:
         return DirichletCalibrator(
@@ -459,16 +467,26 @@ class DirichletCalibratorCV(BaseCalibrator):
             )
         scores = np.zeros((len(grid), self.cv))
         folds = self._folds(logits, y_index)
-        for f, (train, test) in enumerate(folds):
-            raw = ()  # warm start along the path, strongest penalty first
-            for g, regs in enumerate(grid):
-                est = self._candidate(max(self.tol, _CV_TOL), **regs)
-                raw = est._fit(logits[train], y_index[train], sample_weight[train], raw)
-                log_proba = softmax_inplace(
-                    est._calibrated_logits(logits[test]), log=True
-                )
-                nll = -log_proba[np.arange(len(test)), y_index[test]]
-                scores[g, f] = np.average(nll, weights=sample_weight[test])
+        progress = Progress(
+            self.verbose, len(grid) * len(folds), "DirichletCalibratorCV", "fit"
+        )
+        with progress:
+            for f, (train, test) in enumerate(folds):
+                raw = ()  # warm start along the path, strongest penalty first
+                for g, regs in enumerate(grid):
+                    est = self._candidate(max(self.tol, _CV_TOL), **regs)
+                    raw = est._fit(
+                        logits[train], y_index[train], sample_weight[train], raw
+                    )
+                    log_proba = softmax_inplace(
+                        est._calibrated_logits(logits[test]), log=True
+                    )
+                    nll = -log_proba[np.arange(len(test)), y_index[test]]
+                    scores[g, f] = np.average(nll, weights=sample_weight[test])
+                    progress.step(
+                        f"fold {f + 1}/{len(folds)} {regs}: held-out log loss "
+                        f"{scores[g, f]:.6g}"
+                    )
         mean = scores.mean(axis=1)
         best = int(np.argmin(mean))  # first minimum: strongest regularisation
         self.cv_results_ = {

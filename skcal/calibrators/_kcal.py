@@ -83,7 +83,9 @@ class KCalCalibrator(BaseLocalCalibrator):
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the projection is trained and the kernels are computed.
     verbose : int, default=0
-        Print the held-out log loss of every epoch.
+        0: silent. 1: a progress bar on stderr for each training phase (its
+        name, epoch k of ``max_epochs``, elapsed and remaining time, the
+        held-out log loss). 2: also one line per epoch.
 
     Attributes
     ----------

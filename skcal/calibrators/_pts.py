@@ -74,7 +74,9 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the network is trained and evaluated.
     verbose : int, default=0
-        Print the validation loss of every epoch.
+        0: silent. 1: a progress bar on stderr for each training phase (its
+        name, epoch k of ``max_epochs``, elapsed and remaining time, the
+        validation loss). 2: also one line per epoch.
 
     Attributes
     ----------

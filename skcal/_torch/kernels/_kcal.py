@@ -380,6 +380,7 @@ def fit_kcal(
         generator=gen,
         device=device,
         verbose=verbose,
+        desc="KCal: projection",
     )
     return KCalFit(
         projection=tuple(to_numpy(p) for p in params[:3]),

@@ -338,6 +338,7 @@ def fit_local_net(
         generator=gen,
         device=device,
         verbose=verbose,
+        desc="Local Nets: correction network",
     )
     network = {k: to_numpy(v) for k, v in params.items()}
     if data.present is not None:

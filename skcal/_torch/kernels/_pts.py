@@ -132,6 +132,7 @@ def fit_pts(
         generator=gen,
         device=device,
         verbose=verbose,
+        desc="PTS: temperature network",
     )
     return PTSFit(
         coefs=[to_numpy(W) for W, _ in layers],

@@ -553,6 +553,7 @@ def fit_smart(
         patience=patience,
         tol=tol,
         verbose=verbose,
+        desc="SMART: temperature network",
     )
     return SmartFit(
         coefs=[to_numpy(W) for W, _ in layers],

@@ -581,6 +581,7 @@ def fit_divide(
         patience=patience,
         device=device,
         verbose=verbose,
+        desc="VQ stage 1: codebook and head",
     )
     return DivideFit(
         to_numpy(book.codebook), to_numpy(W), to_numpy(b), best_epoch, n_epochs
@@ -762,6 +763,7 @@ def fit_compositional_map(
         patience=patience,
         device=device,
         verbose=verbose,
+        desc="VQ stage 2: compositional map",
     )
     fitted = {k: to_numpy(v) for k, v in params.items()}
     fitted.setdefault("slot_scales", None)
@@ -814,6 +816,7 @@ def fit_global_dirichlet_map(
         patience=patience,
         device=device,
         verbose=verbose,
+        desc="VQ stage 2: Dirichlet map",
     )
     fitted = GlobalDirichletMap(to_numpy(coef), to_numpy(intercept))
     return CalibraFit(fitted, best_epoch, n_epochs)

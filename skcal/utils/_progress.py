@@ -1,0 +1,74 @@
+"""Progress of long fits: a ``tqdm`` bar on stderr, and step lines.
+
+``verbose=0`` prints nothing, ``verbose=1`` shows one bar per training phase
+(its name, step k of the maximum, elapsed and remaining time, the monitored
+loss), and ``verbose >= 2`` also writes one line per step above the bar.
+Everything goes to stderr, so that a program's stdout stays clean.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+class Progress:
+    """One phase of a fit, as a context manager.
+
+    Parameters
+    ----------
+    verbose : int or bool
+        0: silent; 1: the bar; 2 or more: the bar and a line per step.
+    total : int
+        The maximum number of steps (the bar ends earlier when training
+        stops early).
+    desc : str
+        The phase's name, written before the bar.
+    unit : str, default="epoch"
+        What a step is.
+
+    Examples
+    --------
+    >>> from skcal.utils._progress import Progress
+    >>> with Progress(0, total=3, desc="demo") as progress:
+    ...     for step in range(3):
+    ...         progress.step(f"step {step}", loss=0.5)
+    """
+
+    def __init__(self, verbose, total: int, desc: str, unit: str = "epoch"):
+        self.verbose = int(verbose) if verbose else 0
+        self._bar = None
+        if self.verbose >= 1:
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total,
+                desc=desc,
+                unit=unit,
+                file=sys.stderr,
+                dynamic_ncols=True,
+                leave=True,
+            )
+
+    def step(self, line: str | None = None, **postfix) -> None:
+        """Advance by one step; ``line`` is written at ``verbose >= 2``."""
+        if self._bar is None:
+            return
+        if self.verbose >= 2 and line is not None:
+            self._bar.write(line, file=sys.stderr)
+        if postfix:
+            shown = {
+                k: f"{v:.4g}" if isinstance(v, float) else v for k, v in postfix.items()
+            }
+            self._bar.set_postfix(shown, refresh=False)
+        self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
