@@ -43,6 +43,7 @@ import warnings
 from datetime import datetime, timezone
 
 import numpy as np
+from scipy.special import softmax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _datasets import available_tasks, load_task  # noqa: E402
@@ -58,9 +59,7 @@ ACC_TOLERANCE = 0.002
 
 
 def _softmax(z):
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+    return softmax(z, axis=1)
 
 
 def table_methods(task, seed):

@@ -56,6 +56,7 @@ from collections import Counter
 from datetime import datetime, timezone
 
 import numpy as np
+from scipy.special import softmax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _datasets import DEFAULT_CAL_SIZES, available_tasks, load_task  # noqa: E402
@@ -73,9 +74,7 @@ ECE_BINS = 15
 
 
 def _softmax(z):
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+    return softmax(z, axis=1)
 
 
 def _interval(metric, y, proba, n_resamples, seed):

@@ -290,6 +290,16 @@ def _make_estimator(cls, *, device, seed, params=None, progress=False):
     return estimator.set_params(**(params or {}))
 
 
+def _add_apply_and_out(parser) -> None:
+    """``--apply`` and ``--out``, shared by calibrate and apply."""
+    parser.add_argument(
+        "--apply", required=True, metavar="FILE", help="data to calibrate"
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help="output .npz, .csv or .parquet"
+    )
+
+
 def _parse_param(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -2035,12 +2045,7 @@ def _add_calibrate(sub) -> None:
     parser.add_argument(
         "--fit", required=True, metavar="FILE", help="calibration data, with labels"
     )
-    parser.add_argument(
-        "--apply", required=True, metavar="FILE", help="data to calibrate"
-    )
-    parser.add_argument(
-        "--out", required=True, metavar="FILE", help="output .npz, .csv or .parquet"
-    )
+    _add_apply_and_out(parser)
     parser.add_argument(
         "--input",
         choices=["auto", "logits", "proba"],
@@ -2104,12 +2109,7 @@ def _add_apply(sub) -> None:
         metavar="FILE",
         help="the fitted calibrator: model.skops (or a pickle, with --allow-pickle)",
     )
-    parser.add_argument(
-        "--apply", required=True, metavar="FILE", help="data to calibrate"
-    )
-    parser.add_argument(
-        "--out", required=True, metavar="FILE", help="output .npz, .csv or .parquet"
-    )
+    _add_apply_and_out(parser)
     parser.add_argument(
         "--trust",
         action="append",

@@ -43,28 +43,17 @@ def files(tmp_path):
     return tmp_path, X, y
 
 
+def _calibrate_ts(tmp, out, save, *extra):
+    """``skcal calibrate`` of temperature scaling on cal.npz, applied to val.npz."""
+    argv = ["calibrate", "--method", "temperature", "--fit", str(tmp / "cal.npz")]
+    argv += ["--apply", str(tmp / "val.npz"), "--out", str(out), "--save", str(save)]
+    return main([*argv, *extra])
+
+
 def test_calibrate_save_then_apply_equals_the_fitted_model(files, capsys):
     tmp, X, y = files
     model = tmp / "ts.skops"
-    assert (
-        main(
-            [
-                "calibrate",
-                "--method",
-                "temperature",
-                "--fit",
-                str(tmp / "cal.npz"),
-                "--apply",
-                str(tmp / "val.npz"),
-                "--out",
-                str(tmp / "val_cal.npz"),
-                "--save",
-                str(model),
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    assert _calibrate_ts(tmp, tmp / "val_cal.npz", model, "--quiet") == 0
     assert "skcal apply --model" in capsys.readouterr().out
     reference = TemperatureScaling(device="cpu").fit(X[:300], y[:300])
     saved = load(model)
@@ -322,21 +311,7 @@ def test_foreign_types_need_trust(tmp_path, capsys):
 
 def test_save_path_checked_before_fitting(files, capsys):
     tmp, _, _ = files
-    code = main(
-        [
-            "calibrate",
-            "--method",
-            "temperature",
-            "--fit",
-            str(tmp / "cal.npz"),
-            "--apply",
-            str(tmp / "val.npz"),
-            "--out",
-            str(tmp / "o.npz"),
-            "--save",
-            str(tmp / "model.npz"),
-        ]
-    )
+    code = _calibrate_ts(tmp, tmp / "o.npz", tmp / "model.npz")
     assert code == 2
     assert "*.skops" in _error(capsys, "calibrate")
     assert not (tmp / "o.npz").exists()
