@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
+from skcal._torch._progress import Progress
 from skcal.cli import main
-from skcal.utils._progress import Progress
 from skcal.utils._testing import (
     make_estimator,
     make_miscalibrated_logits,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..utils._progress import Progress
+from ._progress import Progress
 
 
 @dataclass
@@ -523,7 +523,7 @@ def train_adam(
     ``params`` may include buffers without gradient that ``loss_fn`` updates
     itself (e.g. an EMA codebook): Adam skips them, but they are saved and
     restored with the rest. ``verbose`` shows the phase ``desc`` as a
-    :class:`~skcal.utils._progress.Progress` bar (2: and a line per epoch).
+    :class:`~skcal._torch._progress.Progress` bar (2: and a line per epoch).
 
     Returns
     -------
@@ -584,7 +584,7 @@ def minimize_adam(
     ``min_delta`` rule). One loss
     evaluation per epoch: the loss of the final parameters is evaluated only
     if training ran out of epochs. ``verbose`` shows the phase ``desc`` as a
-    :class:`~skcal.utils._progress.Progress` bar (2: and a line per epoch).
+    :class:`~skcal._torch._progress.Progress` bar (2: and a line per epoch).
 
     Returns
     -------

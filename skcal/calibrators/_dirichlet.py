@@ -10,10 +10,10 @@ import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
 from .._torch import resolve_device
+from .._torch._progress import Progress
 from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
 from ..exceptions import GridEdgeWarning
-from ..utils._progress import Progress
 from ..utils._sklearn import Interval, StrOptions
 from ..utils._validation import effective_sample_size
 from ..utils._warnings import warn

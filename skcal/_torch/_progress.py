@@ -28,7 +28,7 @@ class Progress:
 
     Examples
     --------
-    >>> from skcal.utils._progress import Progress
+    >>> from skcal._torch._progress import Progress
     >>> with Progress(0, total=3, desc="demo") as progress:
     ...     for step in range(3):
     ...         progress.step(f"step {step}", loss=0.5)
