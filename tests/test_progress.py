@@ -19,7 +19,12 @@ from skcal.utils.discovery import all_estimators
 #: Every estimator with ``verbose``: the phase names its bars show, and a
 #: pattern of its ``verbose=2`` lines.
 EPOCH = r": epoch \d+: validation loss \d"
+ITERATION = r": iteration \d+: loss \d\S*, largest gradient \d"
 PHASES = {
+    "VectorScaling": (["VectorScaling"], ITERATION),
+    "MatrixScaling": (["MatrixScaling"], ITERATION),
+    "DirichletCalibrator": (["DirichletCalibrator"], ITERATION),
+    "StructuredMatrixScaling": (["StructuredMatrixScaling"], ITERATION),
     "DirichletCalibratorCV": (
         ["DirichletCalibratorCV"],
         r"fold \d/\d \{.*\}: held-out log loss \d",

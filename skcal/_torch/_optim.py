@@ -152,6 +152,8 @@ def minimize_lbfgs(
     history_size: int = 20,
     memory: LBFGSMemory | None = None,
     ftol: float = 0.0,
+    verbose: int = 0,
+    desc: str = "L-BFGS",
 ) -> OptimResult:
     """Minimise ``loss_fn()`` over ``params`` with full-batch L-BFGS.
 
@@ -194,6 +196,11 @@ def minimize_lbfgs(
     ftol : float
         Relative decrease per iteration at or below which the run stops
         (scipy L-BFGS-B's ``factr * eps``); ``0`` (the default) disables it.
+    verbose : int
+        Show the run as a :class:`~skcal._torch._progress.Progress` bar
+        named ``desc`` (2: and a line per iteration).
+    desc : str
+        The bar's name.
 
     Returns
     -------
@@ -209,6 +216,8 @@ def minimize_lbfgs(
         history_size=history_size,
         memory=memory,
         ftol=ftol,
+        verbose=verbose,
+        desc=desc,
     )
     problem.assign(x)
     for p in params:
@@ -225,6 +234,8 @@ def minimize_lbfgs_flat(
     history_size: int = 20,
     memory: LBFGSMemory | None = None,
     ftol: float = 0.0,
+    verbose: int = 0,
+    desc: str = "L-BFGS",
 ) -> tuple[torch.Tensor, OptimResult]:
     """:func:`minimize_lbfgs` on a flat vector, with the gradient supplied.
 
@@ -241,6 +252,7 @@ def minimize_lbfgs_flat(
     converged = grad_max <= tol
     direction = memory.direction(grad)
     step = 1.0 if memory.order else min(1.0, 1.0 / max(float(grad.abs().sum()), 1e-300))
+    progress = Progress(verbose, max_iter, desc, "iter")
     while not converged and n_iter < max_iter:
         slope = float(grad @ direction)
         if not slope < 0:  # not a descent direction: restart from -g
@@ -264,6 +276,13 @@ def minimize_lbfgs_flat(
         converged = grad_max <= tol or (ftol > 0 and decrease <= ftol * scale)
         direction = memory.direction(grad)
         step = 1.0
+        progress.step(
+            f"{desc}: iteration {n_iter}: loss {loss:.8g}, largest gradient "
+            f"{grad_max:.3g}",
+            loss=loss,
+            grad=grad_max,
+        )
+    progress.close()
     return x, OptimResult(
         x=None, n_iter=n_iter, converged=converged, loss=loss, grad_max=grad_max
     )

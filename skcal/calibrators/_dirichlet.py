@@ -117,6 +117,11 @@ class DirichletCalibrator(BaseCalibrator):
         Stop when the largest absolute gradient entry is below ``tol``.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
+    verbose : int, default=0
+        0: silent. 1: a progress bar on stderr for the L-BFGS solve
+        (iteration k of ``max_iter``, elapsed time, loss and largest
+        gradient entry; it ends early when the solve converges). 2: also one
+        line per iteration.
 
     Attributes
     ----------
@@ -181,6 +186,7 @@ class DirichletCalibrator(BaseCalibrator):
         device="auto",
         tol=1e-5,
         max_iter=1000,
+        verbose=0,
     ):
         self.input = input
         self.classes = classes
@@ -192,6 +198,7 @@ class DirichletCalibrator(BaseCalibrator):
         self.device = device
         self.tol = tol
         self.max_iter = max_iter
+        self.verbose = verbose
 
     def _penalties(self, n_classes: int, beta: float, n_samples: float) -> dict:
         """The penalties on ``W`` and ``b``, written for ``W / beta``.
@@ -259,6 +266,8 @@ class DirichletCalibrator(BaseCalibrator):
             device=resolve_device(self.device),
             tol=self.tol,
             max_iter=self.max_iter,
+            verbose=self.verbose,
+            desc=type(self).__name__,
             **self._penalties(n_classes, beta, n_samples),
         )
         _warn_unconverged(type(self).__name__, fit.result, self.max_iter)

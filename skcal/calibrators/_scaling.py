@@ -34,6 +34,7 @@ _LBFGS_CONSTRAINTS = {
     "device": DEVICE_CONSTRAINT,
     "tol": [Interval(Real, 0, None, closed="neither")],
     "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "verbose": ["verbose"],
 }
 
 #: Inverse temperatures times the logits' scale are searched in [exp(-16), exp(16)].
@@ -251,6 +252,8 @@ class _AffineScaling(BaseCalibrator):
             device=resolve_device(self.device),
             tol=self.tol,
             max_iter=self.max_iter,
+            verbose=self.verbose,
+            desc=type(self).__name__,
             **self._penalties(),
         )
         _warn_unconverged(type(self).__name__, fit.result, self.max_iter)
@@ -295,6 +298,11 @@ class VectorScaling(_AffineScaling):
         Stop when the largest absolute gradient entry is below ``tol``.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
+    verbose : int, default=0
+        0: silent. 1: a progress bar on stderr for the L-BFGS solve
+        (iteration k of ``max_iter``, elapsed time, loss and largest
+        gradient entry; it ends early when the solve converges). 2: also one
+        line per iteration.
 
     Attributes
     ----------
@@ -349,6 +357,7 @@ class VectorScaling(_AffineScaling):
         device="auto",
         tol=1e-5,
         max_iter=1000,
+        verbose=0,
     ):
         self.input = input
         self.classes = classes
@@ -356,6 +365,7 @@ class VectorScaling(_AffineScaling):
         self.device = device
         self.tol = tol
         self.max_iter = max_iter
+        self.verbose = verbose
 
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64) * self.coef_ + self.intercept_
@@ -401,6 +411,11 @@ class MatrixScaling(_AffineScaling):
         Stop when the largest absolute gradient entry is below ``tol``.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
+    verbose : int, default=0
+        0: silent. 1: a progress bar on stderr for the L-BFGS solve
+        (iteration k of ``max_iter``, elapsed time, loss and largest
+        gradient entry; it ends early when the solve converges). 2: also one
+        line per iteration.
 
     Attributes
     ----------
@@ -472,6 +487,7 @@ class MatrixScaling(_AffineScaling):
         device="auto",
         tol=1e-5,
         max_iter=1000,
+        verbose=0,
     ):
         self.input = input
         self.classes = classes
@@ -480,6 +496,7 @@ class MatrixScaling(_AffineScaling):
         self.device = device
         self.tol = tol
         self.max_iter = max_iter
+        self.verbose = verbose
 
     def _penalties(self) -> dict:
         n_classes = len(self.classes_)

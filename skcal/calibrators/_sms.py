@@ -71,6 +71,11 @@ class StructuredMatrixScaling(BaseCalibrator):
         L-BFGS gradient tolerance.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
+    verbose : int, default=0
+        0: silent. 1: a progress bar on stderr for the L-BFGS solve
+        (iteration k of ``max_iter``, elapsed time, loss and largest
+        gradient entry; it ends early when the solve converges). 2: also one
+        line per iteration.
 
     Attributes
     ----------
@@ -132,6 +137,7 @@ class StructuredMatrixScaling(BaseCalibrator):
         device="auto",
         tol=1e-5,
         max_iter=1000,
+        verbose=0,
     ):
         self.input = input
         self.classes = classes
@@ -143,6 +149,7 @@ class StructuredMatrixScaling(BaseCalibrator):
         self.device = device
         self.tol = tol
         self.max_iter = max_iter
+        self.verbose = verbose
 
     @staticmethod
     def _log_floor(logits):
@@ -176,6 +183,8 @@ class StructuredMatrixScaling(BaseCalibrator):
             device=resolve_device(self.device),
             tol=self.tol,
             max_iter=self.max_iter,
+            verbose=self.verbose,
+            desc=type(self).__name__,
         )
         _warn_unconverged(type(self).__name__, fit.result, self.max_iter)
         self.coef_, self.intercept_ = fit.coef, fit.intercept

@@ -77,6 +77,8 @@ def fit_affine_softmax(
     device: torch.device,
     tol: float,
     max_iter: int,
+    verbose: int = 0,
+    desc: str = "L-BFGS",
 ) -> AffineFit:
     """Minimise weighted mean NLL plus ridge penalties with L-BFGS.
 
@@ -86,7 +88,8 @@ def fit_affine_softmax(
     row when ``ref_row`` is set, starting from ``W = I``, ``b = 0``, or from
     ``init`` (the ``raw`` parameters of an earlier fit of the same shape).
     Non-finite parameters at the end (a diverged solve) raise a ValueError:
-    a fit never returns them.
+    a fit never returns them. ``verbose`` shows each solve as a progress bar
+    named ``desc`` (see :func:`~skcal._torch.minimize_lbfgs`).
     """
     if kind not in ("full", "diagonal", "scalar"):
         raise ValueError(f"unknown kind {kind!r}")
@@ -96,7 +99,9 @@ def fit_affine_softmax(
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight / sample_weight.sum(), device, torch.float64)
     if kind == "full" and fit_intercept and not (l2_diag or l2_off or l2_bias):
-        fit = _fit_whitened(z, y, w, init, tol=tol, max_iter=max_iter)
+        fit = _fit_whitened(
+            z, y, w, init, tol=tol, max_iter=max_iter, verbose=verbose, desc=desc
+        )
         if fit is not None:
             return _affine_result(*fit, scale=scale, ref_row=ref_row)
     shape = {"full": (n_classes, n_classes), "diagonal": (n_classes,), "scalar": (1,)}
@@ -120,12 +125,13 @@ def fit_affine_softmax(
         f32 = problem.solve(
             z.float(), y, w.float(), delta.float(), bias.float(),
             tol=10 * tol, max_iter=max_iter, ftol=_ftol(tol),
+            verbose=verbose, desc=f"{desc} (float32 start)",
         )  # fmt: skip
         delta.copy_(f32.delta), bias.copy_(f32.bias)
         n_iter, memory = f32.result.n_iter, f32.memory.to(torch.float64)
     fit = problem.solve(
         z, y, w, delta, bias, tol=tol, max_iter=max(max_iter - n_iter, 1),
-        memory=memory, ftol=_ftol(tol),
+        memory=memory, ftol=_ftol(tol), verbose=verbose, desc=desc,
     )  # fmt: skip
     result = replace(fit.result, n_iter=fit.result.n_iter + n_iter)
     with torch.no_grad():
@@ -191,8 +197,9 @@ class _PenalisedProblem:
         return W, b
 
     def solve(
-        self, z, y, w, delta, bias, *, tol, max_iter, memory=None, ftol=0.0
-    ) -> _Solved:
+        self, z, y, w, delta, bias, *, tol, max_iter, memory=None, ftol=0.0,
+        verbose=0, desc="L-BFGS",
+    ) -> _Solved:  # fmt: skip
         """L-BFGS from ``(delta, bias)`` on ``z``'s dtype.
 
         The gradient is in closed form (the data term's, then the penalties'
@@ -207,8 +214,9 @@ class _PenalisedProblem:
         if memory is None:
             memory = LBFGSMemory(_history(x0.numel()), x0)
         x, result = minimize_lbfgs_flat(
-            evaluate, x0, max_iter=max_iter, tol=tol, memory=memory, ftol=ftol
-        )
+            evaluate, x0, max_iter=max_iter, tol=tol, memory=memory, ftol=ftol,
+            verbose=verbose, desc=desc,
+        )  # fmt: skip
         delta, bias = split(x)
         return _Solved(delta.clone(), bias.clone(), result, memory)
 
@@ -332,7 +340,7 @@ class _SoftmaxNLL:
         return data, grad_W, grad_b
 
 
-def _fit_whitened(z, y, w, init, *, tol, max_iter):
+def _fit_whitened(z, y, w, init, *, tol, max_iter, verbose=0, desc="L-BFGS"):
     """Unpenalised full map fitted on whitened features (see the module notes).
 
     Returns ``(W, b, result)`` of the original coordinates, or None when the
@@ -369,6 +377,8 @@ def _fit_whitened(z, y, w, init, *, tol, max_iter):
         tol=tol,
         history_size=_history(V.numel()),
         ftol=_ftol(tol),
+        verbose=verbose,
+        desc=desc,
     )
     with torch.no_grad():
         # [W, b] = V L^{-1}, i.e. the solution of L^T [W, b]^T = V^T
