@@ -252,37 +252,36 @@ def minimize_lbfgs_flat(
     converged = grad_max <= tol
     direction = memory.direction(grad)
     step = 1.0 if memory.order else min(1.0, 1.0 / max(float(grad.abs().sum()), 1e-300))
-    progress = Progress(verbose, max_iter, desc, "iter")
-    while not converged and n_iter < max_iter:
-        slope = float(grad @ direction)
-        if not slope < 0:  # not a descent direction: restart from -g
-            memory.clear()
-            direction = -grad
+    with Progress(verbose, max_iter, desc, "iter") as progress:
+        while not converged and n_iter < max_iter:
             slope = float(grad @ direction)
-        found = _strong_wolfe(evaluate, x, loss, slope, direction, step)
-        if found is None:  # no decrease along the direction: stalled
-            break
-        step, new_loss, new_grad = found
-        s = step * direction
-        y = new_grad - grad
-        ys = float(y @ s)
-        if ys > 1e-10:
-            memory.add(s, y)
-        decrease = loss - new_loss
-        scale = max(abs(loss), abs(new_loss), 1.0)
-        x, loss, grad = x + s, new_loss, new_grad
-        n_iter += 1
-        grad_max = _abs_max(grad)
-        converged = grad_max <= tol or (ftol > 0 and decrease <= ftol * scale)
-        direction = memory.direction(grad)
-        step = 1.0
-        progress.step(
-            f"{desc}: iteration {n_iter}: loss {loss:.8g}, largest gradient "
-            f"{grad_max:.3g}",
-            loss=loss,
-            grad=grad_max,
-        )
-    progress.close()
+            if not slope < 0:  # not a descent direction: restart from -g
+                memory.clear()
+                direction = -grad
+                slope = float(grad @ direction)
+            found = _strong_wolfe(evaluate, x, loss, slope, direction, step)
+            if found is None:  # no decrease along the direction: stalled
+                break
+            step, new_loss, new_grad = found
+            s = step * direction
+            y = new_grad - grad
+            ys = float(y @ s)
+            if ys > 1e-10:
+                memory.add(s, y)
+            decrease = loss - new_loss
+            scale = max(abs(loss), abs(new_loss), 1.0)
+            x, loss, grad = x + s, new_loss, new_grad
+            n_iter += 1
+            grad_max = _abs_max(grad)
+            converged = grad_max <= tol or (ftol > 0 and decrease <= ftol * scale)
+            direction = memory.direction(grad)
+            step = 1.0
+            progress.step(
+                f"{desc}: iteration {n_iter}: loss {loss:.8g}, largest gradient "
+                f"{grad_max:.3g}",
+                loss=loss,
+                grad=grad_max,
+            )
     return x, OptimResult(
         x=None, n_iter=n_iter, converged=converged, loss=loss, grad_max=grad_max
     )
@@ -620,31 +619,30 @@ def minimize_adam(
     best_state = _snapshot(params)
     best_epoch, waited, n_steps = 0, 0, 0
     curve: list[float] = []
-    progress = Progress(verbose, max_epochs, desc)
-    for epoch in range(max_epochs + 1):
-        optimizer.zero_grad()
-        loss = loss_fn()
-        value = float(loss.detach())
-        curve.append(value)
-        if not math.isfinite(value):
-            break
-        # patience counts from the last improvement larger than tol; the
-        # state kept is the best one seen, however small its improvement
-        if value < ref_loss - tol:
-            ref_loss, waited = value, 0
-        else:
-            waited += 1
-        if value < best_loss:
-            best_loss, best_epoch = value, epoch
-            best_state = _snapshot(params)
-        if waited >= patience:
-            break
-        if epoch == max_epochs:
-            break
-        loss.backward()
-        optimizer.step()
-        n_steps += 1
-        progress.step(f"{desc}: epoch {epoch}: loss {value:.6g}", loss=value)
-    progress.close()
+    with Progress(verbose, max_epochs, desc) as progress:
+        for epoch in range(max_epochs + 1):
+            optimizer.zero_grad()
+            loss = loss_fn()
+            value = float(loss.detach())
+            curve.append(value)
+            if not math.isfinite(value):
+                break
+            # patience counts from the last improvement larger than tol; the
+            # state kept is the best one seen, however small its improvement
+            if value < ref_loss - tol:
+                ref_loss, waited = value, 0
+            else:
+                waited += 1
+            if value < best_loss:
+                best_loss, best_epoch = value, epoch
+                best_state = _snapshot(params)
+            if waited >= patience:
+                break
+            if epoch == max_epochs:
+                break
+            loss.backward()
+            optimizer.step()
+            n_steps += 1
+            progress.step(f"{desc}: epoch {epoch}: loss {value:.6g}", loss=value)
     _restore(params, best_state)
     return best_epoch, n_steps, curve

@@ -484,7 +484,7 @@ def fit_divide(
     head_coef: np.ndarray | None,
     head_intercept: np.ndarray | None,
     n_init_batches: int,
-    train_head: bool | None = None,
+    train_head: bool,
     lr: float,
     weight_decay: float,
     batch_size: int,
@@ -520,8 +520,8 @@ def fit_divide(
         EMA decay.
     head_coef, head_intercept : ndarray or None
         The initial head, or None for ``torch.nn.Linear``'s initialisation.
-    train_head : bool or None
-        Train the head; None trains it only when ``head_coef`` is None.
+    train_head : bool
+        Train the head (a new one is always trained).
     n_init_batches : int
         Batches whose slots the initial codewords are drawn from.
     lr, weight_decay, batch_size, max_epochs, patience, verbose
@@ -542,8 +542,6 @@ def fit_divide(
     )
     book = _EMACodebook(initial, ema_init, decay)
     ema = codebook_mode == "ema"
-    if train_head is None:
-        train_head = head_coef is None
     frozen = not train_head
     if head_coef is not None:
         W = to_tensor(head_coef, device, torch.float64).clone()
