@@ -726,6 +726,27 @@ def test_affine_fit_is_sane(case, data):
     )
 
 
+SMART = [c for c in SCORE if c.name == "SMARTCalibrator"]
+
+
+@pytest.mark.parametrize("case", SMART, ids=_ids(SMART))
+@_examples(3)
+@given(data=st.data())
+def test_smart_keeps_temperature_one_on_separable_sets(case, data):
+    """Every calibration row's top class is its label: nothing says how
+    confident to be, so SMART keeps T = 1 (its docstring, like
+    TemperatureScaling): the probabilities are the softmax of the scores,
+    whatever the logits, weights and classes drawn."""
+    problem = data.draw(problems(case))
+    y = np.argmax(problem.X, axis=1)
+    est = fit_or_clear_error(case, problem, y=y)
+    if est is None:
+        return
+    np.testing.assert_allclose(est.predict_temperature(problem.X), 1.0, rtol=1e-12)
+    expected = np.exp(log_softmax(problem.X, axis=1))
+    np.testing.assert_allclose(proba(est, problem.X), expected, rtol=1e-9, atol=1e-15)
+
+
 @pytest.mark.parametrize("case", SCORE, ids=_ids(SCORE))
 @_examples(3)
 @given(data=st.data())
