@@ -31,7 +31,7 @@ problem up front) shows the error.
 Run:  python benchmarks/bench_many_classes.py [--n 5000 50000] [--classes 1000]
       [--methods NAME ...] [--time-limit 600] [--memory-limit 8000]
       [--threads N] [--json FILE]
-      [--params '{"VQLocalCalibrator": {"max_epochs": 1}}']
+      [--params '{"VQLocalCalibrator": {"max_iter": 1}}']
 
 ``--threads`` sets torch's (and BLAS's) thread count in the child; on a
 machine that other jobs share, fewer threads give steadier numbers.

@@ -309,7 +309,7 @@ def local_case(name, threads, n_resamples):
     fit_s = time.perf_counter() - start
     proba = np.asarray(vq.predict_proba(task.test_embeddings), dtype=np.float64)
     out = _scores(task.test_labels, proba, n_resamples, 0)
-    out.update(fit_s=fit_s, epochs=[int(e) for e in np.atleast_1d(vq.n_epochs_)])
+    out.update(fit_s=fit_s, epochs=[int(e) for e in np.atleast_1d(vq.n_iter_)])
     return out
 
 

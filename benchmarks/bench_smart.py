@@ -66,7 +66,9 @@ def evidence(n_cal, n_classes, seeds, device):
             ("SMART", SMARTCalibrator(random_state=seed, device=device)),
             (
                 "SMART h=()",
-                SMARTCalibrator(hidden_sizes=(), random_state=seed, device=device),
+                SMARTCalibrator(
+                    hidden_layer_sizes=(), random_state=seed, device=device
+                ),
             ),
         ):
             start = time.perf_counter()
@@ -97,7 +99,7 @@ def speed(device, repeat, seeds):
     # warm-up: torch's first optimiser construction imports compile machinery
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # most classes are missing in 200 rows
-        SMARTCalibrator(max_epochs=2, device=device).fit(X[:200], y[:200])
+        SMARTCalibrator(max_iter=2, device=device).fit(X[:200], y[:200])
         TemperatureScaling(device=device).fit(X[:200], y[:200])
     print(f"\nspeed on {n} x {c} float64 logits, device={device}, best of {repeat}")
     # the number of Adam epochs depends on random_state (early stopping on a
@@ -112,8 +114,8 @@ def speed(device, repeat, seeds):
         ratios.append(s_fit / t_fit)
         print(
             f"fit, random_state={seed}: TS {t_fit:6.2f} s   SMART {s_fit:6.2f} s   "
-            f"ratio {s_fit / t_fit:4.1f}x  (SMART: {smart.n_epochs_} Adam epochs, "
-            f"{1000 * s_fit / max(smart.n_epochs_, 1):.0f} ms per epoch incl. setup)"
+            f"ratio {s_fit / t_fit:4.1f}x  (SMART: {smart.n_iter_} Adam epochs, "
+            f"{1000 * s_fit / max(smart.n_iter_, 1):.0f} ms per epoch incl. setup)"
         )
     print(
         f"fit ratio SMART / TS over {seeds} seeds: mean {np.mean(ratios):.1f}x, "

@@ -60,7 +60,7 @@ def speed_case(index: int, device: str) -> dict:
         "device": device,
         "threads": torch.get_num_threads(),
         "fit_s": elapsed,
-        "epochs": vq.n_epochs_,
+        "epochs": vq.n_iter_,
         "peak_extra_mb": peak - before,
     }
 

@@ -32,7 +32,7 @@ same model (the first row of a table is skcal, the reference):
   "temperature")`` on a frozen pass-through classifier whose
   ``decision_function`` is ``log p``; netcal ``TemperatureScaling``;
   probmetrics ``get_calibrator("temp-scaling")``;
-* vector scaling (unregularised, ``l2_reg=0``; skcal's default ``"auto"``
+* vector scaling (unregularised, ``reg_lambda=0``; skcal's default ``"auto"``
   ridge is shown too): netcal ``LogisticCalibration`` (vector scaling on
   ``log p`` for multiclass input), probmetrics ``VectorScalingCalibrator``,
   dirichletcal ``DiagonalDirichletCalibrator`` (with ``--dirichletcal-all``);
@@ -395,14 +395,14 @@ def build_families(args, dc_reason):
             "Vector scaling (unregularised)",
             [
                 (
-                    "skcal VectorScaling l2_reg=0",
-                    lambda: skcal_method(VectorScaling, l2_reg=0.0, device="cpu"),
+                    "skcal VectorScaling reg_lambda=0",
+                    lambda: skcal_method(VectorScaling, reg_lambda=0.0, device="cpu"),
                     "",
                 ),
                 (
                     "skcal VectorScaling default",
                     lambda: skcal_method(VectorScaling, device="cpu"),
-                    "l2_reg='auto' = C/n ridge (not the same objective)",
+                    "reg_lambda='auto' = C/n ridge (not the same objective)",
                 ),
                 (
                     "netcal LogisticCalibration",
@@ -416,14 +416,14 @@ def build_families(args, dc_reason):
             "Matrix scaling (unregularised)",
             [
                 (
-                    "skcal MatrixScaling l2_reg=0",
-                    lambda: skcal_method(MatrixScaling, l2_reg=0.0, device="cpu"),
+                    "skcal MatrixScaling reg_lambda=0",
+                    lambda: skcal_method(MatrixScaling, reg_lambda=0.0, device="cpu"),
                     "",
                 ),
                 (
                     "skcal MatrixScaling default",
                     lambda: skcal_method(MatrixScaling, device="cpu"),
-                    "l2_reg='auto' = C/n ridge (not the same objective)",
+                    "reg_lambda='auto' = C/n ridge (not the same objective)",
                 ),
                 ("probmetrics MatrixScaling", probmetrics_ms, "torchmin BFGS"),
             ],

@@ -18,6 +18,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "matplotlib.sphinxext.plot_directive",
 ]
 
 autosummary_generate = True
@@ -30,8 +31,41 @@ numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 templates_path = ["_templates"]
 exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py"]
-html_theme = "alabaster"
-# no intersphinx: the build must not touch the network
+# the scikit-learn family's theme; every asset ships in the wheel, so the
+# build is offline (no intersphinx either)
+html_theme = "pydata_sphinx_theme"
+html_title = f"skcal {release}"
+html_static_path = ["_static"]
+html_css_files = ["skcal.css"]
+html_theme_options = {
+    "navbar_align": "left",
+    "header_links_before_dropdown": 6,
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version"],
+}
+# no left column on the one-page sections (it would be empty)
+html_sidebars = {
+    page: []
+    for page in (
+        "index",
+        "user_guide",
+        "choosing",
+        "guarantees",
+        "performance",
+        "papers",
+        "whats_new",
+    )
+}
+html_show_sourcelink = False
+
+# figures drawn at build time by ``.. plot::`` (the landing page's diagram)
+plot_include_source = False
+plot_html_show_source_link = False
+plot_html_show_formats = False
+plot_formats = [("png", 110)]
 
 sphinx_gallery_conf = {
     "examples_dirs": "../examples",

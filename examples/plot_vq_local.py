@@ -27,6 +27,7 @@ from skcal.display import ESSProfileDisplay
 from skcal.metrics import (
     LocalSpace,
     classwise_calibration_error,
+    local_bandwidth,
     local_calibration_errors,
     negative_log_likelihood,
 )
@@ -39,10 +40,12 @@ X_cal, y_cal, X_test, y_test = X[:3000], y[:3000], X[3000:], y[3000:]
 logits_cal, logits_test = X_cal @ coef.T + intercept, X_test @ coef.T + intercept
 
 # every method is scored in one space: standardise + PCA, fitted on the
-# calibration embeddings; the kernel bandwidth is an absolute scale, 3 suits
-# 16 standardised features
+# calibration embeddings. The paper's bandwidth 10 is an absolute scale, set
+# for 2,048-d backbones; "auto" scales the kernel to this space (a quarter of
+# the median distance between samples), the same for every method
 space = LocalSpace().fit(X_cal)
-BANDWIDTH = 3.0
+print(f"bandwidth: {local_bandwidth(X_test, space=space):.2f}")
+BANDWIDTH = "auto"
 
 # %%
 # Fit a global and two local calibrators
@@ -50,8 +53,16 @@ BANDWIDTH = 3.0
 ts = TemperatureScaling(device="cpu").fit(logits_cal, y_cal)
 procal = ProCalCalibrator(coef=coef, intercept=intercept, device="cpu")
 procal.fit(X_cal, y_cal)
+# with the head given, VQ fine-tunes it on the quantized embeddings; on 16
+# features, 16 one-dimensional slots with 8 codewords each quantize finely
 vq = VQLocalCalibrator(
-    n_slots=8, n_codewords=16, batch_size=256, random_state=0, device="cpu"
+    n_slots=16,
+    n_codewords=8,
+    coef=coef,
+    intercept=intercept,
+    batch_size=256,
+    random_state=0,
+    device="cpu",
 )
 vq.fit(X_cal, y_cal)
 print(f"VQ cells: {vq.quantize(X_test[:2])}")
@@ -73,6 +84,18 @@ for name, proba in predictions.items():
         f"NLL {negative_log_likelihood(y_test, proba):.4f}  "
         f"acc {(proba.argmax(1) == y_test).mean():.3f}"
     )
+
+# %%
+# Temperature scaling lowers the classwise ECE and the NLL but not the local
+# error: one temperature cannot cool two regions and warm the other two. (A
+# kernel as wide as the space, like bandwidth 3 here, averages the over- and
+# under-confident regions together and hides this: LCE 0.056 for the head
+# and 0.043 after temperature scaling, with a ``FlatKernelWarning``.) ProCal,
+# which reads the neighbourhood of each sample, has the lowest LCE. VQ keeps
+# its cells' maps but quantizing 16 features costs it 4 points of accuracy
+# and some NLL here; on real embeddings a global calibrator is often as good
+# locally (see "When does a local calibrator beat a global one?" in the user
+# guide).
 
 # %%
 # Local error against effective sample size

@@ -1631,7 +1631,7 @@ def _first_sentences(name, messages) -> list[str]:
     return [f"  {m}." if m.startswith(name) else f"  {name}: {m}." for m in firsts]
 
 
-def run_demo(seed: int = 0, device: str = "cpu", out=sys.stdout) -> list[dict]:
+def run_demo(seed: int = 0, device: str = "auto", out=sys.stdout) -> list[dict]:
     """Train an MLP on digits, calibrate it with every calibrator, report."""
     from scipy.special import softmax
 
@@ -1742,7 +1742,7 @@ def _benchmark_seed(dataset, methods, *, seed, device, tag, report):
 
 
 def run_benchmark(
-    dataset="digits", methods=None, *, seeds=3, seed=0, device="cpu", report=None
+    dataset="digits", methods=None, *, seeds=3, seed=0, device="auto", report=None
 ) -> dict:
     """Every calibrator in ``methods`` on ``dataset`` over ``seeds`` seeds.
 
@@ -1947,8 +1947,9 @@ def _paragraph(text: str) -> str:
 def _add_common(parser, *, device_use="", seed=True) -> None:
     parser.add_argument(
         "--device",
-        default="cpu",
-        help=f"'cpu', 'cuda', 'cuda:N' or 'auto' (default cpu){device_use}",
+        default="auto",
+        help=f"'auto', 'cpu', 'cuda' or 'cuda:N' (default auto: a CUDA device "
+        f"when one is available){device_use}",
     )
     if seed:
         parser.add_argument(
@@ -2404,8 +2405,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument(
         "--device",
-        default="cpu",
-        help="'cpu', 'cuda', 'cuda:N' or 'auto' (default cpu)",
+        default="auto",
+        help="'auto', 'cpu', 'cuda' or 'cuda:N' (default auto: a CUDA device "
+        "when one is available)",
     )
     demo.set_defaults(handler=_cmd_demo)
     return parser

@@ -76,5 +76,6 @@ class FlatKernelWarning(UserWarning):
     :func:`~skcal.metrics.ess_profile` when the median anchor's effective
     sample size is more than half of the other samples of its confidence
     bin: every anchor then averages over most of its bin, and the local
-    calibration error tends to the classwise ECE. Lower ``bandwidth``.
+    calibration error tends to the classwise ECE. Lower ``bandwidth``, or
+    pass ``bandwidth="auto"`` (:func:`~skcal.metrics.local_bandwidth`).
     """

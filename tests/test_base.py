@@ -98,7 +98,7 @@ def test_float32_input(cls, device, data):
     est32 = make_estimator(cls, device=device).fit(X.astype(np.float32), y)
     p32 = est32.predict_proba(X.astype(np.float32))
     assert np.isfinite(p32).all()
-    if "max_epochs" in est64.get_params():
+    if "max_iter" in est64.get_params():
         # networks trained by Adam amplify the float32 rounding of the inputs
         # over hundreds of steps (another early-stopping epoch): same quality
         assert est32.score(X, y) == pytest.approx(est64.score(X, y), abs=0.02)
@@ -119,7 +119,7 @@ def test_string_labels_and_classes_parameter(cls, data):
         X[:, order], names[y]
     )
     np.testing.assert_array_equal(est2.classes_, names[order])
-    if "max_epochs" in est.get_params():
+    if "max_iter" in est.get_params():
         # Adam amplifies the rounding of sums taken in another column order
         # over hundreds of steps: same model up to training noise
         assert est2.score(X[:, order], names[y]) == pytest.approx(

@@ -102,7 +102,7 @@ def test_apply_a_local_calibrator_on_embeddings(tmp_path, capsys):
         900, 3, n_features=8, random_state=0
     )
     est = LocalNetCalibrator(
-        coef=coef, intercept=intercept, max_epochs=3, random_state=0, device="cpu"
+        coef=coef, intercept=intercept, max_iter=3, random_state=0, device="cpu"
     ).fit(X[:600], y[:600])
     dump(est, tmp_path / "ln.skops")
     np.savez(tmp_path / "new.npz", embeddings=X[600:], labels=y[600:])

@@ -265,9 +265,9 @@ def test_embeddings_columns_for_local_calibrators(tmp_path, capsys):
     out = tmp_path / "o.npz"
     argv = ["calibrate", "--method", "localnet", "--fit", str(cal), "--apply"]
     argv += [str(test), "--out", str(out), "--label-col", "y", "--emb-cols", "h"]
-    argv += ["--param", "max_epochs=5", "--quiet"]
+    argv += ["--param", "max_iter=5", "--quiet"]
     assert main(argv) == 0, capsys.readouterr().err
-    reference = LocalNetCalibrator(max_epochs=5, device="cpu", random_state=0)
+    reference = LocalNetCalibrator(max_iter=5, device="cpu", random_state=0)
     reference.fit(H[:200], y[:200])
     np.testing.assert_allclose(
         np.load(out)["proba"], reference.predict_proba(H[200:]), rtol=1e-5, atol=1e-7

@@ -79,7 +79,7 @@ RELATIVE_WEIGHTS = (
     "a guarantee tested in tests/test_properties.py), so the default ridge "
     "C / n uses Kish's effective sample size (sum w)^2 / sum w^2: a row "
     "repeated k times adds k to n, a row of weight k adds less, and the two "
-    "fits differ by the ridge. With a fixed l2_reg they agree (tested in "
+    "fits differ by the ridge. With a fixed reg_lambda they agree (tested in "
     "tests/calibrators/test_scaling.py)."
 )
 EFFECTIVE_COUNTS = (

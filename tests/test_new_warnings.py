@@ -4,7 +4,6 @@ Each warning is raised by a constructed case, names what to change, points
 at the user's line, and is absent from a healthy case.
 """
 
-import re
 import warnings
 
 import numpy as np
@@ -126,7 +125,7 @@ def test_kcal_bandwidth_at_the_end_of_its_search_range_warns():
     # labels independent of the embeddings: the widest kernel (the class
     # frequencies) has the lowest held-out log loss
     noise = np.random.default_rng(0).permutation(y)
-    params = dict(max_epochs=3, n_folds=5, random_state=0, device="cpu")
+    params = dict(max_iter=3, cv=5, random_state=0, device="cpu")
     caught, est = _caught(
         lambda: KCalCalibrator(**params).fit(X, noise), GridEdgeWarning
     )
@@ -141,7 +140,7 @@ def test_kcal_bandwidth_at_the_end_of_its_search_range_warns():
 
 def test_kcal_bandwidth_inside_its_search_range_does_not_warn():
     X, y, *_ = make_region_miscalibrated_embeddings(800, 3, random_state=0)
-    params = dict(max_epochs=3, n_folds=5, random_state=0, device="cpu")
+    params = dict(max_iter=3, cv=5, random_state=0, device="cpu")
     caught, est = _caught(lambda: KCalCalibrator(**params).fit(X, y), GridEdgeWarning)
     low, high = est.bandwidth_init_ / 10, est.bandwidth_init_ * 10
     assert 1.01 * low < est.bandwidth_ < high / 1.01
@@ -219,7 +218,7 @@ def test_vq_coarse_quantization_warns(narrow):
         head="frozen",
         coef=coef,
         intercept=intercept,
-        max_epochs=3,
+        max_iter=3,
         random_state=0,
         device="cpu",
     )
@@ -241,7 +240,7 @@ def test_vq_fine_quantization_does_not_warn(narrow):
         head="frozen",
         coef=coef,
         intercept=intercept,
-        max_epochs=3,
+        max_iter=3,
         random_state=0,
         device="cpu",
     )
@@ -268,7 +267,7 @@ def test_local_net_pulled_to_the_class_frequencies_warns(regions):
         lambda_js=10.0,
         alpha_ce=0.0,
         learning_rate=1e-2,
-        max_epochs=30,
+        max_iter=30,
         random_state=0,
         device="cpu",
     )
@@ -285,7 +284,7 @@ def test_local_net_healthy_fit_does_not_warn(regions):
         coef=coef,
         intercept=intercept,
         bandwidth=2.0,
-        max_epochs=5,
+        max_iter=5,
         random_state=0,
         device="cpu",
     )
@@ -343,10 +342,9 @@ def test_default_bandwidth_on_64_features_warns_and_the_advice_works(wide, metri
     message = str(caught[0].message)
     assert message.startswith(f"{metric.__name__}: the kernel is nearly flat")
     assert caught[0].filename == __file__
-    advised = float(re.search(r"\(bandwidth=([\d.e+-]+)\)", message).group(1))
-    assert advised < 10.0
+    assert 'bandwidth="auto"' in message
     caught, _ = _caught(
-        lambda: metric(y, proba, features, bandwidth=advised), FlatKernelWarning
+        lambda: metric(y, proba, features, bandwidth="auto"), FlatKernelWarning
     )
     assert caught == []
 

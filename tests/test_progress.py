@@ -33,6 +33,11 @@ PHASES = {
     "LocalNetCalibrator": (["Local Nets: correction network"], EPOCH),
     "ParameterizedTemperatureScaling": (["PTS: temperature network"], EPOCH),
     "SMARTCalibrator": (["SMART: temperature network"], r": epoch \d+: loss \d"),
+    "ClassTemperatureScaling": (
+        ["ClassTemperatureScaling: greedy search"],
+        r"pass \d, class \d: ECE \d",
+    ),
+    "ProCalCalibrator": (["ProCal: nearest neighbours"], r"rows \d+ of 300"),
     "VQLocalCalibrator": (
         ["VQ stage 1: codebook and head", "VQ stage 2: compositional map"],
         EPOCH,
@@ -55,9 +60,14 @@ def test_every_estimator_with_verbose_is_listed():
 def _fit(cls, verbose):
     est = make_estimator(cls, device="cpu", verbose=verbose)
     params = est.get_params()
-    if "max_epochs" in params:
-        est.set_params(max_epochs=min(params["max_epochs"], 5))
-    if cls.__name__ in ("KCalCalibrator", "LocalNetCalibrator", "VQLocalCalibrator"):
+    if "max_iter" in params:
+        est.set_params(max_iter=min(params["max_iter"], 5))
+    if cls.__name__ in (
+        "KCalCalibrator",
+        "LocalNetCalibrator",
+        "ProCalCalibrator",
+        "VQLocalCalibrator",
+    ):
         X, y, coef, intercept, _ = make_region_miscalibrated_embeddings(
             300, 3, n_features=8, random_state=0
         )
@@ -122,7 +132,7 @@ def test_cli_shows_the_bar_on_a_terminal_only(tmp_path, capsys, monkeypatch):
         "--out",
         str(tmp_path / "o.npz"),
         "--param",
-        "max_epochs=5",
+        "max_iter=5",
     ]
     phase = "SMART: temperature network"
 

@@ -139,11 +139,11 @@ SPEED = {
     "MatrixScaling": {"max_iter": 50},
     "VectorScaling": {"max_iter": 50},
     "StructuredMatrixScaling": {"max_iter": 50},
-    "ParameterizedTemperatureScaling": {"max_epochs": 15},
-    "SMARTCalibrator": {"max_epochs": 30},
-    "KCalCalibrator": {"max_epochs": 2},
-    "LocalNetCalibrator": {"max_epochs": 2},
-    "VQLocalCalibrator": {"max_epochs": 3},
+    "ParameterizedTemperatureScaling": {"max_iter": 15},
+    "SMARTCalibrator": {"max_iter": 30},
+    "KCalCalibrator": {"max_iter": 2},
+    "LocalNetCalibrator": {"max_iter": 2},
+    "VQLocalCalibrator": {"max_iter": 3},
 }
 #: Trained in float32 (SMART's epochs): see test_weight_scale_invariance.
 FLOAT32_TRAINED = {"SMARTCalibrator"}

@@ -20,3 +20,32 @@ def test_ci_runs_the_readme_test_command():
     assert len(commands) == 2, "README must give exactly two set-up commands"
     test_command = next(c for c in commands if "pytest" in c)
     assert test_command in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_and_user_guide_list_every_skcal_scorer():
+    from sklearn.metrics import get_scorer_names as sklearn_names
+
+    from skcal.metrics import get_scorer_names
+
+    ours = set(get_scorer_names()) - set(sklearn_names())
+    assert ours  # the registry has skcal's own scorers
+
+    def listed(text):
+        return set(re.findall(r'"(neg_[a-z_]+)"', text))
+
+    readme = (ROOT / "README.md").read_text()
+    guide = (ROOT / "doc" / "user_guide.rst").read_text()
+    scorers_section = guide.split("\nScorers\n-------\n")[1].split("\n-----")[0]
+    assert listed(readme.split("**Scorers**")[1].split("\n- ")[0]) == ours
+    assert listed(scorers_section) >= ours
+
+
+def test_docs_landing_page_quickstart_runs(capsys):
+    text = (ROOT / "doc" / "index.rst").read_text()
+    blocks = re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", text)
+    assert len(blocks) == 1, "the landing page has one quickstart"
+    code = "\n".join(line[3:] for line in blocks[0].splitlines())
+    assert len(code.strip().splitlines()) <= 11  # a short quickstart
+    exec(compile(code, "doc/index.rst", "exec"), {})
+    out = capsys.readouterr().out
+    assert "NLL" in out and "ECE" in out  # the report was printed

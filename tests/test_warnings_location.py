@@ -36,7 +36,9 @@ def test_warn_skips_library_frames():
             MissingClassWarning,
         ),
         (
-            lambda X, y: MatrixScaling(l2_reg=0.0, max_iter=2, device="cpu").fit(X, y),
+            lambda X, y: MatrixScaling(reg_lambda=0.0, max_iter=2, device="cpu").fit(
+                X, y
+            ),
             ConvergenceWarning,
         ),
     ],
@@ -56,7 +58,7 @@ def test_local_calibrator_missing_class_warning_points_at_the_fit_call():
         classes=[0, 1, 2],
         n_slots=2,
         n_codewords=4,
-        max_epochs=2,
+        max_iter=2,
         device="cpu",
         random_state=0,
     )

@@ -299,10 +299,10 @@ def test_grid_search_over_the_calibrator_and_its_parameters(data):
         CalibratedClassifier(
             FrozenEstimator(model), calibrator=VectorScaling(device="cpu")
         ),
-        {"calibrator__l2_reg": [0.0, 1e-2, 1.0]},
+        {"calibrator__reg_lambda": [0.0, 1e-2, 1.0]},
         cv=3,
     ).fit(X_cal, y_cal)
-    assert search2.best_params_["calibrator__l2_reg"] in (0.0, 1e-2, 1.0)
+    assert search2.best_params_["calibrator__reg_lambda"] in (0.0, 1e-2, 1.0)
     # default scoring is the negative log loss, not accuracy
     manual = search2.best_estimator_.score(X_te, y_te)
     proba = search2.best_estimator_.predict_proba(X_te)
@@ -328,7 +328,7 @@ def test_local_calibrator_on_a_frozen_mlp_equals_the_direct_fit(data, mlp):
 def test_vq_local_calibrator_just_works_with_an_unfitted_mlp(data):
     X_tr, y_tr, _, _, X_te, _ = data
     vq = VQLocalCalibrator(
-        n_slots=4, n_codewords=8, max_epochs=20, random_state=0, device="cpu"
+        n_slots=4, n_codewords=8, max_iter=20, random_state=0, device="cpu"
     )
     mlp = MLPClassifier((16,), max_iter=300, random_state=0)
     import warnings

@@ -522,10 +522,10 @@ def train_adam(
     *,
     n_samples: int,
     batch_size: int,
-    max_epochs: int,
+    max_iter: int,
     lr: float,
     weight_decay: float = 0.0,
-    patience: int = 10,
+    n_iter_no_change: int = 10,
     generator: torch.Generator,
     device: torch.device,
     verbose: int = 0,
@@ -536,7 +536,7 @@ def train_adam(
     Each epoch shuffles ``range(n_samples)`` with ``generator`` and calls
     ``loss_fn(batch_indices)`` per mini-batch; after each epoch
     ``val_loss_fn()`` is evaluated (without gradients). Training stops after
-    ``patience`` epochs without improvement, and the parameters of the best
+    ``n_iter_no_change`` epochs without improvement, and the parameters of the best
     epoch (a deep copy, not an alias of the live tensors) are put back.
     ``params`` may include buffers without gradient that ``loss_fn`` updates
     itself (e.g. an EMA codebook): Adam skips them, but they are saved and
@@ -553,8 +553,8 @@ def train_adam(
         best_val = float(val_loss_fn())
     best_state = _snapshot(params)
     best_epoch, waited, epoch = 0, 0, 0
-    with Progress(verbose, max_epochs, desc) as progress:
-        for epoch in range(1, max_epochs + 1):
+    with Progress(verbose, max_iter, desc) as progress:
+        for epoch in range(1, max_iter + 1):
             order = torch.randperm(
                 n_samples, generator=generator, device=generator.device
             )
@@ -575,7 +575,7 @@ def train_adam(
                 best_state = _snapshot(params)
             else:
                 waited += 1
-                if waited >= patience:
+                if waited >= n_iter_no_change:
                     break
     _restore(params, best_state)
     return best_epoch, epoch, best_val
@@ -585,9 +585,9 @@ def minimize_adam(
     loss_fn: Callable[[], torch.Tensor],
     params: Sequence[torch.Tensor],
     *,
-    max_epochs: int,
+    max_iter: int,
     lr: float,
-    patience: int,
+    n_iter_no_change: int,
     tol: float = 0.0,
     verbose: int = 0,
     desc: str = "training",
@@ -597,7 +597,7 @@ def minimize_adam(
     Each epoch evaluates ``loss_fn()`` at the current parameters, records it,
     and takes one Adam step. The parameters with the lowest recorded loss are
     kept as a deep copy (``clone``, never an alias of the live tensors) and
-    restored at the end. Training stops after ``patience`` epochs without a
+    restored at the end. Training stops after ``n_iter_no_change`` epochs without a
     drop of more than ``tol`` below the loss of the last such drop (Keras'
     ``min_delta`` rule). One loss
     evaluation per epoch: the loss of the final parameters is evaluated only
@@ -619,15 +619,15 @@ def minimize_adam(
     best_state = _snapshot(params)
     best_epoch, waited, n_steps = 0, 0, 0
     curve: list[float] = []
-    with Progress(verbose, max_epochs, desc) as progress:
-        for epoch in range(max_epochs + 1):
+    with Progress(verbose, max_iter, desc) as progress:
+        for epoch in range(max_iter + 1):
             optimizer.zero_grad()
             loss = loss_fn()
             value = float(loss.detach())
             curve.append(value)
             if not math.isfinite(value):
                 break
-            # patience counts from the last improvement larger than tol; the
+            # n_iter_no_change counts from the last improvement larger than tol; the
             # state kept is the best one seen, however small its improvement
             if value < ref_loss - tol:
                 ref_loss, waited = value, 0
@@ -636,9 +636,9 @@ def minimize_adam(
             if value < best_loss:
                 best_loss, best_epoch = value, epoch
                 best_state = _snapshot(params)
-            if waited >= patience:
+            if waited >= n_iter_no_change:
                 break
-            if epoch == max_epochs:
+            if epoch == max_iter:
                 break
             loss.backward()
             optimizer.step()

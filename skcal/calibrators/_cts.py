@@ -50,6 +50,9 @@ class ClassTemperatureScaling(BaseCalibrator):
         Bins of the ECE objective.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the search runs.
+    verbose : int, default=0
+        0: silent. 1: a progress bar on stderr over the ``n_iter x
+        n_classes`` class visits of the search. 2: also one line per visit.
 
     Attributes
     ----------
@@ -104,6 +107,7 @@ class ClassTemperatureScaling(BaseCalibrator):
         "n_iter": [Interval(Integral, 0, None, closed="left")],
         "n_bins": [Interval(Integral, 1, None, closed="left")],
         "device": DEVICE_CONSTRAINT,
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -116,6 +120,7 @@ class ClassTemperatureScaling(BaseCalibrator):
         n_iter=5,
         n_bins=15,
         device="auto",
+        verbose=0,
     ):
         self.input = input
         self.classes = classes
@@ -124,6 +129,7 @@ class ClassTemperatureScaling(BaseCalibrator):
         self.n_iter = n_iter
         self.n_bins = n_bins
         self.device = device
+        self.verbose = verbose
 
     def _fit(self, logits, y_index, sample_weight):
         grid = (
@@ -149,6 +155,7 @@ class ClassTemperatureScaling(BaseCalibrator):
             # visit classes in label order: the result ignores the column order
             order=np.argsort(self.classes_, kind="stable"),
             device=resolve_device(self.device),
+            verbose=self.verbose,
         )
 
     def _calibrated_logits(self, logits):

@@ -49,7 +49,7 @@ class KCalCalibrator(BaseLocalCalibrator):
     the other part classified over the training part. The other part is
     then the memory, and ``h`` is chosen by golden-section search over
     ``[h0 / 10, 10 h0]`` (``h0`` the trained bandwidth) to minimise its
-    ``n_folds``-fold cross-validated log loss, as in the paper.
+    ``cv``-fold cross-validated log loss, as in the paper.
 
     Parameters
     ----------
@@ -65,7 +65,7 @@ class KCalCalibrator(BaseLocalCalibrator):
         ``h``: chosen by cross-validation, or fixed. A cross-validated
         ``h`` at an end of its search range raises a
         :class:`~skcal.exceptions.GridEdgeWarning`.
-    n_folds : int, default=20
+    cv : int, default=20
         Folds of the bandwidth's cross-validation (capped at the memory
         size).
     batch_size : int, default=64
@@ -74,9 +74,9 @@ class KCalCalibrator(BaseLocalCalibrator):
         Background samples per class in a training step.
     learning_rate : float, default=1e-3
         Adam step size.
-    max_epochs : int, default=100
+    max_iter : int, default=100
         Maximum passes over the projection's training part.
-    patience : int, default=10
+    n_iter_no_change : int, default=10
         Epochs without improvement of the held-out log loss before stopping.
     random_state : int, RandomState instance or None, default=None
         Seeds the split, the initialisation, the episodes and the folds.
@@ -84,7 +84,7 @@ class KCalCalibrator(BaseLocalCalibrator):
         Where the projection is trained and the kernels are computed.
     verbose : int, default=0
         0: silent. 1: a progress bar on stderr for each training phase (its
-        name, epoch k of ``max_epochs``, elapsed and remaining time, the
+        name, epoch k of ``max_iter``, elapsed and remaining time, the
         held-out log loss). 2: also one line per epoch.
 
     Attributes
@@ -105,7 +105,7 @@ class KCalCalibrator(BaseLocalCalibrator):
         Column index of each memory label.
     memory_weights_ : ndarray of shape (n_memory,)
         Sample weights of the memory (positive).
-    best_epoch_, n_epochs_ : int
+    best_iter_, n_iter_ : int
         Epoch whose projection was kept, and epochs run.
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
@@ -154,7 +154,7 @@ class KCalCalibrator(BaseLocalCalibrator):
     >>> from skcal import KCalCalibrator
     >>> from skcal.utils._testing import make_region_miscalibrated_embeddings
     >>> X, y, _, _, _ = make_region_miscalibrated_embeddings(600, 3, random_state=0)
-    >>> kcal = KCalCalibrator(max_epochs=5, random_state=0, device="cpu").fit(X, y)
+    >>> kcal = KCalCalibrator(max_iter=5, random_state=0, device="cpu").fit(X, y)
     >>> kcal.memory_.shape
     (300, 32)
     >>> proba = kcal.predict_proba(X)
@@ -167,12 +167,12 @@ class KCalCalibrator(BaseLocalCalibrator):
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "projection_fraction": [Interval(Real, 0, 1, closed="neither")],
         "bandwidth": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
-        "n_folds": [Interval(Integral, 2, None, closed="left")],
+        "cv": [Interval(Integral, 2, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_per_class": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "max_epochs": [Interval(Integral, 0, None, closed="left")],
-        "patience": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "device": DEVICE_CONSTRAINT,
         "verbose": ["verbose"],
@@ -185,12 +185,12 @@ class KCalCalibrator(BaseLocalCalibrator):
         n_components=32,
         projection_fraction=0.5,
         bandwidth="auto",
-        n_folds=20,
+        cv=20,
         batch_size=64,
         n_per_class=20,
         learning_rate=1e-3,
-        max_epochs=100,
-        patience=10,
+        max_iter=100,
+        n_iter_no_change=10,
         random_state=None,
         device="auto",
         verbose=0,
@@ -199,12 +199,12 @@ class KCalCalibrator(BaseLocalCalibrator):
         self.n_components = n_components
         self.projection_fraction = projection_fraction
         self.bandwidth = bandwidth
-        self.n_folds = n_folds
+        self.cv = cv
         self.batch_size = batch_size
         self.n_per_class = n_per_class
         self.learning_rate = learning_rate
-        self.max_epochs = max_epochs
-        self.patience = patience
+        self.max_iter = max_iter
+        self.n_iter_no_change = n_iter_no_change
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
@@ -230,21 +230,21 @@ class KCalCalibrator(BaseLocalCalibrator):
             batch_size=self.batch_size,
             n_per_class=self.n_per_class,
             lr=self.learning_rate,
-            max_epochs=self.max_epochs,
-            patience=self.patience,
+            max_iter=self.max_iter,
+            n_iter_no_change=self.n_iter_no_change,
             seed=int(torch_seed),
             device=dev,
             verbose=self.verbose,
         )
         self.projection_ = list(fit.projection)
         self.bandwidth_init_ = fit.bandwidth
-        self.best_epoch_, self.n_epochs_ = fit.best_epoch, fit.n_epochs
+        self.best_iter_, self.n_iter_ = fit.best_epoch, fit.n_epochs
         self.memory_ = kcal_project(self.projection_, Z[memory], dev)
         self.memory_labels_ = y_index[memory]
         self.memory_weights_ = sample_weight[memory]
         folds = np.empty(memory.size, dtype=np.int64)
         kfold = KFold(
-            min(self.n_folds, memory.size), shuffle=True, random_state=int(fold_seed)
+            min(self.cv, memory.size), shuffle=True, random_state=int(fold_seed)
         )
         for k, (_, test) in enumerate(kfold.split(folds)):
             folds[test] = k

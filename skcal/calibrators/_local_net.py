@@ -13,6 +13,7 @@ from .._torch.kernels import fit_local_net, local_net_predict
 from ..base import BaseLocalCalibrator
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
 from ..utils._split import stratified_split
+from ..utils._validation import check_hidden_layer_sizes
 from ._vq_local import warn_accuracy_drop
 
 __all__ = ["LocalNetCalibrator"]
@@ -22,7 +23,8 @@ class LocalNetCalibrator(BaseLocalCalibrator):
     """Local Nets: logits corrected toward a local kernel estimate of the labels.
 
     The network of Barbera et al. (AISTATS 2026). From the embeddings ``h``
-    (standardised), a hidden layer ``u = Dropout(ReLU(h W1 + b1))`` feeds
+    (standardised), a hidden layer ``u = Dropout(ReLU(h W1 + b1))`` (one per
+    entry of ``hidden_layer_sizes``, each feeding the next) feeds
     two heads: a similarity embedding ``e = u Ws + bs + a_sim * pi + b_sim``,
     ``pi`` the PCA projection of ``h`` (:class:`~skcal.metrics.LocalSpace`,
     up to 50 components), and the calibrated logits ``l = u Wc + bc + a_cls
@@ -51,11 +53,12 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         Bias of the head (zeros when None).
     classes : array-like of shape (n_classes,), default=None
         The label of each row of ``coef``.
-    hidden_size : int, default=64
-        Width of the shared hidden layer (the paper: 64 for CIFAR-10, 128
-        for CIFAR-100, 256 for Tissue).
+    hidden_layer_sizes : int or tuple of int, default=(64,)
+        Widths of the shared hidden ReLU layers; the paper has one, of width
+        64 for CIFAR-10, 128 for CIFAR-100 and 256 for Tissue. ``()`` feeds
+        the standardised embeddings to the two heads directly.
     dropout : float, default=0.3
-        Dropout rate of the hidden layer during training.
+        Dropout rate of each hidden layer during training.
     n_components : int, default=50
         Dimension of ``pi`` and ``e`` (capped by the data).
     bandwidth : float, default=10.0
@@ -75,11 +78,11 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         Adam's L2 weight decay.
     batch_size : int, default=1024
         Mini-batch size; the kernel estimate of a row uses its batch.
-    max_epochs : int, default=100
+    max_iter : int, default=100
         Maximum passes over the training part.
     validation_fraction : float, default=0.1
         Part of the calibration set held out for early stopping.
-    patience : int, default=10
+    n_iter_no_change : int, default=10
         Epochs without improvement of the validation loss before stopping.
     random_state : int, RandomState instance or None, default=None
         Seeds the split, the initialisation, the batches and the dropout.
@@ -87,7 +90,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         Where the network is trained and evaluated.
     verbose : int, default=0
         0: silent. 1: a progress bar on stderr for each training phase (its
-        name, epoch k of ``max_epochs``, elapsed and remaining time, the
+        name, epoch k of ``max_iter``, elapsed and remaining time, the
         validation loss). 2: also one line per epoch.
 
     Attributes
@@ -98,8 +101,9 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         Standardisation and PCA of the embeddings (fitted on the training
         part); its scaler also standardises ``h``.
     network_ : dict of ndarray
-        Parameters ``W1, b1, Ws, bs, a_sim, b_sim, Wc, bc, a_cls, b_cls``.
-    best_epoch_, n_epochs_ : int
+        Parameters ``W1, b1, ..., Wk, bk`` (the ``k`` hidden layers), ``Ws,
+        bs, a_sim, b_sim, Wc, bc, a_cls, b_cls``.
+    best_iter_, n_iter_ : int
         Epoch whose parameters were kept (0: the initial, identity-like
         network), and epochs run.
     present_classes_ : ndarray of shape (n_classes,), dtype=bool
@@ -169,7 +173,10 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         **BaseLocalCalibrator._parameter_constraints,
         "coef": ["array-like", None],
         "intercept": ["array-like", None],
-        "hidden_size": [Interval(Integral, 1, None, closed="left")],
+        "hidden_layer_sizes": [
+            Interval(Integral, 1, None, closed="left"),
+            "array-like",
+        ],
         "dropout": [Interval(Real, 0, 1, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "bandwidth": [Interval(Real, 0, None, closed="neither")],
@@ -178,9 +185,9 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "batch_size": [Interval(Integral, 2, None, closed="left")],
-        "max_epochs": [Interval(Integral, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "patience": [Interval(Integral, 1, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "device": DEVICE_CONSTRAINT,
         "verbose": ["verbose"],
@@ -192,7 +199,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         coef=None,
         intercept=None,
         classes=None,
-        hidden_size=64,
+        hidden_layer_sizes=(64,),
         dropout=0.3,
         n_components=50,
         bandwidth=10.0,
@@ -201,9 +208,9 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         learning_rate=1e-3,
         weight_decay=0.0,
         batch_size=1024,
-        max_epochs=100,
+        max_iter=100,
         validation_fraction=0.1,
-        patience=10,
+        n_iter_no_change=10,
         random_state=None,
         device="auto",
         verbose=0,
@@ -211,7 +218,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         self.coef = coef
         self.intercept = intercept
         self.classes = classes
-        self.hidden_size = hidden_size
+        self.hidden_layer_sizes = hidden_layer_sizes
         self.dropout = dropout
         self.n_components = n_components
         self.bandwidth = bandwidth
@@ -220,9 +227,9 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.batch_size = batch_size
-        self.max_epochs = max_epochs
+        self.max_iter = max_iter
         self.validation_fraction = validation_fraction
-        self.patience = patience
+        self.n_iter_no_change = n_iter_no_change
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
@@ -236,6 +243,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         from ..metrics import LocalSpace
 
         n_samples = X.shape[0]
+        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
         rng = check_random_state(self.random_state)
         split_seed, torch_seed = rng.randint(np.iinfo(np.int32).max, size=2)
         val, train = stratified_split(
@@ -272,7 +280,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
             sample_weight,
             train_idx=train,
             val_idx=val,
-            hidden=self.hidden_size,
+            hidden=hidden,
             dropout=float(self.dropout),
             bandwidth=float(self.bandwidth),
             lambda_js=float(self.lambda_js),
@@ -281,15 +289,15 @@ class LocalNetCalibrator(BaseLocalCalibrator):
             lr=float(self.learning_rate),
             weight_decay=float(self.weight_decay),
             batch_size=self.batch_size,
-            max_epochs=self.max_epochs,
-            patience=self.patience,
+            max_iter=self.max_iter,
+            n_iter_no_change=self.n_iter_no_change,
             seed=int(torch_seed),
             device=resolve_device(self.device),
             verbose=self.verbose,
             present=self.present_classes_,
         )
         self.network_ = fit.network
-        self.best_epoch_, self.n_epochs_ = fit.best_epoch, fit.n_epochs
+        self.best_iter_, self.n_iter_ = fit.best_epoch, fit.n_epochs
         if self.coef is not None:  # a fitted head has seen the validation rows
             warn_accuracy_drop(
                 "LocalNetCalibrator",

@@ -83,6 +83,10 @@ class ProCalCalibrator(BaseLocalCalibrator):
         calibration samples minus one).
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the neighbour search and the densities are computed.
+    verbose : int, default=0
+        0: silent. 1: a progress bar on stderr over the blocks of the
+        calibration set's neighbour search (the O(n^2) part of the fit).
+        2: also one line per block.
 
     Attributes
     ----------
@@ -147,21 +151,37 @@ class ProCalCalibrator(BaseLocalCalibrator):
         "intercept": ["array-like", None],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "device": DEVICE_CONSTRAINT,
+        "verbose": ["verbose"],
     }
 
     def __init__(
-        self, *, coef=None, intercept=None, classes=None, n_neighbors=10, device="auto"
+        self,
+        *,
+        coef=None,
+        intercept=None,
+        classes=None,
+        n_neighbors=10,
+        device="auto",
+        verbose=0,
     ):
         self.coef = coef
         self.intercept = intercept
         self.classes = classes
         self.n_neighbors = n_neighbors
         self.device = device
+        self.verbose = verbose
 
     def _proximity(self, E: np.ndarray | None) -> np.ndarray:
-        """Proximity of ``E`` to the memory (None: of the memory, leave-one-out)."""
+        """Proximity of ``E`` to the memory (None: of the memory, leave-one-out).
+
+        The fit's search (``E`` None) shows progress at ``verbose >= 1``.
+        """
         return knn_proximity(
-            self.embeddings_, E, self.n_neighbors_, device=resolve_device(self.device)
+            self.embeddings_,
+            E,
+            self.n_neighbors_,
+            device=resolve_device(self.device),
+            verbose=self.verbose if E is None else 0,
         )
 
     def _fit(self, X, y_index, sample_weight):

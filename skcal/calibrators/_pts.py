@@ -12,6 +12,7 @@ from .._torch.kernels import fit_pts, pts_predict_logits
 from ..base import BaseCalibrator
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
 from ..utils._split import split_rows
+from ..utils._validation import check_hidden_layer_sizes
 from ._scaling import fit_inverse_temperature
 
 __all__ = ["ParameterizedTemperatureScaling"]
@@ -27,7 +28,7 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
     a random ``1 - validation_fraction`` of the calibration set (stratified
     on the labels when every class has two samples or more; at least one
     sample is held out and one is trained on); training stops when the loss
-    on the rest has not improved for ``patience`` epochs, and the best
+    on the rest has not improved for ``n_iter_no_change`` epochs, and the best
     epoch's weights are kept. A temperature never changes the predicted
     class.
 
@@ -63,11 +64,11 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         Adam's L2 weight decay.
     batch_size : int, default=1000
         Mini-batch size.
-    max_epochs : int, default=300
+    max_iter : int, default=300
         Maximum number of passes over the training part.
     validation_fraction : float, default=0.1
         Part of the calibration set held out for early stopping.
-    patience : int, default=20
+    n_iter_no_change : int, default=20
         Epochs without improvement of the validation loss before stopping.
     random_state : int, RandomState instance or None, default=None
         Seeds the split, the initialisation and the shuffling.
@@ -75,7 +76,7 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         Where the network is trained and evaluated.
     verbose : int, default=0
         0: silent. 1: a progress bar on stderr for each training phase (its
-        name, epoch k of ``max_epochs``, elapsed and remaining time, the
+        name, epoch k of ``max_iter``, elapsed and remaining time, the
         validation loss). 2: also one line per epoch.
 
     Attributes
@@ -88,9 +89,9 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         Number of sorted logits used.
     temperature_init_ : float
         Global temperature the training started from.
-    best_epoch_ : int
+    best_iter_ : int
         Epoch whose weights were kept (0: the initial, global temperature).
-    n_epochs_ : int
+    n_iter_ : int
         Epochs run.
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
@@ -126,9 +127,9 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_epochs": [Interval(Integral, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "patience": [Interval(Integral, 1, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "device": DEVICE_CONSTRAINT,
         "verbose": ["verbose"],
@@ -144,9 +145,9 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         learning_rate=5e-3,
         weight_decay=0.0,
         batch_size=1000,
-        max_epochs=300,
+        max_iter=300,
         validation_fraction=0.1,
-        patience=20,
+        n_iter_no_change=20,
         random_state=None,
         device="auto",
         verbose=0,
@@ -158,9 +159,9 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.batch_size = batch_size
-        self.max_epochs = max_epochs
+        self.max_iter = max_iter
         self.validation_fraction = validation_fraction
-        self.patience = patience
+        self.n_iter_no_change = n_iter_no_change
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
@@ -183,23 +184,23 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
             y_index,
             sample_weight,
             k=self.n_top_,
-            hidden=tuple(int(h) for h in self.hidden_layer_sizes),
+            hidden=check_hidden_layer_sizes(self.hidden_layer_sizes),
             initial_temperature=1.0,
             train_idx=train_idx,
             val_idx=val_idx,
             lr=self.learning_rate,
             weight_decay=self.weight_decay,
             batch_size=self.batch_size,
-            max_epochs=self.max_epochs,
-            patience=self.patience,
+            max_iter=self.max_iter,
+            n_iter_no_change=self.n_iter_no_change,
             seed=int(torch_seed),
             device=resolve_device(self.device),
             verbose=self.verbose,
         )
         self.coefs_ = fitted.coefs
         self.intercepts_ = fitted.intercepts
-        self.best_epoch_ = fitted.best_epoch
-        self.n_epochs_ = fitted.n_epochs
+        self.best_iter_ = fitted.best_epoch
+        self.n_iter_ = fitted.n_epochs
 
     def _train_validation_split(self, y_index, seed):
         """Sorted rows of the training and the validation part.

@@ -223,23 +223,23 @@ class _AffineScaling(BaseCalibrator):
     _kind = "diagonal"
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
-        "l2_reg": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
+        "reg_lambda": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
         **_LBFGS_CONSTRAINTS,
     }
 
     def _penalties(self) -> dict:
-        return {"l2_diag": self.l2_reg_, "l2_bias": self.l2_reg_}
+        return {"l2_diag": self.reg_lambda_, "l2_bias": self.reg_lambda_}
 
-    #: ``l2_reg="auto"`` is ``_AUTO_RIDGE * n_classes / n_samples``
+    #: ``reg_lambda="auto"`` is ``_AUTO_RIDGE * n_classes / n_samples``
     _AUTO_RIDGE = 4.0
 
     def _fit(self, logits, y_index, sample_weight):
         # weights are relative: n is Kish's effective sample size
         n_samples = effective_sample_size(sample_weight)
-        self.l2_reg_ = (
+        self.reg_lambda_ = (
             self._AUTO_RIDGE * logits.shape[1] / n_samples
-            if self.l2_reg == "auto"
-            else float(self.l2_reg)
+            if self.reg_lambda == "auto"
+            else float(self.reg_lambda)
         )
         beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
         self.temperature_init_ = float(1.0 / beta)
@@ -268,17 +268,17 @@ class VectorScaling(_AffineScaling):
     The map is written relative to temperature scaling, ``w = (1 + d) / T0``
     with ``T0`` the NLL-optimal temperature (``temperature_init_``), and
     fitted by full-batch L-BFGS on the weighted mean negative log-likelihood
-    plus ``l2_reg * (||d||^2 + ||b||^2)``, in float64 on ``device``, starting
+    plus ``reg_lambda * (||d||^2 + ||b||^2)``, in float64 on ``device``, starting
     from temperature scaling (``d = 0``, ``b = 0``). So the ridge shrinks the
     map toward temperature scaling, not toward the uncalibrated identity: the
     training NLL is never above temperature scaling's, and the fit does not
     depend on the logits' units (logits multiplied by ``a`` give ``w / a``
-    and the same probabilities). The default ``l2_reg="auto"`` is
+    and the same probabilities). The default ``reg_lambda="auto"`` is
     ``4 n_classes / n_samples``: a fixed-precision prior whose weight
     shrinks as the calibration set grows (the ridge scaling of structured
     matrix scaling, Berta et al. 2026, four times stronger: see Notes). It
     keeps the fit finite when the calibration scores are (nearly) separable
-    or a class is absent; ``l2_reg=0`` is the unregularised method of Guo et
+    or a class is absent; ``reg_lambda=0`` is the unregularised method of Guo et
     al. Vector scaling can change the predicted class.
 
     Parameters
@@ -287,7 +287,7 @@ class VectorScaling(_AffineScaling):
         What ``X`` holds; probabilities become ``log(max(p, 2.2e-308))``.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
-    l2_reg : float or "auto", default="auto"
+    reg_lambda : float or "auto", default="auto"
         Ridge penalty pulling the map towards temperature scaling; ``"auto"``
         is ``4 n_classes / n_samples`` (``n_samples`` is Kish's effective
         sample size ``(sum w)^2 / sum w^2``, the number of rows for equal
@@ -311,7 +311,7 @@ class VectorScaling(_AffineScaling):
     temperature_init_ : float
         Temperature of the temperature scaling the map starts from and is
         shrunk toward.
-    l2_reg_ : float
+    reg_lambda_ : float
         The ridge penalty used.
     intercept_ : ndarray of shape (n_classes,)
         Per-class offsets ``b``.
@@ -353,7 +353,7 @@ class VectorScaling(_AffineScaling):
         *,
         input="logits",
         classes=None,
-        l2_reg="auto",
+        reg_lambda="auto",
         device="auto",
         tol=1e-5,
         max_iter=1000,
@@ -361,7 +361,7 @@ class VectorScaling(_AffineScaling):
     ):
         self.input = input
         self.classes = classes
-        self.l2_reg = l2_reg
+        self.reg_lambda = reg_lambda
         self.device = device
         self.tol = tol
         self.max_iter = max_iter
@@ -377,18 +377,18 @@ class MatrixScaling(_AffineScaling):
     The map is written relative to temperature scaling, ``W = (I + D) / T0``
     with ``T0`` the NLL-optimal temperature (``temperature_init_``), and
     fitted by full-batch L-BFGS on the weighted mean negative log-likelihood
-    plus ``l2_reg * (||D||_F^2 + ||b||^2) + off_diagonal_reg * sum_{i != j}
+    plus ``reg_lambda * (||D||_F^2 + ||b||^2) + reg_off_diagonal * sum_{i != j}
     D_ij^2``, in float64 on ``device``, from temperature scaling (``D = 0``,
     ``b = 0``): the ridge shrinks toward temperature scaling, the training
     NLL is never above temperature scaling's, and the fit does not depend on
     the logits' units. With ``C`` classes it has ``C^2 + C`` parameters and
     over-fits small calibration sets without regularisation. The defaults
     are structured matrix scaling's ridge (Berta et al. 2026), 16 times
-    stronger (see Notes): ``l2_reg="auto"`` is ``16 C / n_samples`` and
-    ``off_diagonal_reg="auto"`` is ``(C - 2) l2_reg``, so that an
+    stronger (see Notes): ``reg_lambda="auto"`` is ``16 C / n_samples`` and
+    ``reg_off_diagonal="auto"`` is ``(C - 2) reg_lambda``, so that an
     off-diagonal entry is penalised ``C - 1`` times more than a diagonal
-    one; their weight shrinks as the calibration set grows. ``l2_reg=0``
-    with ``off_diagonal_reg=0`` (or ``"auto"``) is the unregularised method
+    one; their weight shrinks as the calibration set grows. ``reg_lambda=0``
+    with ``reg_off_diagonal=0`` (or ``"auto"``) is the unregularised method
     of Guo et al. On ``input="proba"`` it is Dirichlet calibration (Kull et
     al., 2019) with a ridge penalty toward temperature scaling.
 
@@ -398,13 +398,13 @@ class MatrixScaling(_AffineScaling):
         What ``X`` holds; probabilities become ``log(max(p, 2.2e-308))``.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
-    l2_reg : float or "auto", default="auto"
+    reg_lambda : float or "auto", default="auto"
         Ridge penalty on ``D`` and ``b``; ``"auto"`` is ``16 n_classes /
         n_samples`` (``n_samples`` is Kish's effective sample size, the
         number of rows for equal weights).
-    off_diagonal_reg : float or "auto", default="auto"
+    reg_off_diagonal : float or "auto", default="auto"
         Extra ridge penalty on the off-diagonal entries of ``D``; ``"auto"``
-        is ``(n_classes - 2) * l2_reg_``.
+        is ``(n_classes - 2) * reg_lambda_``.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the fit runs.
     tol : float, default=1e-5
@@ -424,9 +424,9 @@ class MatrixScaling(_AffineScaling):
     temperature_init_ : float
         Temperature of the temperature scaling the map starts from and is
         shrunk toward.
-    l2_reg_ : float
+    reg_lambda_ : float
         The ridge penalty used on ``D`` and ``b``.
-    off_diagonal_reg_ : float
+    reg_off_diagonal_ : float
         The extra ridge penalty used on the off-diagonal entries of ``D``.
     intercept_ : ndarray of shape (n_classes,)
         The offsets ``b``.
@@ -460,7 +460,7 @@ class MatrixScaling(_AffineScaling):
     >>> logits = rng.normal(size=(1000, 3))
     >>> y = np.array([rng.choice(3, p=np.exp(z) / np.exp(z).sum()) for z in logits])
     >>> swapped = logits[:, [1, 0, 2]]  # a model that confuses classes 0 and 1
-    >>> ms = MatrixScaling(off_diagonal_reg=1e-3, device="cpu").fit(swapped, y)
+    >>> ms = MatrixScaling(reg_off_diagonal=1e-3, device="cpu").fit(swapped, y)
     >>> ms.coef_.shape
     (3, 3)
     >>> bool((ms.predict(swapped) == y).mean() > (swapped.argmax(1) == y).mean())
@@ -470,7 +470,7 @@ class MatrixScaling(_AffineScaling):
     _kind = "full"
     _parameter_constraints: dict = {
         **_AffineScaling._parameter_constraints,
-        "off_diagonal_reg": [
+        "reg_off_diagonal": [
             StrOptions({"auto"}),
             Interval(Real, 0, None, closed="left"),
         ],
@@ -482,8 +482,8 @@ class MatrixScaling(_AffineScaling):
         *,
         input="logits",
         classes=None,
-        l2_reg="auto",
-        off_diagonal_reg="auto",
+        reg_lambda="auto",
+        reg_off_diagonal="auto",
         device="auto",
         tol=1e-5,
         max_iter=1000,
@@ -491,8 +491,8 @@ class MatrixScaling(_AffineScaling):
     ):
         self.input = input
         self.classes = classes
-        self.l2_reg = l2_reg
-        self.off_diagonal_reg = off_diagonal_reg
+        self.reg_lambda = reg_lambda
+        self.reg_off_diagonal = reg_off_diagonal
         self.device = device
         self.tol = tol
         self.max_iter = max_iter
@@ -500,15 +500,15 @@ class MatrixScaling(_AffineScaling):
 
     def _penalties(self) -> dict:
         n_classes = len(self.classes_)
-        self.off_diagonal_reg_ = (
-            max(n_classes - 2, 0) * self.l2_reg_
-            if self.off_diagonal_reg == "auto"
-            else float(self.off_diagonal_reg)
+        self.reg_off_diagonal_ = (
+            max(n_classes - 2, 0) * self.reg_lambda_
+            if self.reg_off_diagonal == "auto"
+            else float(self.reg_off_diagonal)
         )
         return {
-            "l2_diag": self.l2_reg_,
-            "l2_off": self.l2_reg_ + self.off_diagonal_reg_,
-            "l2_bias": self.l2_reg_,
+            "l2_diag": self.reg_lambda_,
+            "l2_off": self.reg_lambda_ + self.reg_off_diagonal_,
+            "l2_bias": self.reg_lambda_,
         }
 
     def _calibrated_logits(self, logits):

@@ -18,6 +18,7 @@ from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._split import stratified_split
+from ..utils._validation import check_hidden_layer_sizes
 from ..utils._warnings import warn
 from ._scaling import fit_inverse_temperature
 
@@ -46,7 +47,7 @@ class SMARTCalibrator(BaseCalibrator):
     confidence; ``"nll"``, ``"brier"`` (multiclass Brier score) and
     ``"mse"`` (squared error of the top-label confidence against
     correctness) are the paper's alternatives. Training stops when the
-    training loss has not dropped by more than ``tol`` for ``patience``
+    training loss has not dropped by more than ``tol`` for ``n_iter_no_change``
     epochs, and the parameters with the lowest loss are kept (a deep copy).
     The defaults are the paper's and its reference code's; see Notes for
     the departures, each with its evidence on real data.
@@ -57,7 +58,7 @@ class SMARTCalibrator(BaseCalibrator):
         What ``X`` holds; probabilities are turned into log-probabilities.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
-    hidden_sizes : tuple of int, default=(16,)
+    hidden_layer_sizes : tuple of int, default=(16,)
         Widths of the hidden ReLU layers; ``()`` gives a 2-parameter model
         ``T = softplus(a g_hat + b) + t_min``.
     t_min : float, default=1e-6
@@ -84,9 +85,9 @@ class SMARTCalibrator(BaseCalibrator):
         ICML 2026 version uses 1e-3.
     learning_rate : float, default=5e-3
         Adam step size (the reference code's).
-    max_epochs : int, default=2000
+    max_iter : int, default=2000
         Maximum number of full-batch Adam steps (the reference code's).
-    patience : int, default=200
+    n_iter_no_change : int, default=200
         Epochs without an improvement larger than ``tol`` before stopping
         (the reference code's).
     tol : float, default=1e-4
@@ -104,7 +105,7 @@ class SMARTCalibrator(BaseCalibrator):
         Where the network is trained and evaluated.
     verbose : int, default=0
         0: silent. 1: a progress bar on stderr for each training phase (its
-        name, epoch k of ``max_epochs``, elapsed and remaining time, the
+        name, epoch k of ``max_iter``, elapsed and remaining time, the
         training loss). 2: also one line per epoch.
 
     Attributes
@@ -123,10 +124,10 @@ class SMARTCalibrator(BaseCalibrator):
         positive weight.
     temperature_init_ : float
         Global (temperature-scaling) temperature the training started from.
-    best_epoch_ : int
+    best_iter_ : int
         Adam steps taken before the kept parameters (0: the initial, global
         temperature).
-    n_epochs_ : int
+    n_iter_ : int
         Adam steps taken.
     loss_curve_ : list of float
         Training loss at each epoch.
@@ -187,7 +188,7 @@ class SMARTCalibrator(BaseCalibrator):
       below temperature scaling's on 1/3, 1/3, 2/3, 1/2 tasks by size,
       against 2/3, 1/3, 2/3, 1/2 with the paper's training-loss stopping),
       so the paper's rule stays the default. Earlier skcal defaults
-      (learning rate 2e-2, patience 50, ``tol`` 1e-5, chosen for speed on
+      (learning rate 2e-2, n_iter_no_change 50, ``tol`` 1e-5, chosen for speed on
       generated data) gave the same calibration on those tasks and were
       replaced by the reference code's.
 
@@ -226,7 +227,7 @@ class SMARTCalibrator(BaseCalibrator):
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
-        "hidden_sizes": ["array-like"],
+        "hidden_layer_sizes": ["array-like"],
         "t_min": [Interval(Real, 0, None, closed="neither")],
         "clip_gap": ["boolean"],
         "loss": [StrOptions({"soft_ece", "nll", "brier", "mse"})],
@@ -235,8 +236,8 @@ class SMARTCalibrator(BaseCalibrator):
         "q": [Interval(Real, 0, None, closed="neither")],
         "smoothing": [Interval(Real, 0, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "max_epochs": [Interval(Integral, 0, None, closed="left")],
-        "patience": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
         "random_state": ["random_state"],
@@ -249,7 +250,7 @@ class SMARTCalibrator(BaseCalibrator):
         *,
         input="logits",
         classes=None,
-        hidden_sizes=(16,),
+        hidden_layer_sizes=(16,),
         t_min=1e-6,
         clip_gap=True,
         loss="soft_ece",
@@ -258,8 +259,8 @@ class SMARTCalibrator(BaseCalibrator):
         q=1.0,
         smoothing=0.0,
         learning_rate=5e-3,
-        max_epochs=2000,
-        patience=200,
+        max_iter=2000,
+        n_iter_no_change=200,
         tol=1e-4,
         validation_fraction=None,
         random_state=None,
@@ -268,7 +269,7 @@ class SMARTCalibrator(BaseCalibrator):
     ):
         self.input = input
         self.classes = classes
-        self.hidden_sizes = hidden_sizes
+        self.hidden_layer_sizes = hidden_layer_sizes
         self.t_min = t_min
         self.clip_gap = clip_gap
         self.loss = loss
@@ -277,8 +278,8 @@ class SMARTCalibrator(BaseCalibrator):
         self.q = q
         self.smoothing = smoothing
         self.learning_rate = learning_rate
-        self.max_epochs = max_epochs
-        self.patience = patience
+        self.max_iter = max_iter
+        self.n_iter_no_change = n_iter_no_change
         self.tol = tol
         self.validation_fraction = validation_fraction
         self.random_state = random_state
@@ -286,12 +287,7 @@ class SMARTCalibrator(BaseCalibrator):
         self.verbose = verbose
 
     def _fit(self, logits, y_index, sample_weight):
-        hidden = tuple(int(h) for h in np.atleast_1d(np.asarray(self.hidden_sizes)))
-        if any(h < 1 for h in hidden):
-            raise ValueError(
-                f"hidden_sizes must hold positive layer widths, got "
-                f"{self.hidden_sizes!r}; use () for no hidden layer."
-            )
+        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
         if logits.shape[0] < 2:
             raise ValueError(
                 f"SMARTCalibrator needs at least 2 calibration samples to "
@@ -334,8 +330,8 @@ class SMARTCalibrator(BaseCalibrator):
             smoothing=float(self.smoothing),
             lr=float(self.learning_rate),
             # a separable set has nothing to learn from (see _start)
-            max_epochs=0 if separable else self.max_epochs,
-            patience=self.patience,
+            max_iter=0 if separable else self.max_iter,
+            n_iter_no_change=self.n_iter_no_change,
             tol=float(self.tol),
             seed=int(seed),
             device=device,
@@ -348,8 +344,8 @@ class SMARTCalibrator(BaseCalibrator):
         self.gap_mean_ = fitted.gap_mean
         self.gap_std_ = fitted.gap_std
         self.gap_range_ = fitted.gap_range
-        self.best_epoch_ = fitted.best_epoch
-        self.n_epochs_ = fitted.n_epochs
+        self.best_iter_ = fitted.best_epoch
+        self.n_iter_ = fitted.n_epochs
         self.loss_curve_ = fitted.loss_curve
         self.validation_loss_curve_ = fitted.validation_curve
         self.temperature_init_ = fitted.temperature_init
@@ -357,7 +353,7 @@ class SMARTCalibrator(BaseCalibrator):
         if not all(np.all(np.isfinite(c)) for c in curves):
             warn(
                 "SMARTCalibrator: the training loss became non-finite; the "
-                f"parameters of epoch {self.best_epoch_} (the best finite loss) "
+                f"parameters of epoch {self.best_iter_} (the best finite loss) "
                 "were kept. Lower learning_rate or raise t_min.",
                 ConvergenceWarning,
             )

@@ -43,9 +43,9 @@ class StructuredMatrixScaling(BaseCalibrator):
        features ``x = log p~`` are bounded below;
     3. ``softmax((I + Delta) x + b)`` is fitted by L-BFGS on the mean NLL
        plus ``lambda_b ||b||^2 + lambda_d ||diag Delta||^2 + lambda_o
-       ||offdiag Delta||^2`` with ``lambda_b = lambda_intercept C^rho / n^tau``,
-       ``lambda_d = lambda_diagonal C^rho / n^tau`` and
-       ``lambda_o = lambda_off_diagonal (C (C - 1))^rho / n^tau``.
+       ||offdiag Delta||^2`` with ``lambda_b = reg_intercept C^rho / n^tau``,
+       ``lambda_d = reg_diagonal C^rho / n^tau`` and
+       ``lambda_o = reg_off_diagonal (C (C - 1))^rho / n^tau``.
 
     ``n`` is the number of calibration samples (the sum of the sample
     weights). With the defaults the penalties are ``C / n`` on the intercept
@@ -61,7 +61,7 @@ class StructuredMatrixScaling(BaseCalibrator):
         What ``X`` holds.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
-    lambda_intercept, lambda_diagonal, lambda_off_diagonal : float, default=1.0
+    reg_intercept, reg_diagonal, reg_off_diagonal : float, default=1.0
         Base strengths of the three ridge penalties.
     rho, tau : float, default=1.0
         Exponents of the number of classes and of samples in the strengths.
@@ -116,9 +116,9 @@ class StructuredMatrixScaling(BaseCalibrator):
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
-        "lambda_intercept": [Interval(Real, 0, None, closed="left")],
-        "lambda_diagonal": [Interval(Real, 0, None, closed="left")],
-        "lambda_off_diagonal": [Interval(Real, 0, None, closed="left")],
+        "reg_intercept": [Interval(Real, 0, None, closed="left")],
+        "reg_diagonal": [Interval(Real, 0, None, closed="left")],
+        "reg_off_diagonal": [Interval(Real, 0, None, closed="left")],
         "rho": [Real],
         "tau": [Real],
         **_LBFGS_CONSTRAINTS,
@@ -129,9 +129,9 @@ class StructuredMatrixScaling(BaseCalibrator):
         *,
         input="logits",
         classes=None,
-        lambda_intercept=1.0,
-        lambda_diagonal=1.0,
-        lambda_off_diagonal=1.0,
+        reg_intercept=1.0,
+        reg_diagonal=1.0,
+        reg_off_diagonal=1.0,
         rho=1.0,
         tau=1.0,
         device="auto",
@@ -141,9 +141,9 @@ class StructuredMatrixScaling(BaseCalibrator):
     ):
         self.input = input
         self.classes = classes
-        self.lambda_intercept = lambda_intercept
-        self.lambda_diagonal = lambda_diagonal
-        self.lambda_off_diagonal = lambda_off_diagonal
+        self.reg_intercept = reg_intercept
+        self.reg_diagonal = reg_diagonal
+        self.reg_off_diagonal = reg_off_diagonal
         self.rho = rho
         self.tau = tau
         self.device = device
@@ -177,9 +177,9 @@ class StructuredMatrixScaling(BaseCalibrator):
             y_index,
             sample_weight,
             kind="full",
-            l2_bias=self.lambda_intercept * scale,
-            l2_diag=self.lambda_diagonal * scale,
-            l2_off=self.lambda_off_diagonal * off_scale,
+            l2_bias=self.reg_intercept * scale,
+            l2_diag=self.reg_diagonal * scale,
+            l2_off=self.reg_off_diagonal * off_scale,
             device=resolve_device(self.device),
             tol=self.tol,
             max_iter=self.max_iter,

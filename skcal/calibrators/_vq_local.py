@@ -158,7 +158,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         b_s(i)^T``, initialised at 1) with the paper's C.9 regulariser;
         False fixes ``sigma^2 = 1`` (outputs then depend only on codeword
         counts).
-    reg : float, default=1e-4
+    reg_lambda : float, default=1e-4
         ``lambda_A = lambda_B = lambda_sigma`` of the C.9 regulariser (used
         with ``learn_variance``).
     identity_shift : bool, default=True
@@ -170,9 +170,9 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         Adam's (coupled) L2 weight decay of both stages.
     batch_size : int, default=128
         Mini-batch size.
-    max_epochs : int, default=100
+    max_iter : int, default=100
         Maximum epochs of each stage.
-    patience : int, default=10
+    n_iter_no_change : int, default=10
         Epochs without improvement of the validation cross-entropy before a
         stage stops; its best epoch is restored (codebook included).
     validation_fraction : float, default=0.1
@@ -186,7 +186,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         Where both stages are trained and evaluated.
     verbose : int, default=0
         0: silent. 1: a progress bar on stderr for each training phase (its
-        name, epoch k of ``max_epochs``, elapsed and remaining time, the
+        name, epoch k of ``max_iter``, elapsed and remaining time, the
         validation loss). 2: also one line per epoch.
 
     Attributes
@@ -210,9 +210,9 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         ``sigma^2`` per slot (ones unless ``learn_variance``).
     dirichlet_coef_, dirichlet_intercept_ : ndarray
         ``W`` and ``b`` (``calibration="dirichlet"``).
-    n_epochs_ : tuple of int
+    n_iter_ : tuple of int
         Epochs run by stage 1 and stage 2.
-    best_epochs_ : tuple of int
+    best_iter_ : tuple of int
         Epochs restored in each stage (0: the initial state).
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
@@ -321,13 +321,13 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         "intercept": ["array-like", None],
         "calibration": [StrOptions({"compositional", "dirichlet", "none"})],
         "learn_variance": ["boolean"],
-        "reg": [Interval(Real, 0, None, closed="left")],
+        "reg_lambda": [Interval(Real, 0, None, closed="left")],
         "identity_shift": ["boolean"],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_epochs": [Interval(Integral, 0, None, closed="left")],
-        "patience": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_init_batches": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
@@ -349,13 +349,13 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         classes=None,
         calibration="compositional",
         learn_variance=False,
-        reg=1e-4,
+        reg_lambda=1e-4,
         identity_shift=True,
         learning_rate=1e-3,
         weight_decay=1e-3,
         batch_size=128,
-        max_epochs=100,
-        patience=10,
+        max_iter=100,
+        n_iter_no_change=10,
         validation_fraction=0.1,
         n_init_batches=50,
         random_state=None,
@@ -373,13 +373,13 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         self.classes = classes
         self.calibration = calibration
         self.learn_variance = learn_variance
-        self.reg = reg
+        self.reg_lambda = reg_lambda
         self.identity_shift = identity_shift
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.batch_size = batch_size
-        self.max_epochs = max_epochs
-        self.patience = patience
+        self.max_iter = max_iter
+        self.n_iter_no_change = n_iter_no_change
         self.validation_fraction = validation_fraction
         self.n_init_batches = n_init_batches
         self.random_state = random_state
@@ -425,8 +425,8 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             lr=float(self.learning_rate),
             weight_decay=float(self.weight_decay),
             batch_size=self.batch_size,
-            max_epochs=self.max_epochs,
-            patience=self.patience,
+            max_iter=self.max_iter,
+            n_iter_no_change=self.n_iter_no_change,
             device=dev,
             verbose=self.verbose,
         )
@@ -444,8 +444,8 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             stage2 = self._calibra(
                 head, y_index, sample_weight, seed=int(seed2), **split, **adam
             )
-        self.best_epochs_ = (stage1.best_epoch, stage2.best_epoch if stage2 else 0)
-        self.n_epochs_ = (stage1.n_epochs, stage2.n_epochs if stage2 else 0)
+        self.best_iter_ = (stage1.best_epoch, stage2.best_epoch if stage2 else 0)
+        self.n_iter_ = (stage1.n_epochs, stage2.n_epochs if stage2 else 0)
         if self.coef is not None:
             self._check_accuracy(X[val], y_index[val], sample_weight[val])
 
@@ -457,7 +457,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             "finetune": "the backbone's head is trained further on the "
             "quantized embeddings (head='finetune')",
             "train": "a new head is trained on the quantized embeddings "
-            "(head='train'; a head stopped early by max_epochs or patience "
+            "(head='train'; a head stopped early by max_iter or n_iter_no_change "
             "loses accuracy too, and head='finetune' starts from the "
             "backbone's)",
         }[self.head_mode_]
@@ -551,7 +551,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             sample_weight,
             n_codewords=self.n_codewords,
             learn_variance=bool(self.learn_variance),
-            reg=float(self.reg),
+            reg=float(self.reg_lambda),
             identity_shift=bool(self.identity_shift),
             **kwargs,
         )

@@ -174,20 +174,20 @@ def _n_parameters(estimator, n_classes: int) -> float:
     if isinstance(estimator, BetaCalibrator):
         return 3 * C if p["parameters"] == "abm" else 2 * C
     if isinstance(estimator, VectorScaling):
-        free = _is_zero(p["l2_reg"])
+        free = _is_zero(p["reg_lambda"])
         return _affine_count(C, diag=free, off=False, bias=free)
     if isinstance(estimator, MatrixScaling):
-        free = _is_zero(p["l2_reg"])
+        free = _is_zero(p["reg_lambda"])
         off = free and (
-            p["off_diagonal_reg"] == "auto" or _is_zero(p["off_diagonal_reg"])
+            p["reg_off_diagonal"] == "auto" or _is_zero(p["reg_off_diagonal"])
         )
         return _affine_count(C, diag=free, off=off, bias=free)
     if isinstance(estimator, StructuredMatrixScaling):
         return _affine_count(
             C,
-            diag=_is_zero(p["lambda_diagonal"]),
-            off=_is_zero(p["lambda_off_diagonal"]),
-            bias=_is_zero(p["lambda_intercept"]),
+            diag=_is_zero(p["reg_diagonal"]),
+            off=_is_zero(p["reg_off_diagonal"]),
+            bias=_is_zero(p["reg_intercept"]),
         )
     if isinstance(estimator, DirichletCalibrator):
         return _dirichlet_count(p["matrix"], p["reg_lambda"], p["reg_mu"], C)
@@ -201,7 +201,7 @@ def _n_parameters(estimator, n_classes: int) -> float:
             C,
         )
     if isinstance(estimator, SMARTCalibrator):
-        hidden = [int(h) for h in np.atleast_1d(np.asarray(p["hidden_sizes"]))]
+        hidden = [int(h) for h in np.atleast_1d(np.asarray(p["hidden_layer_sizes"]))]
         return _mlp_count([1, *hidden, 1])
     if isinstance(estimator, ParameterizedTemperatureScaling):
         hidden = [int(h) for h in np.atleast_1d(np.asarray(p["hidden_layer_sizes"]))]
@@ -480,7 +480,7 @@ class CalibratorSearchCV(BaseCalibrator):
     defaults, SMS's ``C / n``) pulls them to temperature scaling (or toward
     0) when rows are few, so they cannot over-fit the way an unpenalised
     map does. So vector scaling counts 1 with its default ridge and ``2C``
-    with ``l2_reg=0``, matrix scaling and Dirichlet ``C^2 + C``
+    with ``reg_lambda=0``, matrix scaling and Dirichlet ``C^2 + C``
     unpenalised, SMS 1, and :class:`~skcal.DirichletCalibratorCV` is
     counted at the least penalised point of its grid (``C``, the diagonal
     that ODIR leaves free, by default). Nested

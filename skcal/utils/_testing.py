@@ -186,15 +186,15 @@ class FixedLogits(ClassifierMixin, BaseEstimator):
 FAST_PARAMS = {
     "ParameterizedTemperatureScaling": {"random_state": 0},
     "SMARTCalibrator": {"random_state": 0},
-    "KCalCalibrator": {"random_state": 0, "max_epochs": 5},
-    "LocalNetCalibrator": {"random_state": 0, "max_epochs": 5},
+    "KCalCalibrator": {"random_state": 0, "max_iter": 5},
+    "LocalNetCalibrator": {"random_state": 0, "max_iter": 5},
     # one slot: any number of features is divisible
     "VQLocalCalibrator": {
         "random_state": 0,
         "n_slots": 1,
         "n_codewords": 8,
         "learning_rate": 1e-2,
-        "max_epochs": 20,
+        "max_iter": 20,
     },
     "DirichletCalibratorCV": {
         "reg_lambdas": [1e-2, 1e-4],

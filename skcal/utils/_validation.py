@@ -585,3 +585,24 @@ def paired_mean_difference(diff: np.ndarray, weights: np.ndarray):
         return mean, math.inf
     var = float(np.dot(weights, (diff - mean) ** 2) / total)
     return mean, math.sqrt(var / (n_eff - 1.0))
+
+
+def check_hidden_layer_sizes(value, *, allow_empty: bool = True) -> tuple:
+    """``hidden_layer_sizes`` as a tuple of positive ints, or a clear error.
+
+    Accepts an int (one layer) or a sequence of ints, as scikit-learn's
+    ``MLPClassifier`` does.
+    """
+    sizes = np.atleast_1d(np.asarray(value))
+    if sizes.ndim != 1 or (sizes.size and not _is_integral(sizes)):
+        raise ValueError(
+            f"hidden_layer_sizes must be an int or a sequence of ints (layer "
+            f"widths), got {value!r}."
+        )
+    hidden = tuple(int(s) for s in sizes)
+    if any(h < 1 for h in hidden) or (not hidden and not allow_empty):
+        raise ValueError(
+            f"hidden_layer_sizes must hold positive layer widths, got {value!r}"
+            + ("; use () for no hidden layer." if allow_empty else ".")
+        )
+    return hidden

@@ -124,7 +124,7 @@ def _torch_module(module, X, batch_size: int, device):
     return E, weight, bias
 
 
-def extract_embeddings(estimator, X, *, batch_size: int = 4096, device="cpu"):
+def extract_embeddings(estimator, X, *, batch_size: int = 4096, device="auto"):
     """Embeddings of ``X`` and the linear head of a fitted classifier.
 
     The local calibrators (:class:`~skcal.VQLocalCalibrator`,
@@ -160,8 +160,9 @@ def extract_embeddings(estimator, X, *, batch_size: int = 4096, device="cpu"):
         Input of the classifier.
     batch_size : int, default=4096
         Rows per forward pass (torch modules only).
-    device : str or torch.device, default="cpu"
-        Where a torch module runs; its device and train/eval mode are
+    device : str or torch.device, default="auto"
+        Where a torch module runs ("auto": a CUDA device when one is
+        available, else the CPU); its device and train/eval mode are
         restored afterwards. Ignored for scikit-learn models.
 
     Returns

@@ -136,9 +136,9 @@ def test_train_adam_restores_the_best_epoch():
         [x],
         n_samples=4,
         batch_size=4,
-        max_epochs=200,
+        max_iter=200,
         lr=0.1,
-        patience=5,
+        n_iter_no_change=5,
         generator=gen,
         device=torch.device("cpu"),
     )
@@ -152,7 +152,7 @@ def test_minimize_adam_patience_tol_and_restore():
     from skcal._torch import minimize_adam
 
     # a loss whose values are scripted: the best value comes at epoch 3,
-    # later values only improve by less than tol, so patience runs out and
+    # later values only improve by less than tol, so n_iter_no_change runs out and
     # the parameters of the best epoch (not the last) are restored
     x = torch.zeros(1, dtype=torch.float64, requires_grad=True)
     scripted = [5.0, 4.0, 3.0, 1.0, 1.5, 0.99999, 2.0, 1.2, 3.0, 3.0, 0.5]
@@ -165,7 +165,7 @@ def test_minimize_adam_patience_tol_and_restore():
         return value + 1e-9 * x.sum()
 
     best_epoch, n_steps, curve = minimize_adam(
-        loss, [x], max_epochs=100, lr=0.1, patience=4, tol=1e-3
+        loss, [x], max_iter=100, lr=0.1, n_iter_no_change=4, tol=1e-3
     )
     # epoch 3 (1.0) is the last drop larger than tol; epochs 4-7 wait, so
     # training stops after evaluating epoch 7 and never sees the 0.5; the
@@ -183,9 +183,9 @@ def test_minimize_adam_reaches_a_quadratic_minimum():
     best_epoch, n_steps, curve = minimize_adam(
         lambda: ((x - torch.tensor([1.0, 0.5], dtype=torch.float64)) ** 2).sum(),
         [x],
-        max_epochs=3000,
+        max_iter=3000,
         lr=0.05,
-        patience=50,
+        n_iter_no_change=50,
         tol=1e-12,
     )
     np.testing.assert_allclose(x.detach().numpy(), [1.0, 0.5], atol=1e-3)

@@ -14,7 +14,7 @@ ESTIMATORS = [cls for _, cls in all_estimators("score")]
 # budgets that keep 1,000-class fits short (the point is shape and memory)
 QUICK = {
     "ClassTemperatureScaling": {"n_iter": 1},
-    "ParameterizedTemperatureScaling": {"max_epochs": 3, "random_state": 0},
+    "ParameterizedTemperatureScaling": {"max_iter": 3, "random_state": 0},
     "DirichletCalibratorCV": {"max_iter": 20},
 }
 

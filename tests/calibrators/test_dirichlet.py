@@ -92,7 +92,7 @@ def test_dirichlet_matches_the_reference_objective(reg_lambda, reg_mu, ref_row, 
 def test_unregularised_dirichlet_is_matrix_scaling_on_log_probabilities():
     X, y = make_miscalibrated_logits(1000, 3, temperature=2.0, random_state=2)
     dc = DirichletCalibrator(reg_lambda=0.0, tol=1e-7, device="cpu").fit(X, y)
-    ms = MatrixScaling(l2_reg=0.0, tol=1e-7, device="cpu").fit(
+    ms = MatrixScaling(reg_lambda=0.0, tol=1e-7, device="cpu").fit(
         log_softmax(X, axis=1), y
     )
     np.testing.assert_allclose(

@@ -28,7 +28,7 @@ def absent_data():
 def test_kcal_single_sample_classes_stay_in_the_memory(absent_data):
     X, y, *_ = absent_data
     rows = np.concatenate([np.flatnonzero(y != 3), np.flatnonzero(y == 3)[:1]])
-    est = KCalCalibrator(max_epochs=2, random_state=0, device="cpu")
+    est = KCalCalibrator(max_iter=2, random_state=0, device="cpu")
     est.fit(X[rows], y[rows])
     assert 3 in est.memory_labels_
     assert np.all(est.predict_proba(X)[:, 3] >= 0)
@@ -43,7 +43,7 @@ def _skip_elu(est, X):
 
 def test_kcal_predictions_are_the_kernel_classifier(data):
     X, y, _, _ = data
-    est = KCalCalibrator(max_epochs=3, random_state=0, device="cpu").fit(X, y)
+    est = KCalCalibrator(max_iter=3, random_state=0, device="cpu").fit(X, y)
     X_new, _, _, _, _ = make_region_miscalibrated_embeddings(50, 3, random_state=5)
     queries = np.vstack([X_new, X[:5]])
     G = _skip_elu(est, queries)
@@ -57,7 +57,7 @@ def test_kcal_predictions_are_the_kernel_classifier(data):
 
 def test_kcal_cross_validated_bandwidth(data):
     X, y, _, _ = data
-    est = KCalCalibrator(max_epochs=3, n_folds=5, random_state=0, device="cpu")
+    est = KCalCalibrator(max_iter=3, cv=5, random_state=0, device="cpu")
     est.fit(X, y)
     G, labels = est.memory_, est.memory_labels_
     # the folds come from the third seed drawn from random_state
@@ -118,7 +118,7 @@ def test_kcal_warns_when_its_memory_has_few_samples_per_class():
     y = np.repeat(np.arange(40), 6)  # 6 per class, half of them in the memory
     X = rng.normal(size=(len(y), 5)) + 3 * np.eye(40, 5)[y]
     with pytest.warns(UserWarning, match="per class on average"):
-        KCalCalibrator(max_epochs=1, random_state=0, device="cpu").fit(X, y)
+        KCalCalibrator(max_iter=1, random_state=0, device="cpu").fit(X, y)
     many = np.repeat(np.arange(3), 60)
     X = rng.normal(size=(len(many), 5)) + 3 * np.eye(3, 5)[many]
     with warnings.catch_warnings():
@@ -126,4 +126,4 @@ def test_kcal_warns_when_its_memory_has_few_samples_per_class():
         # one epoch leaves the bandwidth at an end of its search range: a
         # GridEdgeWarning (tested in test_new_warnings.py), not this one
         warnings.simplefilter("ignore", GridEdgeWarning)
-        KCalCalibrator(max_epochs=1, random_state=0, device="cpu").fit(X, many)
+        KCalCalibrator(max_iter=1, random_state=0, device="cpu").fit(X, many)

@@ -24,9 +24,9 @@ def data():
 def test_local_net_starts_at_the_head(data):
     X, y, coef, intercept = data
     est = LocalNetCalibrator(
-        coef=coef, intercept=intercept, max_epochs=0, random_state=0, device="cpu"
+        coef=coef, intercept=intercept, max_iter=0, random_state=0, device="cpu"
     ).fit(X, y)
-    assert est.best_epoch_ == 0
+    assert est.best_iter_ == 0
     head = softmax_rows(X @ coef.T + intercept)
     np.testing.assert_allclose(est.predict_proba(X), head, atol=0.02)
     np.testing.assert_allclose(est.embed(X), est.space_.transform(X), atol=0.05)
@@ -37,12 +37,12 @@ def test_local_net_affine_terms_are_vectors_beyond_ten_classes():
         600, 12, n_features=20, random_state=0
     )
     est = LocalNetCalibrator(
-        coef=coef, intercept=intercept, max_epochs=1, random_state=0, device="cpu"
+        coef=coef, intercept=intercept, max_iter=1, random_state=0, device="cpu"
     ).fit(X, y)
     assert est.network_["a_cls"].shape == (12,)
     assert est.network_["a_sim"].shape == (est.space_.n_components_,)
     small = LocalNetCalibrator(
-        coef=coef[:3], intercept=intercept[:3], max_epochs=1, device="cpu"
+        coef=coef[:3], intercept=intercept[:3], max_iter=1, device="cpu"
     ).fit(X[y < 3], y[y < 3])
     assert small.network_["a_cls"].shape == (1,)
 
@@ -101,19 +101,25 @@ def test_kernel_estimate_is_leave_one_out():
     np.testing.assert_allclose(p2[1:].numpy(), onehot[[0, 0]])
 
 
-@pytest.mark.parametrize("absent", [None, 1])
-def test_local_net_batch_loss_matches_numpy(absent):
-    # with an absent class, softmax and JS run over the present classes
+@pytest.mark.parametrize(
+    "absent, layers", [(None, (5,)), (1, (5,)), (None, ()), (1, (5, 3))]
+)
+def test_local_net_batch_loss_matches_numpy(absent, layers):
+    # with an absent class, softmax and JS run over the present classes; the
+    # hidden layers (none, the paper's one, or two) feed each other
     rng = np.random.default_rng(2)
-    n, d, m, hidden, C = 40, 6, 4, 5, 4
-    params = {
-        "W1": rng.normal(size=(d, hidden)),
-        "b1": rng.normal(size=hidden),
-        "Ws": rng.normal(size=(hidden, m)),
+    n, d, m, C = 40, 6, 4, 4
+    params, width = {}, d
+    for k, size in enumerate(layers, start=1):
+        params[f"W{k}"] = rng.normal(size=(width, size))
+        params[f"b{k}"] = rng.normal(size=size)
+        width = size
+    params |= {
+        "Ws": rng.normal(size=(width, m)),
         "bs": rng.normal(size=m),
         "a_sim": rng.normal(size=1),
         "b_sim": rng.normal(size=1),
-        "Wc": rng.normal(size=(hidden, C)),
+        "Wc": rng.normal(size=(width, C)),
         "bc": rng.normal(size=C),
         "a_cls": rng.normal(size=C),
         "b_cls": rng.normal(size=C),
@@ -134,7 +140,9 @@ def test_local_net_batch_loss_matches_numpy(absent):
         1.5,
         present=None if absent is None else t(present),
     )
-    u = np.maximum(h @ params["W1"] + params["b1"], 0)
+    u = h
+    for k in range(1, len(layers) + 1):
+        u = np.maximum(u @ params[f"W{k}"] + params[f"b{k}"], 0)
     e = u @ params["Ws"] + params["bs"] + params["a_sim"] * pi + params["b_sim"]
     logits = u @ params["Wc"] + params["bc"] + params["a_cls"] * z + params["b_cls"]
     p_net = softmax_rows(logits[:, present])

@@ -155,24 +155,26 @@ def _scipy_affine_fit(X, y, matrix, l2_diag=0.0, l2_off=0.0, l2_bias=0.0, ts=Tru
     return beta * W, b, res.fun
 
 
-@pytest.mark.parametrize("l2_reg", [0.0, 0.01])
-def test_vector_scaling_matches_scipy(l2_reg, device):
+@pytest.mark.parametrize("reg_lambda", [0.0, 0.01])
+def test_vector_scaling_matches_scipy(reg_lambda, device):
     X, y = make_miscalibrated_logits(800, 4, temperature=2.0, random_state=4)
     X = X + np.array([0.5, 0.0, -0.3, 0.2])
-    vs = VectorScaling(l2_reg=l2_reg, tol=1e-7, device=device).fit(X, y)
-    W, b, _ = _scipy_affine_fit(X, y, False, l2_reg, 0.0, l2_reg)
+    vs = VectorScaling(reg_lambda=reg_lambda, tol=1e-7, device=device).fit(X, y)
+    W, b, _ = _scipy_affine_fit(X, y, False, reg_lambda, 0.0, reg_lambda)
     np.testing.assert_allclose(vs.coef_, W, atol=1e-5)
     np.testing.assert_allclose(vs.intercept_, b, atol=1e-5)
 
 
-@pytest.mark.parametrize("l2_reg, off_reg", [(0.0, 0.0), (0.01, 0.0), (0.0, 0.05)])
-def test_matrix_scaling_matches_scipy(l2_reg, off_reg, device):
+@pytest.mark.parametrize("reg_lambda, off_reg", [(0.0, 0.0), (0.01, 0.0), (0.0, 0.05)])
+def test_matrix_scaling_matches_scipy(reg_lambda, off_reg, device):
     X, y = make_miscalibrated_logits(800, 4, temperature=2.0, random_state=5)
     X = X[:, [1, 0, 2, 3]]
     ms = MatrixScaling(
-        l2_reg=l2_reg, off_diagonal_reg=off_reg, tol=1e-7, device=device
+        reg_lambda=reg_lambda, reg_off_diagonal=off_reg, tol=1e-7, device=device
     ).fit(X, y)
-    W, b, _ = _scipy_affine_fit(X, y, True, l2_reg, l2_reg + off_reg, l2_reg)
+    W, b, _ = _scipy_affine_fit(
+        X, y, True, reg_lambda, reg_lambda + off_reg, reg_lambda
+    )
     np.testing.assert_allclose(ms.coef_, W, atol=1e-5)
     np.testing.assert_allclose(ms.intercept_, b, atol=1e-5)
 
@@ -210,8 +212,8 @@ def test_large_logits_give_finite_rows(cls):
 
 def test_results_are_deterministic(device):
     X, y = make_miscalibrated_logits(700, 6, temperature=2.0, random_state=9)
-    a = MatrixScaling(l2_reg=1e-3, device=device).fit(X, y)
-    b = MatrixScaling(l2_reg=1e-3, device=device).fit(X, y)
+    a = MatrixScaling(reg_lambda=1e-3, device=device).fit(X, y)
+    b = MatrixScaling(reg_lambda=1e-3, device=device).fit(X, y)
     np.testing.assert_array_equal(a.coef_, b.coef_)
 
 
@@ -220,13 +222,13 @@ def test_auto_regularisation_scales_classes_over_samples(cls, factor):
     X, y = make_miscalibrated_logits(500, 5, temperature=2.0, random_state=10)
     auto = cls(tol=1e-7, device="cpu").fit(X, y)
     lam = factor * 5 / 500
-    assert auto.l2_reg_ == pytest.approx(lam, rel=1e-12)
-    explicit = cls(l2_reg=lam, tol=1e-7, device="cpu").fit(X, y)
+    assert auto.reg_lambda_ == pytest.approx(lam, rel=1e-12)
+    explicit = cls(reg_lambda=lam, tol=1e-7, device="cpu").fit(X, y)
     np.testing.assert_array_equal(auto.coef_, explicit.coef_)
     # matrix scaling's off-diagonal entries get (C - 1) times the ridge
     off = (5 - 1) * lam if cls is MatrixScaling else 0.0
     if cls is MatrixScaling:
-        assert auto.off_diagonal_reg_ == pytest.approx(3 * lam, rel=1e-12)
+        assert auto.reg_off_diagonal_ == pytest.approx(3 * lam, rel=1e-12)
     W, b, _ = _scipy_affine_fit(X, y, cls is MatrixScaling, lam, off, lam)
     np.testing.assert_allclose(auto.coef_, W, atol=1e-5)
     np.testing.assert_allclose(auto.intercept_, b, atol=1e-5)
@@ -242,7 +244,7 @@ def test_regularisation_keeps_nearly_separable_fits_sane():
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        raw = MatrixScaling(l2_reg=0.0, device="cpu").fit(X, y)
+        raw = MatrixScaling(reg_lambda=0.0, device="cpu").fit(X, y)
     auto = MatrixScaling(device="cpu").fit(X, y)
     nll_raw = nll(raw.decision_function(X_test), y_test)
     nll_auto = nll(auto.decision_function(X_test), y_test)
@@ -271,8 +273,8 @@ def test_fit_does_not_depend_on_the_logits_units(cls, factor):
 
 
 @pytest.mark.parametrize("cls", AFFINE)
-@pytest.mark.parametrize("l2_reg", [0.0, 1e-3, "auto", 1.0, 100.0])
-def test_training_nll_never_above_temperature_scaling(cls, l2_reg):
+@pytest.mark.parametrize("reg_lambda", [0.0, 1e-3, "auto", 1.0, 100.0])
+def test_training_nll_never_above_temperature_scaling(cls, reg_lambda):
     """The ridge shrinks toward TS, so no ridge can make the fit worse than TS
     on its own data, even on badly scaled, offset logits."""
     X, y = make_miscalibrated_logits(400, 6, temperature=3.0, random_state=14)
@@ -280,20 +282,20 @@ def test_training_nll_never_above_temperature_scaling(cls, l2_reg):
     ts = TemperatureScaling(device="cpu").fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        est = cls(l2_reg=l2_reg, device="cpu").fit(X, y)
+        est = cls(reg_lambda=reg_lambda, device="cpu").fit(X, y)
     assert est.temperature_init_ == pytest.approx(ts.temperature_, rel=1e-12)
     assert nll(est.decision_function(X), y) <= nll(X / ts.temperature_, y) + 1e-12
-    if l2_reg == 100.0:  # a strong ridge stays near temperature scaling
+    if reg_lambda == 100.0:  # a strong ridge stays near temperature scaling
         np.testing.assert_allclose(est.predict_proba(X), ts.predict_proba(X), atol=0.02)
 
 
 @pytest.mark.parametrize("cls", AFFINE)
 def test_fixed_ridge_weights_equal_repetitions(cls):
-    """With a fixed l2_reg nothing depends on n: integer weights = repeats."""
+    """With a fixed reg_lambda nothing depends on n: integer weights = repeats."""
     X, y = make_miscalibrated_logits(300, 4, temperature=2.0, random_state=15)
     w = np.random.default_rng(3).integers(0, 4, size=len(y))
-    a = cls(l2_reg=0.01, tol=1e-9, device="cpu").fit(X, y, sample_weight=w)
-    b = cls(l2_reg=0.01, tol=1e-9, device="cpu").fit(
+    a = cls(reg_lambda=0.01, tol=1e-9, device="cpu").fit(X, y, sample_weight=w)
+    b = cls(reg_lambda=0.01, tol=1e-9, device="cpu").fit(
         np.repeat(X, w, 0), np.repeat(y, w)
     )
     np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), atol=1e-7)
@@ -302,13 +304,17 @@ def test_fixed_ridge_weights_equal_repetitions(cls):
     d = cls(tol=1e-9, device="cpu").fit(X, y, sample_weight=w)
     factor = 4 if cls is VectorScaling else 16  # n_classes / n, times 4 or 16
     n_eff = w.sum() ** 2 / np.dot(w, w)
-    assert c.l2_reg_ == pytest.approx(factor * 4 / n_eff, rel=1e-12)
+    assert c.reg_lambda_ == pytest.approx(factor * 4 / n_eff, rel=1e-12)
     np.testing.assert_allclose(c.predict_proba(X), d.predict_proba(X), atol=1e-9)
 
 
 @pytest.mark.parametrize(
     "cls, params",
-    [(TemperatureScaling, {}), (VectorScaling, {"l2_reg": 0.0}), (MatrixScaling, {})],
+    [
+        (TemperatureScaling, {}),
+        (VectorScaling, {"reg_lambda": 0.0}),
+        (MatrixScaling, {}),
+    ],
 )
 def test_confident_probabilities_keep_their_information(cls, params):
     """Probabilities far below 1e-12 are not floored there (issue 16).
@@ -337,7 +343,7 @@ def test_unregularised_matrix_scaling_is_well_conditioned():
     rng = np.random.default_rng(3)
     X, y = make_miscalibrated_logits(3000, 12, temperature=2.0, random_state=6)
     X = X + 5.0 * rng.normal(size=(len(X), 1)) + np.linspace(-30, 30, 12)
-    ms = MatrixScaling(l2_reg=0.0, tol=1e-7, device="cpu").fit(X, y)
+    ms = MatrixScaling(reg_lambda=0.0, tol=1e-7, device="cpu").fit(X, y)
     W, b, fun = _scipy_affine_fit(X, y, True, 0.0, 0.0, 0.0)
     assert nll(ms.decision_function(X), y) == pytest.approx(fun, abs=1e-9)
     np.testing.assert_allclose(
@@ -354,6 +360,6 @@ def test_unregularised_matrix_scaling_with_a_constant_column():
     ts = TemperatureScaling(device="cpu").fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        ms = MatrixScaling(l2_reg=0.0, device="cpu").fit(X, y)
+        ms = MatrixScaling(reg_lambda=0.0, device="cpu").fit(X, y)
     assert np.all(np.isfinite(ms.coef_)) and np.all(np.isfinite(ms.intercept_))
     assert nll(ms.decision_function(X), y) <= nll(X / ts.temperature_, y) + 1e-12

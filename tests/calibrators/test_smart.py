@@ -46,7 +46,7 @@ def numpy_temperature(model, logits):
 def test_probabilities_are_softmax_of_logits_over_the_temperature(device):
     X, y, _ = make_gap_miscalibrated_logits(400, 6, random_state=0)
     model = SMARTCalibrator(
-        random_state=0, max_epochs=50, validation_fraction=None, device=device
+        random_state=0, max_iter=50, validation_fraction=None, device=device
     ).fit(X, y)
     T = numpy_temperature(model, X)
     np.testing.assert_allclose(model.predict_temperature(X), T, rtol=1e-12)
@@ -70,7 +70,7 @@ def test_probabilities_are_softmax_of_logits_over_the_temperature(device):
 )
 def test_parameter_count(hidden, n_params):
     X, y = make_miscalibrated_logits(100, 3, random_state=0)
-    model = SMARTCalibrator(hidden_sizes=hidden, max_epochs=5, device="cpu")
+    model = SMARTCalibrator(hidden_layer_sizes=hidden, max_iter=5, device="cpu")
     model.fit(X, y)
     sizes = sum(W.size + b.size for W, b in zip(model.coefs_, model.intercepts_))
     assert sizes == n_params
@@ -81,7 +81,7 @@ def test_parameter_count(hidden, n_params):
 def test_argmax_never_changes_even_with_ties(n_classes):
     rng = np.random.default_rng(n_classes)
     X_fit, y_fit = make_miscalibrated_logits(300, n_classes, random_state=1)
-    model = SMARTCalibrator(random_state=0, max_epochs=100, device="cpu")
+    model = SMARTCalibrator(random_state=0, max_iter=100, device="cpu")
     model.fit(X_fit, y_fit)
     X = np.concatenate(
         [
@@ -103,7 +103,7 @@ def test_argmax_never_changes_even_with_ties(n_classes):
 
 def test_clip_gap_makes_the_temperature_constant_outside_the_fit_range():
     X, y, _ = make_gap_miscalibrated_logits(300, 4, random_state=2)
-    model = SMARTCalibrator(random_state=0, max_epochs=100, device="cpu").fit(X, y)
+    model = SMARTCalibrator(random_state=0, max_iter=100, device="cpu").fit(X, y)
     low, high = model.gap_range_
     far = np.array([[0.0, 0.0, 0.0, 10 * high], [0.0, 0.0, 0.0, 5 * high]])
     at_high = np.array([[0.0, 0.0, 0.0, high]])
@@ -149,7 +149,7 @@ def test_initial_loss_is_the_objective_at_the_temperature_scaling_start(loss):
     objective at T = temperature_init_, and that start is temperature scaling."""
     X, y, _ = make_gap_miscalibrated_logits(500, 5, random_state=4)
     model = SMARTCalibrator(
-        loss=loss, max_epochs=3, random_state=0, validation_fraction=None, device="cpu"
+        loss=loss, max_iter=3, random_state=0, validation_fraction=None, device="cpu"
     )
     model.fit(X, y)
     ts = TemperatureScaling(device="cpu").fit(X, y)
@@ -174,14 +174,14 @@ def test_the_best_state_is_restored_not_the_last():
     # a large step size makes the loss oscillate, so the last epoch is not the best
     model = SMARTCalibrator(
         learning_rate=0.5,
-        max_epochs=60,
-        patience=60,
+        max_iter=60,
+        n_iter_no_change=60,
         validation_fraction=None,
         random_state=0,
         device="cpu",
     ).fit(X, y)
     curve = np.array(model.loss_curve_)
-    assert model.best_epoch_ == int(np.argmin(curve))
+    assert model.best_iter_ == int(np.argmin(curve))
     assert curve[-1] > curve.min() + 1e-4
     final = soft_expected_calibration_error(y, model.predict_proba(X))
     # the curve is the float32 training loss, final a float64 SoftECE: they
@@ -214,14 +214,14 @@ def test_small_and_wide_calibration_sets(n_samples, n_classes):
     proba = model.predict_proba(X)
     assert proba.shape == (n_samples, n_classes)
     assert np.all(np.isfinite(proba))
-    assert model.n_epochs_ >= 1
+    assert model.n_iter_ >= 1
 
 
 def test_proba_input_equals_logit_input():
     X, y, _ = make_gap_miscalibrated_logits(400, 5, random_state=8)
-    a = SMARTCalibrator(random_state=0, max_epochs=80, device="cpu").fit(X, y)
+    a = SMARTCalibrator(random_state=0, max_iter=80, device="cpu").fit(X, y)
     P = softmax(X, axis=1)
-    b = SMARTCalibrator(input="proba", random_state=0, max_epochs=80, device="cpu")
+    b = SMARTCalibrator(input="proba", random_state=0, max_iter=80, device="cpu")
     b.fit(P, y)
     np.testing.assert_allclose(b.predict_proba(P), a.predict_proba(X), atol=1e-6)
     np.testing.assert_allclose(
@@ -233,7 +233,7 @@ def test_proba_input_equals_logit_input():
 
 def test_reproducible_and_picklable(device):
     X, y, _ = make_gap_miscalibrated_logits(300, 4, random_state=9)
-    params = dict(random_state=3, max_epochs=60, device=device)
+    params = dict(random_state=3, max_iter=60, device=device)
     a = SMARTCalibrator(**params).fit(X, y)
     b = SMARTCalibrator(**params).fit(X, y)
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
@@ -252,7 +252,7 @@ def test_integer_weights_equal_repeated_rows():
     # float32 rounding differences grow to ~1e-4 by epoch 40 and to 1e-2 by
     # epoch 60 (measured), while a weighting error shows at epoch 0
     # (no held-out split: a row repeated k times could land on both sides)
-    params = dict(random_state=0, max_epochs=20, validation_fraction=None, device="cpu")
+    params = dict(random_state=0, max_iter=20, validation_fraction=None, device="cpu")
     weighted = SMARTCalibrator(**params).fit(X, y, sample_weight=counts)
     repeated = SMARTCalibrator(**params).fit(
         np.repeat(X, counts, axis=0), np.repeat(y, counts)
@@ -270,8 +270,8 @@ def test_integer_weights_equal_repeated_rows():
 
 def test_bad_parameters_are_clear_errors():
     X, y = make_miscalibrated_logits(50, 3, random_state=0)
-    with pytest.raises(ValueError, match="hidden_sizes must hold positive"):
-        SMARTCalibrator(hidden_sizes=(16, 0), device="cpu").fit(X, y)
+    with pytest.raises(ValueError, match="hidden_layer_sizes must hold positive"):
+        SMARTCalibrator(hidden_layer_sizes=(16, 0), device="cpu").fit(X, y)
     with pytest.raises(ValueError, match="loss"):
         SMARTCalibrator(loss="hinge", device="cpu").fit(X, y)
     with pytest.raises(ValueError, match="t_min"):
@@ -285,17 +285,17 @@ def test_edge_cases_found_in_review():
     y_out = np.append(y, 0)
     w = np.append(np.ones(300), 0.0)
     model = SMARTCalibrator(
-        max_epochs=30, random_state=0, validation_fraction=None, device="cpu"
+        max_iter=30, random_state=0, validation_fraction=None, device="cpu"
     )
     model.fit(X_out, y_out, sample_weight=w)
     top2 = np.sort(X, axis=1)[:, -2:]
     assert model.gap_range_[1] == pytest.approx((top2[:, 1] - top2[:, 0]).max())
     # the recorded start is where training starts, even when t_min is large
-    start = SMARTCalibrator(t_min=1.5, max_epochs=0, device="cpu").fit(X, y)
+    start = SMARTCalibrator(t_min=1.5, max_iter=0, device="cpu").fit(X, y)
     np.testing.assert_allclose(start.predict_temperature(X), start.temperature_init_)
     # all gaps equal: no scale to standardise by, the map stays finite
     Z = np.tile([[2.0, 0.0, -1.0]], (40, 1))
-    flat = SMARTCalibrator(max_epochs=20, device="cpu").fit(Z, np.arange(40) % 3)
+    flat = SMARTCalibrator(max_iter=20, device="cpu").fit(Z, np.arange(40) % 3)
     assert flat.gap_std_ == 1.0
     assert np.all(np.isfinite(flat.predict_proba(Z + [[1.0, 0.0, 0.0]])))
 
@@ -412,7 +412,9 @@ def test_interpolated_log_partition_reuses_nodes_and_falls_back():
 @pytest.mark.parametrize("loss", ["soft_ece", "brier"])  # brier: S(2 beta) too
 def test_fit_with_interpolation_follows_the_exact_fit(monkeypatch, loss):
     X, y, _ = make_gap_miscalibrated_logits(3000, 300, random_state=12)
-    params = dict(loss=loss, random_state=0, max_epochs=15, patience=100, device="cpu")
+    params = dict(
+        loss=loss, random_state=0, max_iter=15, n_iter_no_change=100, device="cpu"
+    )
     monkeypatch.setattr(smart_kernels, "_INTERP_MIN_CLASSES", 10**9)
     exact = SMARTCalibrator(**params).fit(X, y)
     monkeypatch.setattr(smart_kernels, "_INTERP_MIN_CLASSES", 300)
@@ -431,14 +433,14 @@ def test_separable_calibration_set_keeps_temperature_one():
     X, y = X[right], y[right]
     with pytest.warns(ConvergenceWarning, match="T = 1 was kept"):
         model = SMARTCalibrator(random_state=0, device="cpu").fit(X, y)
-    assert model.n_epochs_ == 0 and model.temperature_init_ == 1.0
+    assert model.n_iter_ == 0 and model.temperature_init_ == 1.0
     np.testing.assert_allclose(model.predict_temperature(X), 1.0, rtol=1e-12)
     np.testing.assert_allclose(model.predict_proba(X), softmax(X, axis=1), rtol=1e-9)
     # one error is enough to learn from (no warning)
     X1 = np.vstack([X, [[0.0, 3.0, 0.0, 0.0]]])
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        model = SMARTCalibrator(max_epochs=5, random_state=0, device="cpu")
+        model = SMARTCalibrator(max_iter=5, random_state=0, device="cpu")
         model.fit(X1, np.append(y, 0))
     assert model.temperature_init_ < 1.0
 
@@ -448,7 +450,7 @@ def test_validation_fraction_holds_rows_out_for_early_stopping():
 
     X, y, _ = make_gap_miscalibrated_logits(500, 5, random_state=6)
     model = SMARTCalibrator(
-        validation_fraction=0.2, max_epochs=40, random_state=0, device="cpu"
+        validation_fraction=0.2, max_iter=40, random_state=0, device="cpu"
     ).fit(X, y)
     # the held-out rows: the estimator's draws, in order (network seed, split)
     rng = np.random.RandomState(0)
@@ -469,8 +471,8 @@ def test_validation_fraction_holds_rows_out_for_early_stopping():
         ref = soft_expected_calibration_error(y[rows], softmax(X[rows] / T0, axis=1))
         assert curve[0] == pytest.approx(ref, abs=1e-5)  # float32 training
     val = np.array(model.validation_loss_curve_)
-    assert len(val) == len(model.loss_curve_) == model.n_epochs_ + 1
-    assert model.best_epoch_ == int(np.argmin(val))
+    assert len(val) == len(model.loss_curve_) == model.n_iter_ + 1
+    assert model.best_iter_ == int(np.argmin(val))
     with pytest.raises(ValueError, match="at least 4 samples of positive weight"):
         SMARTCalibrator(validation_fraction=0.2, device="cpu").fit(
             X[:5], y[:5], sample_weight=[1, 1, 1, 0, 0]

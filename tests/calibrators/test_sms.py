@@ -61,9 +61,9 @@ def test_sms_matches_the_papers_formulas(lam, device):
     X, y = make_miscalibrated_logits(1200, 4, temperature=2.0, random_state=0)
     X = X + np.array([0.5, -0.5, 0.0, 0.2])
     sms = StructuredMatrixScaling(
-        lambda_intercept=lam[0],
-        lambda_diagonal=lam[1],
-        lambda_off_diagonal=lam[2],
+        reg_intercept=lam[0],
+        reg_diagonal=lam[1],
+        reg_off_diagonal=lam[2],
         tol=1e-7,
         device=device,
     ).fit(X, y)

@@ -116,7 +116,7 @@ def test_pts_beats_temperature_scaling_on_gap_dependent_miscalibration(device):
     assert negative_log_likelihood(yt, pts.predict_proba(Xt)) < (
         negative_log_likelihood(yt, ts.predict_proba(Xt)) - 0.05
     )
-    assert pts.n_top_ == 10 and pts.best_epoch_ >= 1
+    assert pts.n_top_ == 10 and pts.best_iter_ >= 1
 
 
 def test_pts_is_reproducible_and_small_inputs_work():
@@ -137,7 +137,7 @@ def test_pts_ignores_a_constant_added_to_every_logit(shift):
     """Was: logits + 150 clipped to +-100 gave uniform probabilities and
     changed 78% of the predictions."""
     X, y = make_miscalibrated_logits(600, 5, temperature=2.0, random_state=30)
-    params = dict(random_state=0, max_epochs=30, device="cpu")
+    params = dict(random_state=0, max_iter=30, device="cpu")
     ref = ParameterizedTemperatureScaling(**params).fit(X, y)
     est = ParameterizedTemperatureScaling(**params).fit(X + shift, y)
     np.testing.assert_allclose(
@@ -149,7 +149,7 @@ def test_pts_ignores_a_constant_added_to_every_logit(shift):
 def test_pts_does_not_depend_on_the_logits_units():
     """Was: logits of size ~1e4 changed 51% of the predicted classes."""
     X, y = make_miscalibrated_logits(600, 5, temperature=2.0, random_state=31)
-    params = dict(random_state=0, max_epochs=30, device="cpu")
+    params = dict(random_state=0, max_iter=30, device="cpu")
     ref = ParameterizedTemperatureScaling(**params).fit(X, y)
     est = ParameterizedTemperatureScaling(**params).fit(X * 5e3, y)
     assert est.temperature_init_ == pytest.approx(5e3 * ref.temperature_init_)
@@ -175,7 +175,7 @@ def test_pts_large_validation_fraction_still_leaves_a_training_part(
     y = np.arange(n) % n_classes  # every class at least twice
     pts = ParameterizedTemperatureScaling(
         validation_fraction=validation_fraction,
-        max_epochs=5,
+        max_iter=5,
         random_state=0,
         device="cpu",
     ).fit(X, y)
@@ -193,7 +193,7 @@ def test_pts_validation_part_is_stratified_on_the_labels_not_the_columns():
     y = np.where(np.arange(400) < 40, 3, y)  # class 3: 40 rows of 400 at least
     labels = np.array([10, 20, 30, 40])
     order = np.array([2, 0, 3, 1])
-    params = dict(validation_fraction=0.25, max_epochs=20, random_state=1, device="cpu")
+    params = dict(validation_fraction=0.25, max_iter=20, random_state=1, device="cpu")
     ref = ParameterizedTemperatureScaling(**params).fit(X, labels[y])
     perm = ParameterizedTemperatureScaling(classes=labels[order], **params).fit(
         X[:, order], labels[y]

@@ -21,7 +21,7 @@ def data():
 
 
 def _vq(**params):
-    defaults = dict(n_slots=8, n_codewords=16, max_epochs=5, random_state=0)
+    defaults = dict(n_slots=8, n_codewords=16, max_iter=5, random_state=0)
     return VQLocalCalibrator(**{**defaults, "device": "cpu", **params})
 
 
@@ -48,7 +48,7 @@ def _numpy_map(log_p, index, A, B, prior_logits, scales=None):
 @pytest.mark.parametrize("learn_variance", [False, True])
 def test_predictions_match_an_independent_numpy_reference(data, learn_variance, device):
     X, y, _, _ = data
-    vq = _vq(learn_variance=learn_variance, max_epochs=8, device=device).fit(X, y)
+    vq = _vq(learn_variance=learn_variance, max_iter=8, device=device).fit(X, y)
     index = _numpy_quantize(X, vq.codebook_, 8)
     np.testing.assert_array_equal(vq.quantize(X), index)
     q = vq.codebook_[index].reshape(len(X), -1)
@@ -66,8 +66,8 @@ def test_predictions_match_an_independent_numpy_reference(data, learn_variance, 
 
 def test_identity_at_initialisation(data, device):
     X, y, _, _ = data
-    vq = _vq(max_epochs=0, device=device).fit(X, y)
-    assert vq.best_epochs_ == (0, 0)
+    vq = _vq(max_iter=0, device=device).fit(X, y)
+    assert vq.best_iter_ == (0, 0)
     q = vq.codebook_[vq.quantize(X)].reshape(len(X), -1)
     log_p = log_softmax(q @ vq.head_coef_.T + vq.head_intercept_, axis=1)
     # A = B = sqrt(softplus^-1(1) / w) make alpha = 1 exactly: the map is
@@ -152,7 +152,7 @@ def test_variants(data, device):
     np.testing.assert_allclose(
         nc.predict_proba(X), softmax(q @ nc.head_coef_.T + nc.head_intercept_, axis=1)
     )
-    assert nc.n_epochs_[1] == 0
+    assert nc.n_iter_[1] == 0
     # VQ-DC: W^T log p + b on the head
     dc = _vq(device=device, calibration="dirichlet").fit(X, y)
     q = dc.codebook_[dc.quantize(X)].reshape(len(X), -1)
@@ -177,11 +177,11 @@ def test_variants(data, device):
     # fixed codebooks do not move
     for mode in ("data", "normal"):
         fixed = _vq(device=device, codebook=mode).fit(X, y)
-        init = _vq(device=device, codebook=mode, max_epochs=0).fit(X, y)
+        init = _vq(device=device, codebook=mode, max_iter=0).fit(X, y)
         np.testing.assert_array_equal(fixed.codebook_, init.codebook_)
     ema = _vq(device=device).fit(X, y)
     assert not np.array_equal(
-        ema.codebook_, _vq(device=device, max_epochs=0).fit(X, y).codebook_
+        ema.codebook_, _vq(device=device, max_iter=0).fit(X, y).codebook_
     )
 
 
@@ -203,7 +203,7 @@ def test_slot_width_must_divide_the_features(data):
         _vq(n_slots=5).fit(X, y)
     # more codewords than distinct slot vectors: the repeats are dead
     with pytest.warns(CodebookWarning, match="of 4000 codewords are used by no"):
-        big = _vq(n_codewords=4000, n_slots=1, max_epochs=1).fit(X, y)
+        big = _vq(n_codewords=4000, n_slots=1, max_iter=1).fit(X, y)
     assert np.isfinite(big.predict_proba(X)).all()
 
 
@@ -214,15 +214,15 @@ def test_many_classes_chunked_map(monkeypatch):
     X, y, _, _, _ = make_region_miscalibrated_embeddings(
         2000, 40, n_features=16, random_state=2
     )
-    one_block = _vq(n_slots=4, max_epochs=2).fit(X, y)
+    one_block = _vq(n_slots=4, max_iter=2).fit(X, y)
     monkeypatch.setattr("skcal._torch.kernels._vq._BLOCK", 20_000)
-    vq = _vq(n_slots=4, max_epochs=2).fit(X, y)
+    vq = _vq(n_slots=4, max_iter=2).fit(X, y)
     index = vq.quantize(X[:30])
     q = vq.codebook_[index].reshape(30, -1)
     log_p = log_softmax(q @ vq.head_coef_.T + vq.head_intercept_, axis=1)
     expected = _numpy_map(log_p, index, vq.receivers_, vq.senders_, vq.prior_logits_)
     np.testing.assert_allclose(vq.predict_proba(X[:30]), expected, rtol=1e-9)
-    assert vq.n_epochs_ == one_block.n_epochs_
+    assert vq.n_iter_ == one_block.n_iter_
     np.testing.assert_allclose(vq.receivers_, one_block.receivers_, rtol=1e-9)
     np.testing.assert_allclose(
         vq.predict_proba(X), one_block.predict_proba(X), rtol=1e-9
@@ -318,7 +318,7 @@ def test_a_class_missing_from_y_keeps_its_row_of_the_head(head):
         keep = y[fit] != missing
         # (a new head needs more epochs to be accurate: only the layout here)
         epochs = 5 if head == "frozen" else 1
-        vq = _vq(head=head, coef=coef, intercept=intercept, max_epochs=epochs)
+        vq = _vq(head=head, coef=coef, intercept=intercept, max_iter=epochs)
         with pytest.warns(MissingClassWarning, match=rf"\[{missing}\]"):
             vq.fit(X[fit][keep], y[fit][keep])
         np.testing.assert_array_equal(vq.classes_, np.arange(6))
@@ -345,7 +345,7 @@ def test_many_classes_on_the_cpu_are_refused_up_front():
     coef, intercept = rng.normal(size=(1000, 8)), np.zeros(1000)
     y = rng.integers(0, 1000, 50)
     est = VQLocalCalibrator(
-        coef=coef, intercept=intercept, n_slots=2, device="cpu", max_epochs=1
+        coef=coef, intercept=intercept, n_slots=2, device="cpu", max_iter=1
     )
     with pytest.raises(ValueError, match="would take hours.*device='cuda'"):
         est.fit(X, y)
@@ -359,14 +359,14 @@ def test_finetuned_head_starts_from_the_backbone_head_and_learns(data, device):
     fit, test = slice(0, 800), slice(800, None)
     # an under-confident backbone head: the right direction, a fifth of the scale
     weak = dict(coef=0.2 * coef, intercept=0.2 * intercept)
-    params = dict(calibration="none", max_epochs=60, device=device)
-    start = _vq(head="finetune", **weak, **{**params, "max_epochs": 0})
+    params = dict(calibration="none", max_iter=60, device=device)
+    start = _vq(head="finetune", **weak, **{**params, "max_iter": 0})
     start.fit(X[fit], y[fit])
     np.testing.assert_array_equal(start.head_coef_, weak["coef"])
     np.testing.assert_array_equal(start.head_intercept_, weak["intercept"])
     frozen = _vq(head="frozen", **weak, **params).fit(X[fit], y[fit])
     tuned = _vq(head="finetune", **weak, **params).fit(X[fit], y[fit])
-    assert tuned.best_epochs_[0] > 0
+    assert tuned.best_iter_[0] > 0
     assert not np.allclose(tuned.head_coef_, weak["coef"])
 
     # an independent check of the gain: held-out log loss of the quantized

@@ -56,7 +56,7 @@ def test_scorer_is_the_negated_metric(name):
 def test_grid_search_over_a_calibrator_hyperparameter(name):
     X, y = make_miscalibrated_logits(600, 4, temperature=2.0, random_state=1)
     labels = np.array(["w", "x", "y", "z"])[y]
-    grid = {"off_diagonal_reg": [0.0, 0.1, 10.0]}
+    grid = {"reg_off_diagonal": [0.0, 0.1, 10.0]}
     cv = StratifiedKFold(3, shuffle=True, random_state=0)
     search = GridSearchCV(
         MatrixScaling(device="cpu"), grid, scoring=get_scorer(name), cv=cv
@@ -230,7 +230,7 @@ def test_without_routing_scorers_behave_as_before(name):
 def test_grid_search_routes_weights_to_the_scorer():
     X, y, w = _routing_problem()
     name = "neg_expected_calibration_error"
-    grid = {"off_diagonal_reg": [0.0, 10.0]}
+    grid = {"reg_off_diagonal": [0.0, 10.0]}
     results = {}
     with sklearn.config_context(enable_metadata_routing=True):
         for kind, scorer in (

@@ -283,8 +283,8 @@ def test_too_many_parameters_are_skipped_with_the_documented_counts():
         IdentityCalibrator(),  # 0
         TemperatureScaling(device="cpu"),  # 1
         VectorScaling(device="cpu"),  # 1: default ridge
-        VectorScaling(l2_reg=0.0, device="cpu"),  # 2C = 8
-        MatrixScaling(l2_reg=0.0, device="cpu"),  # C^2 + C = 20
+        VectorScaling(reg_lambda=0.0, device="cpu"),  # 2C = 8
+        MatrixScaling(reg_lambda=0.0, device="cpu"),  # C^2 + C = 20
         StructuredMatrixScaling(device="cpu"),  # 1: penalised
         BetaCalibrator(),  # 3C = 12
         SplineCalibrator(),  # n_knots = 6
@@ -322,7 +322,7 @@ def test_too_many_parameters_are_skipped_with_the_documented_counts():
 
 
 def test_weights_count_as_kish_effective_events():
-    """600 rows, but weights concentrated on 60: VectorScaling(l2_reg=0) (2C =
+    """600 rows, but weights concentrated on 60: VectorScaling(reg_lambda=0) (2C =
     6 parameters) is skipped with the weights only; the events are counted
     as Kish's effective sample size of the wrong (or right) rows."""
     X, y = make_miscalibrated_logits(600, 3, temperature=2.0, random_state=0)
@@ -335,7 +335,7 @@ def test_weights_count_as_kish_effective_events():
 
     events = min(kish(w[wrong]), kish(w[~wrong]))
     assert events < 60 < min(wrong.sum(), (~wrong).sum())
-    cal = VectorScaling(l2_reg=0.0, device="cpu")
+    cal = VectorScaling(reg_lambda=0.0, device="cpu")
     search = CalibratorSearchCV([IdentityCalibrator(), cal], cv=3, random_state=0)
     reasons = search.fit(X, y, sample_weight=w).cv_results_["skipped_reason"]
     assert reasons[0] == "" and reasons[1].startswith("skipped: 6 free parameters")
@@ -587,7 +587,7 @@ def test_duplicate_class_names_get_numbered():
 
 def test_verbose_prints_one_line_per_candidate(capsys):
     X, y = make_miscalibrated_logits(100, 3, temperature=2.0, random_state=0)
-    candidates = [_Broken(), MatrixScaling(l2_reg=0.0), *_cheap()[:2]]
+    candidates = [_Broken(), MatrixScaling(reg_lambda=0.0), *_cheap()[:2]]
     CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
     assert capsys.readouterr() == ("", "")
     CalibratorSearchCV(candidates, cv=3, random_state=0, verbose=1).fit(X, y)
@@ -604,7 +604,7 @@ def test_verbose_prints_one_line_per_candidate(capsys):
 def test_fold_warnings_are_raised_once_per_candidate():
     """MatrixScaling stopped after 2 iterations warns on every fold: one warning."""
     X, y = make_miscalibrated_logits(120, 3, temperature=2.0, random_state=0)
-    cal = MatrixScaling(l2_reg=0.0, max_iter=2, device="cpu")
+    cal = MatrixScaling(reg_lambda=0.0, max_iter=2, device="cpu")
     with pytest.warns(Warning) as caught:
         CalibratorSearchCV([("ms", cal)], cv=3, random_state=0, guard=None).fit(X, y)
     messages = [str(w.message) for w in caught]

@@ -45,14 +45,12 @@ def data():
 def _net(**params):
     """A Local Net small enough for a test (a fraction of a second per fit)."""
     return LocalNetCalibrator(
-        bandwidth=2.0, hidden_size=8, max_epochs=3, device="cpu", **params
+        bandwidth=2.0, hidden_layer_sizes=(8,), max_iter=3, device="cpu", **params
     )
 
 
 def _kcal(**params):
-    return KCalCalibrator(
-        n_components=4, max_epochs=2, n_folds=3, device="cpu", **params
-    )
+    return KCalCalibrator(n_components=4, max_iter=2, cv=3, device="cpu", **params)
 
 
 # ============================================== the cross-validated scores
@@ -119,7 +117,7 @@ def test_small_data_guard_does_not_count_local_candidates(data):
         [
             IdentityCalibrator(),
             TemperatureScaling(device="cpu"),
-            VectorScaling(l2_reg=0.0, device="cpu"),
+            VectorScaling(reg_lambda=0.0, device="cpu"),
             ProCalCalibrator(device="cpu"),
         ],
         cv=3,

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._progress import Progress
 
 #: Numbers in one ``|grid| x rows (x C)`` block of the search.
 _BLOCK = 1 << 20
@@ -91,6 +92,7 @@ def class_temperature_search(
     predicted: bool,
     order: np.ndarray | None = None,
     device: torch.device,
+    verbose: int = 0,
 ) -> np.ndarray:
     """Per-class temperatures found by the greedy search.
 
@@ -100,7 +102,8 @@ def class_temperature_search(
     the temperature of the row's predicted class, which keeps the argmax.
     Classes are visited in ``order`` (default: column order). A candidate
     is taken only if its ECE is strictly below the current one; among equal
-    candidates the first of ``grid`` wins.
+    candidates the first of ``grid`` wins. ``verbose`` shows a progress bar
+    over the ``n_iter x n_classes`` class visits (a line per visit at 2).
     """
     z = to_tensor(logits, device, torch.float64)
     y = to_tensor(y_index, device, torch.int64)
@@ -108,12 +111,13 @@ def class_temperature_search(
     cand = to_tensor(np.asarray(grid, dtype=np.float64), device)
     n_classes = z.shape[1]
     visit = range(n_classes) if order is None else [int(k) for k in order]
-    if predicted:
-        return _predicted_search(z, y, w, cand, initial, visit, n_iter, n_bins)
-    return _column_search(z, y, w, cand, initial, visit, n_iter, n_bins)
+    search = _predicted_search if predicted else _column_search
+    desc = "ClassTemperatureScaling: greedy search"
+    with Progress(verbose, n_iter * len(visit), desc, "class") as bar:
+        return search(z, y, w, cand, initial, visit, n_iter, n_bins, bar)
 
 
-def _predicted_search(z, y, w, cand, initial, visit, n_iter, n_bins):
+def _predicted_search(z, y, w, cand, initial, visit, n_iter, n_bins, bar):
     n, n_classes = z.shape
     n_cand = len(cand)
     pred = z.argmax(dim=1)
@@ -137,8 +141,9 @@ def _predicted_search(z, y, w, cand, initial, visit, n_iter, n_bins):
     grid = to_numpy(cand)
     out = np.full(n_classes, float(initial))
     current = table[:, n_cand].copy()  # bin sums of each class's rows now
-    for _ in range(n_iter):
+    for sweep in range(n_iter):
         for k in visit:
+            bar.step(f"pass {sweep + 1}, class {k}: T = {out[k]:.3g}")
             if not present[k]:
                 continue
             rest = current.sum(axis=0) - current[k]
@@ -151,7 +156,7 @@ def _predicted_search(z, y, w, cand, initial, visit, n_iter, n_bins):
     return out
 
 
-def _column_search(z, y, w, cand, initial, visit, n_iter, n_bins):
+def _column_search(z, y, w, cand, initial, visit, n_iter, n_bins, bar):
     n, n_classes = z.shape
     n_cand = len(cand)
     temps = torch.full((n_classes,), float(initial), dtype=z.dtype, device=z.device)
@@ -163,8 +168,9 @@ def _column_search(z, y, w, cand, initial, visit, n_iter, n_bins):
     current_ece = binned_ece(conf, correct, w[None], n_bins)[0]
     current_acc = torch.dot(w, correct[0])
     step = max(1, _BLOCK // n_cand)
-    for _ in range(n_iter):
+    for sweep in range(n_iter):
         for k in visit:
+            bar.step(f"pass {sweep + 1}, class {k}: ECE {float(current_ece):.4g}")
             first = top_i[:, 0] == k
             other_v = torch.where(first, top_v[:, 1], top_v[:, 0])
             other_i = torch.where(first, top_i[:, 1], top_i[:, 0])

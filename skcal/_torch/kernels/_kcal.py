@@ -324,8 +324,8 @@ def fit_kcal(
     batch_size: int,
     n_per_class: int,
     lr: float,
-    max_epochs: int,
-    patience: int,
+    max_iter: int,
+    n_iter_no_change: int,
     seed: int,
     device: torch.device,
     verbose: int = 0,
@@ -351,7 +351,7 @@ def fit_kcal(
         per class.
     lr : float
         Adam step size.
-    max_epochs, patience : int
+    max_iter, n_iter_no_change : int
         Early stopping.
     seed : int
         Seeds the initialisation, the batches and the backgrounds (a CPU
@@ -374,9 +374,9 @@ def fit_kcal(
         params,
         n_samples=len(data.y_train),
         batch_size=batch_size,
-        max_epochs=max_epochs,
+        max_iter=max_iter,
         lr=lr,
-        patience=patience,
+        n_iter_no_change=n_iter_no_change,
         generator=gen,
         device=device,
         verbose=verbose,

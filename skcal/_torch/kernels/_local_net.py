@@ -1,6 +1,7 @@
 """Local Nets (Barbera et al., AISTATS 2026): logits corrected by a kernel target.
 
-A shared hidden layer ``u = Dropout(ReLU(h W1 + b1))`` feeds two heads:
+Shared hidden layers ``u = Dropout(ReLU(u W_l + b_l))`` (``u = h`` at the
+start; one layer ``W1, b1`` in the paper) feed two heads:
 
 * a similarity embedding ``e = u Ws + bs + a_sim * pi + b_sim`` (``pi`` the
   PCA projection of the standardised embeddings), and
@@ -27,21 +28,29 @@ from .._random import make_generator
 
 __all__ = ["LocalNetFit", "fit_local_net", "local_net_predict"]
 
-#: Names of the parameters, in order.
-PARAMS = ("W1", "b1", "Ws", "bs", "a_sim", "b_sim", "Wc", "bc", "a_cls", "b_cls")
+#: Names of the head parameters, in order, after the hidden layers' ``W1, b1,
+#: ..., Wk, bk``.
+PARAMS = ("Ws", "bs", "a_sim", "b_sim", "Wc", "bc", "a_cls", "b_cls")
 #: Probabilities in the JS distance are clipped to [_JS_EPS, 1 - _JS_EPS].
 _JS_EPS = 1e-4
 
 
 def forward(params: dict, h, z, pi, *, dropout: float = 0.0, generator=None):
     """Logits and similarity embedding; dropout only when ``generator`` is set."""
-    u = torch.relu(h @ params["W1"] + params["b1"])
-    if generator is not None and dropout > 0:
-        keep = torch.rand(u.shape, generator=generator, device=u.device) >= dropout
-        u = u * keep / (1.0 - dropout)
+    u = h
+    for layer in range(1, n_hidden_layers(params) + 1):
+        u = torch.relu(u @ params[f"W{layer}"] + params[f"b{layer}"])
+        if generator is not None and dropout > 0:
+            keep = torch.rand(u.shape, generator=generator, device=u.device)
+            u = u * (keep >= dropout) / (1.0 - dropout)
     e = u @ params["Ws"] + params["bs"] + params["a_sim"] * pi + params["b_sim"]
     logits = u @ params["Wc"] + params["bc"] + params["a_cls"] * z + params["b_cls"]
     return logits, e
+
+
+def n_hidden_layers(params: dict) -> int:
+    """Number of hidden layers (``W1``, ``W2``, ... in ``params``)."""
+    return sum(1 for name in params if name[0] == "W" and name[1:].isdigit())
 
 
 def kernel_estimate(e, onehot, w, bandwidth: float):
@@ -112,7 +121,8 @@ class LocalNetFit:
     Attributes
     ----------
     network : dict of ndarray
-        The parameters named in :data:`PARAMS`.
+        The hidden layers' ``W1, b1, ...`` and the parameters named in
+        :data:`PARAMS`.
     best_epoch : int
         Epoch whose parameters were kept (0: the initial network).
     n_epochs : int
@@ -160,7 +170,7 @@ class _Data:
 
 def _initial_params(
     d_in: int,
-    hidden: int,
+    hidden: tuple,
     d_sim: int,
     n_classes: int,
     vector_affine: bool,
@@ -170,7 +180,8 @@ def _initial_params(
     """Parameters at which the logits are about ``z`` and the embedding ``pi``.
 
     Weight matrices ``N(0, 0.01^2)``, biases 0, the affine scales ``a`` 1 and
-    the shifts ``b`` ``N(0, 0.01^2)``, drawn in the order of :data:`PARAMS`.
+    the shifts ``b`` ``N(0, 0.01^2)``, drawn layer by layer, then in the
+    order of :data:`PARAMS`.
     """
 
     def normal(*shape):
@@ -185,14 +196,16 @@ def _initial_params(
         return torch.ones(size, dtype=torch.float64, device=device)
 
     n_sim, n_cls = (d_sim, n_classes) if vector_affine else (1, 1)
-    params = {
-        "W1": normal(d_in, hidden),
-        "b1": zeros(hidden),
-        "Ws": normal(hidden, d_sim),
+    params, width = {}, d_in
+    for layer, size in enumerate(hidden, start=1):
+        params[f"W{layer}"], params[f"b{layer}"] = normal(width, size), zeros(size)
+        width = size
+    params |= {
+        "Ws": normal(width, d_sim),
         "bs": zeros(d_sim),
         "a_sim": ones(n_sim),
         "b_sim": normal(n_sim),
-        "Wc": normal(hidden, n_classes),
+        "Wc": normal(width, n_classes),
         "bc": zeros(n_classes),
         "a_cls": ones(n_cls),
         "b_cls": normal(n_cls),
@@ -259,7 +272,7 @@ def fit_local_net(
     *,
     train_idx: np.ndarray,
     val_idx: np.ndarray,
-    hidden: int,
+    hidden: tuple,
     dropout: float,
     bandwidth: float,
     lambda_js: float,
@@ -268,8 +281,8 @@ def fit_local_net(
     lr: float,
     weight_decay: float,
     batch_size: int,
-    max_epochs: int,
-    patience: int,
+    max_iter: int,
+    n_iter_no_change: int,
     seed: int,
     device: torch.device,
     verbose: int = 0,
@@ -295,7 +308,7 @@ def fit_local_net(
         Rows that train, and rows that monitor early stopping.
     hidden, dropout, bandwidth, lambda_js, alpha_ce, vector_affine
         The network and its loss (see :class:`~skcal.LocalNetCalibrator`).
-    lr, weight_decay, batch_size, max_epochs, patience
+    lr, weight_decay, batch_size, max_iter, n_iter_no_change
         Adam and early stopping.
     seed : int
         Seeds the initialisation, the batches and the dropout (a generator
@@ -331,10 +344,10 @@ def fit_local_net(
         list(params.values()),
         n_samples=len(train_idx),
         batch_size=batch_size,
-        max_epochs=max_epochs,
+        max_iter=max_iter,
         lr=lr,
         weight_decay=weight_decay,
-        patience=patience,
+        n_iter_no_change=n_iter_no_change,
         generator=gen,
         device=device,
         verbose=verbose,

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._progress import Progress
 
 __all__ = ["density_ratio_confidence", "knn_proximity"]
 
@@ -26,7 +27,12 @@ def _chunk_rows(n_columns: int) -> int:
 
 
 def knn_sq_distances(
-    queries: torch.Tensor, memory: torch.Tensor, k: int, *, exclude_self: bool
+    queries: torch.Tensor,
+    memory: torch.Tensor,
+    k: int,
+    *,
+    exclude_self: bool,
+    verbose: int = 0,
 ) -> torch.Tensor:
     """Squared Euclidean distances to the ``k`` nearest memory points.
 
@@ -40,6 +46,9 @@ def knn_sq_distances(
     exclude_self : bool
         ``queries`` is ``memory``: row ``i`` does not count point ``i``
         (its other copies, if any, still count, at distance 0).
+    verbose : int, default=0
+        A progress bar over the blocks of queries (see
+        :class:`~skcal._torch._progress.Progress`).
 
     Returns
     -------
@@ -52,14 +61,17 @@ def knn_sq_distances(
     sq_mem = (memory * memory).sum(dim=1)
     out = torch.empty(queries.shape[0], k, dtype=queries.dtype, device=queries.device)
     step = _chunk_rows(memory.shape[0])
-    for start in range(0, queries.shape[0], step):
-        q = queries[start : start + step]
-        d2 = (q * q).sum(dim=1, keepdim=True) + sq_mem - 2.0 * (q @ memory.T)
-        d2.clamp_(min=0.0)
-        if exclude_self:
-            rows = torch.arange(q.shape[0], device=q.device)
-            d2[rows, rows + start] = math.inf
-        out[start : start + step] = torch.topk(d2, k, dim=1, largest=False).values
+    starts = range(0, queries.shape[0], step)
+    with Progress(verbose, len(starts), "ProCal: nearest neighbours", "block") as bar:
+        for start in starts:
+            q = queries[start : start + step]
+            d2 = (q * q).sum(dim=1, keepdim=True) + sq_mem - 2.0 * (q @ memory.T)
+            d2.clamp_(min=0.0)
+            if exclude_self:
+                rows = torch.arange(q.shape[0], device=q.device)
+                d2[rows, rows + start] = math.inf
+            out[start : start + step] = torch.topk(d2, k, dim=1, largest=False).values
+            bar.step(f"rows {start + q.shape[0]} of {queries.shape[0]}")
     return out
 
 
@@ -99,7 +111,7 @@ def gaussian_kde_2d(
 
 
 def knn_proximity(
-    memory: np.ndarray, queries: np.ndarray | None, k: int, *, device
+    memory: np.ndarray, queries: np.ndarray | None, k: int, *, device, verbose=0
 ) -> np.ndarray:
     """ProCal's proximity ``mean_k exp(-D_k)`` of each query.
 
@@ -113,6 +125,8 @@ def knn_proximity(
     k : int
         Number of neighbours.
     device : torch.device or str
+    verbose : int, default=0
+        A progress bar over the blocks of queries.
 
     Returns
     -------
@@ -121,7 +135,9 @@ def knn_proximity(
     memory_t = to_tensor(memory, device, torch.float64)
     exclude_self = queries is None
     queries_t = memory_t if exclude_self else to_tensor(queries, device, torch.float64)
-    d2 = knn_sq_distances(queries_t, memory_t, k, exclude_self=exclude_self)
+    d2 = knn_sq_distances(
+        queries_t, memory_t, k, exclude_self=exclude_self, verbose=verbose
+    )
     return to_numpy(torch.exp(-d2).mean(dim=1))
 
 

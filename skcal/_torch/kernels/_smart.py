@@ -448,8 +448,8 @@ def fit_smart(
     q: float,
     smoothing: float,
     lr: float,
-    max_epochs: int,
-    patience: int,
+    max_iter: int,
+    n_iter_no_change: int,
     tol: float,
     seed: int,
     device: torch.device,
@@ -463,7 +463,7 @@ def fit_smart(
     The network starts at the constant temperature ``t0`` (the calibrator
     passes temperature scaling's, fitted on the training rows; at least
     ``2 t_min``, so that softplus has a usable gradient); ``seed`` draws its
-    hidden layers. ``max_epochs=0`` keeps that constant network.
+    hidden layers. ``max_iter=0`` keeps that constant network.
     ``val_idx`` (row indices, or None) holds rows out of training: the gap
     statistics and range and the network come from the other rows, and early
     stopping watches the objective on the held-out rows (the parameters with
@@ -548,9 +548,9 @@ def fit_smart(
     best_epoch, n_epochs, curve = minimize_adam(
         monitored,
         params,
-        max_epochs=max_epochs,
+        max_iter=max_iter,
         lr=lr,
-        patience=patience,
+        n_iter_no_change=n_iter_no_change,
         tol=tol,
         verbose=verbose,
         desc="SMART: temperature network",

@@ -488,8 +488,8 @@ def fit_divide(
     lr: float,
     weight_decay: float,
     batch_size: int,
-    max_epochs: int,
-    patience: int,
+    max_iter: int,
+    n_iter_no_change: int,
     seed: int,
     device: torch.device,
     verbose: int = 0,
@@ -524,7 +524,7 @@ def fit_divide(
         Train the head (a new one is always trained).
     n_init_batches : int
         Batches whose slots the initial codewords are drawn from.
-    lr, weight_decay, batch_size, max_epochs, patience, verbose
+    lr, weight_decay, batch_size, max_iter, n_iter_no_change, verbose
         Of :func:`~skcal._torch.train_adam`.
     seed : int
         Seeds the codebook, the head and the batches (in this order).
@@ -572,11 +572,11 @@ def fit_divide(
         ([] if frozen else [W, b]) + book.state,
         rows,
         gen,
-        max_epochs=max_epochs if (ema or not frozen) else 0,
+        max_iter=max_iter if (ema or not frozen) else 0,
         lr=lr,
         weight_decay=weight_decay,
         batch_size=batch_size,
-        patience=patience,
+        n_iter_no_change=n_iter_no_change,
         device=device,
         verbose=verbose,
         desc="VQ stage 1: codebook and head",
@@ -679,8 +679,8 @@ def fit_compositional_map(
     lr: float,
     weight_decay: float,
     batch_size: int,
-    max_epochs: int,
-    patience: int,
+    max_iter: int,
+    n_iter_no_change: int,
     seed: int,
     device: torch.device,
     verbose: int = 0,
@@ -708,7 +708,7 @@ def fit_compositional_map(
         ``lambda`` of the regulariser.
     identity_shift : bool
         See :class:`CompositionalMap`.
-    lr, weight_decay, batch_size, max_epochs, patience, verbose
+    lr, weight_decay, batch_size, max_iter, n_iter_no_change, verbose
         Of :func:`~skcal._torch.train_adam`.
     seed : int
         Seeds the initialisation and the batches.
@@ -757,8 +757,8 @@ def fit_compositional_map(
         lr=lr,
         weight_decay=weight_decay,
         batch_size=batch_size,
-        max_epochs=max_epochs,
-        patience=patience,
+        max_iter=max_iter,
+        n_iter_no_change=n_iter_no_change,
         device=device,
         verbose=verbose,
         desc="VQ stage 2: compositional map",
@@ -780,8 +780,8 @@ def fit_global_dirichlet_map(
     lr: float,
     weight_decay: float,
     batch_size: int,
-    max_epochs: int,
-    patience: int,
+    max_iter: int,
+    n_iter_no_change: int,
     seed: int,
     device: torch.device,
     verbose: int = 0,
@@ -810,8 +810,8 @@ def fit_global_dirichlet_map(
         lr=lr,
         weight_decay=weight_decay,
         batch_size=batch_size,
-        max_epochs=max_epochs,
-        patience=patience,
+        max_iter=max_iter,
+        n_iter_no_change=n_iter_no_change,
         device=device,
         verbose=verbose,
         desc="VQ stage 2: Dirichlet map",
