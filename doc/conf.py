@@ -53,6 +53,7 @@ html_sidebars = {
         "index",
         "user_guide",
         "choosing",
+        "large_data",
         "guarantees",
         "performance",
         "papers",

@@ -13,6 +13,7 @@ from sklearn.utils.validation import (
 
 from ._torch.kernels import softmax_inplace
 from .exceptions import MissingClassWarning
+from .utils._dask import lazy_on_dask
 from .utils._sklearn import StrOptions, _fit_context
 from .utils._validation import (
     PROBA_EPS,
@@ -334,6 +335,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         self._fit(logits, y_index, sample_weight)
         return self
 
+    @lazy_on_dask("proba")
     def decision_function(self, X) -> np.ndarray:
         """Calibrated logits of shape (n_samples, n_classes).
 
@@ -345,6 +347,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         logits = self._validate_scores(X, reset=False)
         return _owned(self._calibrated_logits(logits), logits)
 
+    @lazy_on_dask("proba")
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated probabilities of shape (n_samples, n_classes).
 
@@ -371,10 +374,12 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         out = self._calibrated_proba_of_probabilities(P, _LogRows(X, tol))
         return np.asarray(out, dtype=np.float64, order="C")
 
+    @lazy_on_dask("proba")
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, computed stably."""
         return softmax_inplace(self.decision_function(X), log=True)
 
+    @lazy_on_dask("labels")
     def predict(self, X) -> np.ndarray:
         """Most probable class of each sample, as labels from ``classes_``.
 
@@ -611,6 +616,7 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         self._fit(X, y_index, sample_weight)
         return self
 
+    @lazy_on_dask("proba")
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated probabilities of shape (n_samples, n_classes).
 
@@ -620,11 +626,13 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         X = self._validate_embeddings(X, reset=False)
         return np.asarray(self._predict_proba(X), dtype=np.float64)
 
+    @lazy_on_dask("proba")
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba` (``-inf`` where it is 0)."""
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
+    @lazy_on_dask("labels")
     def predict(self, X) -> np.ndarray:
         """Most probable class of each sample, as labels from ``classes_``."""
         proba = self.predict_proba(X)

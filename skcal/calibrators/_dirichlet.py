@@ -8,6 +8,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
+from sklearn.utils.parallel import Parallel, delayed
 
 from .._torch import resolve_device
 from .._torch._progress import Progress
@@ -319,6 +320,11 @@ class DirichletCalibratorCV(BaseCalibrator):
         such classes), and when every class has fewer than ``cv`` samples
         ``fit`` raises a ValueError naming ``cv`` and the size of the largest
         class.
+    n_jobs : int, default=None
+        Folds fitted in parallel through :class:`joblib.Parallel` (each
+        fold's path over the grid stays sequential, warm-started); any
+        joblib backend, a Dask cluster's included, runs them. The result
+        does not depend on it.
     random_state : int, RandomState instance or None, default=None
         Shuffling of the folds.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
@@ -375,6 +381,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         "reg_mus": ["array-like", None],
         "reg_norm": ["boolean"],
         "cv": [Interval(Integral, 2, None, closed="left")],
+        "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         **_LBFGS_CONSTRAINTS,
@@ -390,6 +397,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         reg_mus=(1e-1, 1e-2, 1e-3, 1e-4, 1e-5),
         reg_norm=False,
         cv=5,
+        n_jobs=None,
         random_state=None,
         device="auto",
         tol=1e-5,
@@ -403,6 +411,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         self.reg_mus = reg_mus
         self.reg_norm = reg_norm
         self.cv = cv
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.device = device
         self.tol = tol
@@ -479,23 +488,30 @@ class DirichletCalibratorCV(BaseCalibrator):
         progress = Progress(
             self.verbose, len(grid) * len(folds), "DirichletCalibratorCV", "fit"
         )
+        data = (logits, y_index, sample_weight)
         with progress:
-            for f, (train, test) in enumerate(folds):
-                raw = ()  # warm start along the path, strongest penalty first
-                for g, regs in enumerate(grid):
-                    est = self._candidate(max(self.tol, _CV_TOL), **regs)
-                    raw = est._fit(
-                        logits[train], y_index[train], sample_weight[train], raw
+            if self.n_jobs in (None, 1):  # a bar step per fit
+                for f, fold in enumerate(folds):
+                    scores[:, f] = self._fold_path(
+                        data,
+                        fold,
+                        grid,
+                        lambda regs, nll, f=f: progress.step(
+                            f"fold {f + 1}/{len(folds)} {regs}: held-out log "
+                            f"loss {nll:.6g}"
+                        ),
                     )
-                    log_proba = softmax_inplace(
-                        est._calibrated_logits(logits[test]), log=True
-                    )
-                    nll = -log_proba[np.arange(len(test)), y_index[test]]
-                    scores[g, f] = np.average(nll, weights=sample_weight[test])
-                    progress.step(
-                        f"fold {f + 1}/{len(folds)} {regs}: held-out log loss "
-                        f"{scores[g, f]:.6g}"
-                    )
+            else:  # folds in parallel (any joblib backend); a step per fold
+                paths = Parallel(n_jobs=self.n_jobs, return_as="generator")(
+                    delayed(self._fold_path)(data, fold, grid) for fold in folds
+                )
+                for f, path in enumerate(paths):
+                    scores[:, f] = path
+                    for regs, nll in zip(grid, path):
+                        progress.step(
+                            f"fold {f + 1}/{len(folds)} {regs}: held-out log "
+                            f"loss {nll:.6g}"
+                        )
         mean = scores.mean(axis=1)
         best = int(np.argmin(mean))  # first minimum: strongest regularisation
         self.cv_results_ = {
@@ -512,6 +528,22 @@ class DirichletCalibratorCV(BaseCalibrator):
         self.calibrator_ = final
         self.coef_, self.intercept_ = final.coef_, final.intercept_
         self.n_iter_ = final.n_iter_
+
+    def _fold_path(self, data, fold, grid, step=None) -> np.ndarray:
+        """Held-out NLL of every grid point on one fold, warm-started along
+        the path from the strongest penalty."""
+        logits, y_index, sample_weight = data
+        train, test = fold
+        out, raw = np.empty(len(grid)), ()
+        for g, regs in enumerate(grid):
+            est = self._candidate(max(self.tol, _CV_TOL), **regs)
+            raw = est._fit(logits[train], y_index[train], sample_weight[train], raw)
+            log_proba = softmax_inplace(est._calibrated_logits(logits[test]), log=True)
+            nll = -log_proba[np.arange(len(test)), y_index[test]]
+            out[g] = np.average(nll, weights=sample_weight[test])
+            if step is not None:
+                step(regs, out[g])
+        return out
 
     def _warn_grid_edge(self, lambdas, mus, mean, best) -> None:
         """:class:`GridEdgeWarning` for each parameter selected at an end of its grid.

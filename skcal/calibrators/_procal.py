@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._torch import resolve_device
 from .._torch.kernels import density_ratio_confidence, knn_proximity, softmax_inplace
 from ..base import BaseLocalCalibrator
+from ..utils._dask import lazy_on_dask
 from ..utils._proba import replace_top_label
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
 from ..utils._validation import effective_sample_size
@@ -241,6 +242,7 @@ class ProCalCalibrator(BaseLocalCalibrator):
         )
         return replace_top_label(logits, top, new_conf)
 
+    @lazy_on_dask("labels")
     def predict(self, X) -> np.ndarray:
         """The original argmax of the head, as labels from ``classes_``.
 

@@ -35,6 +35,7 @@ from ._scorer import (
 )
 from ._smooth import smooth_expected_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
+from ._state import MetricState, mergeable_metrics, metric_state
 from ._uncertainty import (
     ConfidenceInterval,
     PairedComparison,
@@ -74,6 +75,9 @@ __all__ = [
     "local_calibration_errors",
     "max_calibration_error",
     "max_local_calibration_error",
+    "mergeable_metrics",
+    "metric_state",
+    "MetricState",
     "negative_log_likelihood",
     "paired_comparison",
     "smooth_expected_calibration_error",

@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..utils._dask import dask_dispatch
 from ..utils._sklearn import StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._binning import binned_statistics
@@ -29,6 +30,7 @@ __all__ = [
     },
     prefer_skip_nested_validation=True,
 )
+@dask_dispatch("ecce_binned_mean")
 def ecce_binned_mean(
     y_true, y_proba, *, n_bins=15, class_weight=None, sample_weight=None, labels=None
 ):
@@ -200,6 +202,7 @@ del _CUMULATIVE_PARAMS["n_bins"]
     },
     prefer_skip_nested_validation=True,
 )
+@dask_dispatch("cumulative_calibration_error")
 def cumulative_calibration_error(
     y_true,
     y_proba,
@@ -278,6 +281,7 @@ def cumulative_calibration_error(
 
 
 @validate_params(_CUMULATIVE_PARAMS, prefer_skip_nested_validation=True)
+@dask_dispatch("cumulative_calibration_test")
 def cumulative_calibration_test(
     y_true,
     y_proba,

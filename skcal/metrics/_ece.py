@@ -6,6 +6,7 @@ from numbers import Integral
 
 import numpy as np
 
+from ..utils._dask import dask_dispatch
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_class_weight, check_proba_targets
 from ._binning import (
@@ -49,6 +50,7 @@ def top_label(proba: np.ndarray, y_index: np.ndarray):
     {**_COMMON, "norm": [StrOptions({"l1", "l2", "max"})]},
     prefer_skip_nested_validation=True,
 )
+@dask_dispatch("expected_calibration_error")
 def expected_calibration_error(
     y_true,
     y_proba,
@@ -126,6 +128,7 @@ def expected_calibration_error(
 
 
 @validate_params(_COMMON, prefer_skip_nested_validation=True)
+@dask_dispatch("max_calibration_error")
 def max_calibration_error(
     y_true,
     y_proba,
@@ -191,6 +194,7 @@ def max_calibration_error(
     },
     prefer_skip_nested_validation=True,
 )
+@dask_dispatch("classwise_calibration_error")
 def classwise_calibration_error(
     y_true,
     y_proba,

@@ -11,8 +11,10 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .._torch import resolve_device
 from .._torch.kernels import local_anchor_errors
 from ..exceptions import FlatKernelWarning
+from ..utils._dask import dask_dispatch
 from ..utils._sklearn import Interval, StrOptions, _fit_context, validate_params
 from ..utils._validation import (
     check_class_weight,
@@ -22,6 +24,7 @@ from ..utils._validation import (
 from ..utils._warnings import warn
 from ._binning import assign_bins, bin_edges
 from ._ece import BINNED_METRIC_PARAMS
+from ._local_rff import RFFLocalState
 
 __all__ = [
     "ESSProfile",
@@ -44,6 +47,10 @@ FLAT_ESS_RATIO = 0.5
 _FLAT_ANCHORS = 512
 #: Kernel entries held at once by the flatness check.
 _FLAT_CHUNK = 1 << 21
+#: ``method="auto"`` computes the exact LCE up to this many kernel pairs
+#: (the sum over the kept bins of their squared sizes: 50,000 rows of 10
+#: classes, about a minute on two cores), random features above.
+EXACT_PAIRS_LIMIT = 2.5e10
 #: ``bandwidth="auto"`` is the median distance between samples divided by
 #: this: on six real tasks it puts the median anchor's ESS at 7-17% of its bin.
 AUTO_BANDWIDTH_DIVISOR = 4.0
@@ -311,8 +318,16 @@ def _anchor_errors(
     with_ess,
     class_weight=None,
     name=None,
+    method="exact",
+    n_components=1024,
+    random_state=0,
 ):
     """Per-anchor LCE (and ESS) of the kept confidence bins.
+
+    ``method="rff"`` approximates the kernel sums with random Fourier
+    features (:class:`~skcal.metrics._local_rff.RFFLocalState`); ``"auto"``
+    takes it when the exact pairs would number more than
+    ``EXACT_PAIRS_LIMIT``.
 
     Binning and the support filter are done here, in numpy; the kernel sums
     run in :func:`skcal._torch.kernels.local_anchor_errors`.
@@ -346,6 +361,25 @@ def _anchor_errors(
         ]
     if name is not None:
         _warn_flat_kernel(name, phi, w, groups, bandwidth)
+    if method == "auto":
+        pairs = sum(float(len(members)) ** 2 for _, members in groups)
+        method = "exact" if pairs <= EXACT_PAIRS_LIMIT else "rff"
+    if method == "rff":
+        state = RFFLocalState(
+            n_classes,
+            phi.shape[1],
+            bandwidth=bandwidth,
+            n_bins=n_bins,
+            min_bin_size=min_bin_size,
+            n_components=n_components,
+            random_state=random_state,
+            device=resolve_device(device),
+        )
+        state.update(proba, y_index, phi, w)
+        lce = state.next_pass().update(proba, y_index, phi, w)
+        return _AnchorErrors(
+            lce=lce, ess=None, proba=proba, y_index=y_index, sample_weight=w
+        )
     resid = proba - (y_index[:, None] == np.arange(n_classes))
     errors = local_anchor_errors(
         phi, resid, w, groups, bandwidth, device=device, with_ess=with_ess
@@ -516,12 +550,31 @@ _TAIL_DOC = """    sample_weight : array-like of shape (n_samples,), default=Non
 """
 
 
+_APPROX_DOC = """\
+    method : {"exact", "rff", "auto"}, default="exact"
+        ``"exact"``: every kernel pair, ``O(n^2 d)`` per bin. ``"rff"``: the
+        kernel sums from ``n_components`` random Fourier features, ``O(n D
+        d)`` and mergeable across chunks (the only method for Dask arrays);
+        unbiased for each pair, its error shrinks as neighbourhoods hold more
+        rows, and MLCE (a maximum) is inflated by its noise: see "Large data
+        and clusters" in the user guide for the measured errors.
+        ``"auto"``: exact up to 2.5e10 kernel pairs (50,000 rows of 10
+        classes), random features above.
+    n_components : int, default=1024
+        ``D``, random frequencies of ``method="rff"`` (``2 D`` features).
+    random_state : int, default=0
+        Seed of the random frequencies: fixed, so the approximate metric is a
+        deterministic function of its inputs.
+"""
+
+
 def _fill_doc(func):
     """Put the shared parameter descriptions into ``func``'s docstring."""
     for key, text in (
         ("local_params", _PARAMS_DOC),
         ("class_weight", _CLASS_WEIGHT_DOC),
         ("local_tail", _TAIL_DOC),
+        ("approx", _APPROX_DOC),
     ):
         func.__doc__ = func.__doc__.replace("    {" + key + "}\n", text)
     return func
@@ -536,10 +589,17 @@ _LOCAL_PARAMS = {
     "class_weight": ["array-like", StrOptions({"frequency"}), None],
     "device": [str],
 }
+_APPROX_PARAMS = {
+    **_LOCAL_PARAMS,
+    "method": [StrOptions({"exact", "rff", "auto"})],
+    "n_components": [Interval(Integral, 1, None, closed="left")],
+    "random_state": [Interval(Integral, 0, None, closed="left")],
+}
 
 
-@validate_params(_LOCAL_PARAMS, prefer_skip_nested_validation=True)
+@validate_params(_APPROX_PARAMS, prefer_skip_nested_validation=True)
 @_fill_doc
+@dask_dispatch("local_calibration_error")
 def local_calibration_error(
     y_true,
     y_proba,
@@ -553,6 +613,9 @@ def local_calibration_error(
     sample_weight=None,
     labels=None,
     device="auto",
+    method="exact",
+    n_components=1024,
+    random_state=0,
 ):
     """Local calibration error (LCE) of Barbera et al.
 
@@ -575,6 +638,7 @@ def local_calibration_error(
     {local_params}
     {class_weight}
     {local_tail}
+    {approx}
 
     Returns
     -------
@@ -619,12 +683,16 @@ def local_calibration_error(
         with_ess=False,
         class_weight=class_weight,
         name="local_calibration_error",
+        method=method,
+        n_components=n_components,
+        random_state=random_state,
     )
     return _summarise(anchors, class_weight, "mean")
 
 
-@validate_params(_LOCAL_PARAMS, prefer_skip_nested_validation=True)
+@validate_params(_APPROX_PARAMS, prefer_skip_nested_validation=True)
 @_fill_doc
+@dask_dispatch("max_local_calibration_error")
 def max_local_calibration_error(
     y_true,
     y_proba,
@@ -638,6 +706,9 @@ def max_local_calibration_error(
     sample_weight=None,
     labels=None,
     device="auto",
+    method="exact",
+    n_components=1024,
+    random_state=0,
 ):
     """Maximum local calibration error (MLCE) of Barbera et al.
 
@@ -652,6 +723,7 @@ def max_local_calibration_error(
     {local_params}
     {class_weight}
     {local_tail}
+    {approx}
 
     Returns
     -------
@@ -685,6 +757,9 @@ def max_local_calibration_error(
         with_ess=False,
         class_weight=class_weight,
         name="max_local_calibration_error",
+        method=method,
+        n_components=n_components,
+        random_state=random_state,
     )
     return _summarise(anchors, class_weight, "max")
 
@@ -708,8 +783,9 @@ class LocalCalibrationErrors:
     anchor_errors: np.ndarray
 
 
-@validate_params(_LOCAL_PARAMS, prefer_skip_nested_validation=True)
+@validate_params(_APPROX_PARAMS, prefer_skip_nested_validation=True)
 @_fill_doc
+@dask_dispatch("local_calibration_errors")
 def local_calibration_errors(
     y_true,
     y_proba,
@@ -723,6 +799,9 @@ def local_calibration_errors(
     sample_weight=None,
     labels=None,
     device="auto",
+    method="exact",
+    n_components=1024,
+    random_state=0,
 ):
     """LCE, MLCE and the anchor errors from one kernel computation.
 
@@ -735,6 +814,7 @@ def local_calibration_errors(
     {local_params}
     {class_weight}
     {local_tail}
+    {approx}
 
     Returns
     -------
@@ -767,6 +847,9 @@ def local_calibration_errors(
         with_ess=False,
         class_weight=class_weight,
         name="local_calibration_errors",
+        method=method,
+        n_components=n_components,
+        random_state=random_state,
     )
     return LocalCalibrationErrors(
         lce=_summarise(anchors, class_weight, "mean"),
@@ -780,6 +863,7 @@ def local_calibration_errors(
     prefer_skip_nested_validation=True,
 )
 @_fill_doc
+@dask_dispatch("effective_sample_size")
 def effective_sample_size(
     y_true,
     y_proba,
@@ -864,6 +948,7 @@ class ESSProfile:
     },
     prefer_skip_nested_validation=True,
 )
+@dask_dispatch("ess_profile")
 def ess_profile(
     y_true,
     y_proba,

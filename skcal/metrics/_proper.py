@@ -6,6 +6,7 @@ from numbers import Real
 
 import numpy as np
 
+from ..utils._dask import dask_dispatch
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 
@@ -22,6 +23,7 @@ __all__ = ["brier_score", "negative_log_likelihood"]
     },
     prefer_skip_nested_validation=True,
 )
+@dask_dispatch("negative_log_likelihood")
 def negative_log_likelihood(
     y_true, y_proba, *, eps=1e-12, sample_weight=None, labels=None
 ):
@@ -72,6 +74,7 @@ def negative_log_likelihood(
     },
     prefer_skip_nested_validation=True,
 )
+@dask_dispatch("brier_score")
 def brier_score(y_true, y_proba, *, sample_weight=None, labels=None):
     """Multiclass Brier score: mean squared distance to the one-hot label.
 

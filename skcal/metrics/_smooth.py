@@ -7,6 +7,7 @@ from numbers import Real
 import numpy as np
 from scipy.signal import fftconvolve
 
+from ..utils._dask import dask_dispatch
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._ece import BINNED_METRIC_PARAMS, top_label
@@ -61,6 +62,7 @@ def _smooth_ece(scores, residuals, weights, sigma):
     },
     prefer_skip_nested_validation=True,
 )
+@dask_dispatch("smooth_expected_calibration_error")
 def smooth_expected_calibration_error(
     y_true,
     y_proba,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from numbers import Real
 
 from .._torch.kernels import soft_binned_ece_value
+from ..utils._dask import dask_dispatch
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._ece import BINNED_METRIC_PARAMS, top_label
@@ -31,6 +32,7 @@ def _soft_error(y_true, y_proba, sample_weight, labels, **kernel_args) -> float:
     },
     prefer_skip_nested_validation=True,
 )
+@dask_dispatch("soft_expected_calibration_error")
 def soft_expected_calibration_error(
     y_true,
     y_proba,
@@ -124,6 +126,7 @@ def soft_expected_calibration_error(
     },
     prefer_skip_nested_validation=True,
 )
+@dask_dispatch("soft_binned_calibration_error")
 def soft_binned_calibration_error(
     y_true,
     y_proba,

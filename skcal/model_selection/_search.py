@@ -44,6 +44,7 @@ from ..calibrators import (
 )
 from ..exceptions import GridEdgeWarning
 from ..metrics._scorer import get_scorer
+from ..utils._dask import lazy_on_dask
 from ..utils._sklearn import StrOptions, _fit_context
 from ..utils._validation import (
     check_finite,
@@ -1173,6 +1174,7 @@ class CalibratorSearchCV(BaseCalibrator):
             return X
         return _head_logits(X, self.coef_, self.intercept_)
 
+    @lazy_on_dask("proba")
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated probabilities of the selected calibrator.
 
@@ -1189,6 +1191,7 @@ class CalibratorSearchCV(BaseCalibrator):
         X = self._check_scores(X)
         return np.asarray(self.best_calibrator_.predict_proba(X), dtype=np.float64)
 
+    @lazy_on_dask("proba")
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, from the selected calibrator."""
         X = self._check_scores(X)
@@ -1198,6 +1201,7 @@ class CalibratorSearchCV(BaseCalibrator):
         with np.errstate(divide="ignore"):
             return np.log(np.asarray(best.predict_proba(X), dtype=np.float64))
 
+    @lazy_on_dask("proba")
     def decision_function(self, X) -> np.ndarray:
         """Calibrated logits of the selected calibrator.
 
@@ -1209,6 +1213,7 @@ class CalibratorSearchCV(BaseCalibrator):
             return np.asarray(best.decision_function(X), dtype=np.float64)
         return np.log(np.maximum(best.predict_proba(X), 1e-300))
 
+    @lazy_on_dask("labels")
     def predict(self, X) -> np.ndarray:
         """Labels predicted by the selected calibrator."""
         X = self._check_scores(X)

@@ -29,6 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._torch.kernels import softmax_inplace
 from ..base import BaseLocalCalibrator, negative_log_loss
+from ..utils._dask import lazy_on_dask
 from ..utils._sklearn import HasMethods, StrOptions, _fit_context
 from ..utils._validation import check_sample_weight
 from ._embeddings import extract_embeddings, final_step, supports_embeddings
@@ -519,6 +520,7 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         return est, calibrator
 
     # -------------------------------------------------------------- predict
+    @lazy_on_dask("proba")
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated probabilities, averaged over the fold pairs.
 
@@ -539,6 +541,7 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             proba = proba + pair.predict_proba(X)
         return proba / len(pairs)
 
+    @lazy_on_dask("labels")
     def predict(self, X) -> np.ndarray:
         """Predicted labels.
 
@@ -551,6 +554,7 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             return self.classes_[pairs[0].predict_index(X)]
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
+    @lazy_on_dask("proba")
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba` (floored at 1e-300)."""
         return np.log(np.maximum(self.predict_proba(X), 1e-300))

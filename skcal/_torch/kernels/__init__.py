@@ -16,6 +16,7 @@ from ._local import LocalErrorsResult, local_anchor_errors
 from ._local_net import LocalNetFit, fit_local_net, local_net_predict
 from ._procal import density_ratio_confidence, knn_proximity
 from ._pts import PTSFit, fit_pts, pts_predict_logits
+from ._rff import rff_anchor_errors, rff_frequencies, rff_group_sums
 from ._smart import (
     SmartFit,
     fit_smart,
@@ -23,7 +24,12 @@ from ._smart import (
     smart_predict_proba,
     smart_predict_temperature,
 )
-from ._soft_ece import soft_binned_ece, soft_binned_ece_value
+from ._soft_ece import (
+    soft_bin_sums_value,
+    soft_binned_ece,
+    soft_binned_ece_value,
+    soft_error_from_sums_value,
+)
 from ._softmax import softmax_inplace
 from ._temperature import TemperatureObjective, logit_scale
 from ._vq import (
@@ -77,8 +83,13 @@ __all__ = [
     "pts_predict_logits",
     "smart_predict_proba",
     "smart_predict_temperature",
+    "rff_anchor_errors",
+    "rff_frequencies",
+    "rff_group_sums",
+    "soft_bin_sums_value",
     "soft_binned_ece",
     "soft_binned_ece_value",
+    "soft_error_from_sums_value",
     "softmax_inplace",
     "vq_calibrated_proba",
     "vq_head_log_proba",

@@ -62,18 +62,52 @@ def soft_binned_ece(
     Tensor
         0-dim tensor in the dtype of ``conf``.
     """
+    weight = weight.to(conf.dtype)
+    mass, conf_sum, acc_sum = soft_bin_sums(
+        conf, correct, weight, n_bins=n_bins, sharpness=sharpness
+    )
+    return soft_error_from_sums(
+        mass,
+        conf_sum,
+        acc_sum,
+        weight.sum(),
+        weight.shape[0],
+        power=power,
+        eps=eps,
+        eps_mode=eps_mode,
+        smoothing=smoothing,
+    )
+
+
+def soft_bin_sums(conf, correct, weight, *, n_bins: int, sharpness: float):
+    """Per soft bin: the weighted mass, confidence sum and accuracy sum.
+
+    Sums over rows, so those of row chunks add up to those of all rows (the
+    mergeable state of :func:`skcal.metrics.metric_state`).
+    """
     centres = (
         torch.arange(n_bins, dtype=conf.dtype, device=conf.device) + 0.5
     ) / n_bins
     u = torch.softmax(-sharpness * (conf[:, None] - centres) ** 2, dim=1)
-    weight = weight.to(conf.dtype)
+    return weight @ u, (weight * conf) @ u, (weight * correct.to(conf.dtype)) @ u
+
+
+def soft_error_from_sums(
+    mass,
+    conf_sum,
+    acc_sum,
+    w_sum,
+    n_samples,
+    *,
+    power: float,
+    eps: float,
+    eps_mode: str = "add",
+    smoothing: float = 0.0,
+):
+    """The soft-binned error from :func:`soft_bin_sums` and the weight total."""
     # the guard is eps for unit weights and scales with the weights, so
     # multiplying every weight by a constant changes nothing
-    w_sum = weight.sum()
-    eps = eps * w_sum / weight.shape[0]  # a tensor: no device sync per epoch
-    mass = weight @ u  # (B,)
-    conf_sum = (weight * conf) @ u
-    acc_sum = (weight * correct.to(conf.dtype)) @ u
+    eps = eps * w_sum / n_samples  # a tensor: no device sync per epoch
     denom = mass + eps if eps_mode == "add" else torch.maximum(mass, eps)
     gap = acc_sum / denom - conf_sum / denom
     if smoothing > 0:
@@ -108,3 +142,24 @@ def soft_binned_ece_value(
         **kwargs,
     )
     return float(value)
+
+
+def soft_bin_sums_value(conf, correct, weight, *, n_bins: int, sharpness: float):
+    """:func:`soft_bin_sums` of numpy arrays: three float64 arrays of ``n_bins``."""
+    sums = soft_bin_sums(
+        to_tensor(conf, "cpu", torch.float64),
+        to_tensor(correct, "cpu", torch.float64),
+        to_tensor(weight, "cpu", torch.float64),
+        n_bins=n_bins,
+        sharpness=sharpness,
+    )
+    return tuple(s.numpy().copy() for s in sums)
+
+
+def soft_error_from_sums_value(mass, conf_sum, acc_sum, w_sum, n_samples, **kwargs):
+    """:func:`soft_error_from_sums` of numpy sums, as a float."""
+    t = [
+        to_tensor(np.asarray(a, dtype=np.float64), "cpu", torch.float64)
+        for a in (mass, conf_sum, acc_sum, w_sum)
+    ]
+    return float(soft_error_from_sums(*t, n_samples, **kwargs))

@@ -1,0 +1,701 @@
+"""Mergeable metric states: compute a metric over chunks of rows.
+
+A state holds the sufficient statistics of one metric: per-bin sums for the
+binned errors, per-soft-bin sums for SoftECE, totals for NLL and Brier. Its
+size depends on the number of bins and classes only, never on the number of
+rows. ``update`` adds a chunk, ``merge`` adds another state (of another
+chunk, process or machine), ``compute`` gives the metric; the result equals
+the metric function on all the rows at once, whatever the chunking, up to
+floating-point summation order.
+
+Equal-mass (quantile) bins need their edges before the rows can be binned:
+those states take two passes over the data. The first feeds a fixed sketch
+of each binned column (a histogram over the float64 bit patterns of the
+scores, so that tiny probabilities are resolved as finely as large ones);
+:meth:`MetricState.next_pass` turns it into edges, each within a relative
+``2**-edge_bits`` of the exact quantile edge (the extreme edges are exact),
+and the second pass bins the rows on those edges exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+from numbers import Integral, Real
+
+import numpy as np
+
+from .._torch.kernels import soft_bin_sums_value, soft_error_from_sums_value
+from ..utils._sklearn import Interval, StrOptions, validate_params
+from ..utils._validation import (
+    _is_integral,
+    check_class_weight,
+    check_proba_targets,
+    check_sample_weight,
+)
+from ._binning import (
+    BinStatistics,
+    assign_bins,
+    bin_means,
+    binned_errors,
+    classwise_tables,
+    uniform_edges,
+)
+from ._ece import top_label
+
+__all__ = ["MetricState", "mergeable_metrics", "metric_state"]
+
+#: Float64 exponents below ``2**-_MIN_EXPONENT`` share the sketch's first
+#: bucket (scores under 1e-18 are 0 for every edge that matters).
+_MIN_EXPONENT = 60
+#: Mantissa bits of the sketch's buckets: top-label (one column) and the
+#: budget of buckets over all columns of the classwise sketches.
+_TOP_EDGE_BITS = 12
+_SKETCH_BUDGET = 1 << 20
+
+
+class _Sketch:
+    """Mergeable histogram of scores in [0, 1] over float64 bit patterns.
+
+    Bucket ``j`` covers the scores whose exponent and top ``bits`` mantissa
+    bits are those of ``j`` (relative width ``2**-bits``), above
+    ``2**-_MIN_EXPONENT``; one bucket below. Each bucket keeps its weight
+    and the smallest and largest score it saw, so an edge is interpolated
+    between scores that exist.
+    """
+
+    def __init__(self, n_columns: int, bits: int):
+        self.bits = int(bits)
+        self.n_buckets = (_MIN_EXPONENT << self.bits) + 2
+        self.weight = np.zeros((n_columns, self.n_buckets))
+        self.low = np.full((n_columns, self.n_buckets), np.inf)
+        self.high = np.full((n_columns, self.n_buckets), -np.inf)
+
+    def bucket(self, scores: np.ndarray) -> np.ndarray:
+        scores = np.clip(np.asarray(scores, dtype=np.float64), 0.0, 1.0)
+        bits = scores.view(np.uint64) >> np.uint64(52 - self.bits)
+        floor = np.uint64((1023 - _MIN_EXPONENT) << self.bits)
+        # bucket 0: below 2**-_MIN_EXPONENT; 1.0 gets the last bucket
+        idx = np.where(bits < floor, 0, bits - floor + np.uint64(1))
+        return np.minimum(idx, self.n_buckets - 1).astype(np.int64)
+
+    def add(self, column: int, scores: np.ndarray, weight: np.ndarray) -> None:
+        if scores.size == 0:
+            return
+        idx = self.bucket(scores)
+        self.weight[column] += np.bincount(
+            idx, weights=weight, minlength=self.n_buckets
+        )
+        np.minimum.at(self.low[column], idx, scores)
+        np.maximum.at(self.high[column], idx, scores)
+
+    def merge(self, other: _Sketch) -> None:
+        self.weight += other.weight
+        np.minimum(self.low, other.low, out=self.low)
+        np.maximum(self.high, other.high, out=self.high)
+
+    def edges(self, column: int, n_bins: int) -> np.ndarray:
+        """Equal-mass edges of one column (as :func:`bin_edges`, sketched).
+
+        Edge ``j`` is where the cumulative weight reaches ``j / n_bins`` of
+        the total: in the bucket that holds that point, between its smallest
+        and largest score in proportion to the weight before it. The first
+        and last edges are the exact minimum and maximum.
+        """
+        w = self.weight[column]
+        seen = w > 0
+        if not seen.any():
+            return np.linspace(0.0, 1.0, n_bins + 1)
+        w, low, high = w[seen], self.low[column, seen], self.high[column, seen]
+        cum = np.cumsum(w)
+        targets = cum[-1] * np.arange(1, n_bins) / n_bins
+        idx = np.minimum(np.searchsorted(cum, targets, side="right"), len(w) - 1)
+        frac = np.clip((targets - (cum[idx] - w[idx])) / w[idx], 0.0, 1.0)
+        inner = low[idx] + frac * (high[idx] - low[idx])
+        edges = np.concatenate([[low[0]], inner, [high[-1]]])
+        return np.maximum.accumulate(edges)
+
+
+class MetricState:
+    """Sufficient statistics of one metric, filled chunk by chunk.
+
+    Made by :func:`metric_state`. ``update`` and ``merge`` return the state
+    itself, so that ``functools.reduce(MetricState.merge, states)`` and
+    chained updates work. A state is plain numpy: it pickles and travels
+    between processes (a Dask tree reduction merges states of chunks).
+
+    Attributes
+    ----------
+    metric : str
+        Name of the metric.
+    params : dict
+        The metric's parameters.
+    n_samples_ : int
+        Rows seen in the current pass.
+    n_passes : int
+        1, or 2 for equal-mass (quantile) bins: see :meth:`next_pass`.
+    pass_ : int
+        The current pass (1 or 2).
+    """
+
+    n_passes = 1
+
+    def __init__(self, metric: str, params: dict):
+        self.metric = metric
+        self.params = dict(params)
+        self.labels = params.get("labels")
+        self.n_classes_ = None
+        self.n_samples_ = 0
+        self.pass_ = 1
+        if self.labels is not None:
+            self._init_classes(len(self.labels))
+
+    # ------------------------------------------------------------ public
+    def update(self, y_true, y_proba, sample_weight=None) -> MetricState:
+        """Add a chunk of rows; an empty chunk changes nothing."""
+        chunk = self._check(y_true, y_proba, sample_weight)
+        if chunk is not None:
+            proba, y_index, w = chunk
+            if self.pass_ == 1 and self.n_passes == 2:
+                self._sketch_chunk(proba, y_index, w)
+            else:
+                self._add_chunk(proba, y_index, w)
+            self.n_samples_ += len(y_index)
+        return self
+
+    def merge(self, other: MetricState) -> MetricState:
+        """Add the rows of ``other`` (same metric, parameters and pass)."""
+        if not isinstance(other, MetricState) or (
+            type(other) is not type(self)
+            or other.metric != self.metric
+            or not _same_params(other.params, self.params)
+        ):
+            raise ValueError(
+                f"Cannot merge a state of {getattr(other, 'metric', other)!r} "
+                f"into a state of {self.metric!r} {self.params}: merge states "
+                "made by metric_state with the same metric and parameters."
+            )
+        if other.pass_ != self.pass_:
+            raise ValueError(
+                f"Cannot merge a pass-{other.pass_} state into a pass-"
+                f"{self.pass_} state: call next_pass() on both first."
+            )
+        if other.n_classes_ is not None:
+            if self.n_classes_ is None:
+                self._init_classes(other.n_classes_)
+            elif other.n_classes_ != self.n_classes_:
+                raise ValueError(
+                    f"Cannot merge states of {other.n_classes_} and "
+                    f"{self.n_classes_} classes."
+                )
+            if other.n_samples_:
+                self._merge(other)
+        self.n_samples_ += other.n_samples_
+        return self
+
+    def next_pass(self) -> MetricState:
+        """Quantile bins: turn the first pass's sketch into bin edges.
+
+        The state then takes the same rows again, binned on those edges.
+        """
+        if self.n_passes == 1 or self.pass_ == 2:
+            raise ValueError(
+                f"{self.metric} with these parameters takes one pass; "
+                "next_pass() is only for the first pass of quantile bins."
+            )
+        if self.n_samples_ == 0:
+            raise ValueError("next_pass() needs at least one row in the first pass.")
+        self._freeze_edges()
+        self.pass_, self.n_samples_ = 2, 0
+        return self
+
+    def compute(self):
+        """The metric on every row added so far."""
+        if self.pass_ == 1 and self.n_passes == 2:
+            raise ValueError(
+                f"{self.metric} with strategy='quantile' takes two passes: "
+                "call next_pass() after the first and update with the same "
+                "rows again."
+            )
+        if self.n_samples_ == 0:
+            raise ValueError("Found 0 samples; metrics need at least one.")
+        return self._compute()
+
+    def copy(self) -> MetricState:
+        """A deep copy (states merge in place)."""
+        return copy.deepcopy(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"<MetricState {self.metric} {self.params} pass {self.pass_}/"
+            f"{self.n_passes}, {self.n_samples_} rows>"
+        )
+
+    # ------------------------------------------------------------ helpers
+    def _check(self, y_true, y_proba, sample_weight):
+        y_proba = np.asarray(y_proba)
+        n_rows = y_proba.shape[0] if y_proba.ndim else 0
+        if n_rows == 0 and np.asarray(y_true).size == 0:
+            return None
+        y_true = np.asarray(y_true)
+        if self.labels is None and y_true.size and not _is_integral(y_true.ravel()):
+            raise ValueError(
+                f"A metric state of {self.metric} needs labels=[...] (every "
+                "label in the column order of y_proba) for non-integer labels: "
+                f"a chunk may not hold every class. Got labels like "
+                f"{np.unique(y_true)[:5].tolist()}."
+            )
+        proba, y_index, _ = check_proba_targets(
+            y_true, y_proba, labels=self.labels, copy=False
+        )
+        w = check_sample_weight(sample_weight, len(y_index))
+        n_classes = proba.shape[1]
+        if self.n_classes_ is None:
+            self._init_classes(n_classes)
+        elif n_classes != self.n_classes_:
+            raise ValueError(
+                f"y_proba has {n_classes} columns but earlier chunks (or "
+                f"labels) had {self.n_classes_}: every chunk must have one "
+                "column per class."
+            )
+        return proba, y_index, w
+
+    def _init_classes(self, n_classes: int) -> None:
+        self.n_classes_ = int(n_classes)
+
+    def _sketch_chunk(self, proba, y_index, w):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _freeze_edges(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _same_params(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for key in a:
+        x, y = a[key], b[key]
+        if isinstance(x, (np.ndarray, list, tuple)) or isinstance(
+            y, (np.ndarray, list, tuple)
+        ):
+            if x is None or y is None or not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+class _ProperState(MetricState):
+    """NLL or Brier: the weighted loss total and the weight total."""
+
+    def _init_classes(self, n_classes):
+        super()._init_classes(n_classes)
+        self.loss_sum_, self.weight_sum_ = 0.0, 0.0
+
+    def _add_chunk(self, proba, y_index, w):
+        rows = np.arange(len(y_index))
+        if self.metric == "negative_log_likelihood":
+            p_true = proba[rows, y_index]
+            loss = -np.log(np.maximum(p_true, self.params["eps"]))
+        else:
+            sq = np.einsum("ij,ij->i", proba, proba, dtype=np.float64)
+            loss = sq - 2.0 * proba[rows, y_index] + 1.0
+        self.loss_sum_ += float(w @ loss)
+        self.weight_sum_ += float(w.sum())
+
+    def _merge(self, other):
+        self.loss_sum_ += other.loss_sum_
+        self.weight_sum_ += other.weight_sum_
+
+    def _compute(self):
+        return self.loss_sum_ / self.weight_sum_
+
+
+class _TopLabelState(MetricState):
+    """Top-label binned statistics: ECE (any norm), MCE, reliability bins."""
+
+    def __init__(self, metric, params):
+        self.n_passes = 2 if params.get("strategy") == "quantile" else 1
+        n_bins = params["n_bins"]
+        self.edges_ = None if self.n_passes == 2 else uniform_edges(n_bins)
+        self.count_ = np.zeros(n_bins, dtype=np.int64)
+        self.weight_ = np.zeros(n_bins)
+        self.sum_score_ = np.zeros(n_bins)
+        self.sum_target_ = np.zeros(n_bins)
+        self.sketch_ = _Sketch(1, _TOP_EDGE_BITS) if self.n_passes == 2 else None
+        super().__init__(metric, params)
+
+    def _sketch_chunk(self, proba, y_index, w):
+        conf, _ = top_label(proba, y_index)
+        self.sketch_.add(0, conf, w)
+
+    def _freeze_edges(self):
+        self.edges_ = self.sketch_.edges(0, self.params["n_bins"])
+
+    def _add_chunk(self, proba, y_index, w):
+        conf, correct = top_label(proba, y_index)
+        idx = assign_bins(conf, self.edges_, self.params.get("closed", "left"))
+        n_bins = self.params["n_bins"]
+        self.count_ += np.bincount(idx, minlength=n_bins)
+        self.weight_ += np.bincount(idx, weights=w, minlength=n_bins)
+        self.sum_score_ += np.bincount(idx, weights=w * conf, minlength=n_bins)
+        self.sum_target_ += np.bincount(idx, weights=w * correct, minlength=n_bins)
+
+    def _merge(self, other):
+        if self.sketch_ is not None and self.pass_ == 1:
+            self.sketch_.merge(other.sketch_)
+            return
+        self.count_ += other.count_
+        self.weight_ += other.weight_
+        self.sum_score_ += other.sum_score_
+        self.sum_target_ += other.sum_target_
+
+    def statistics(self) -> BinStatistics:
+        """The reliability-diagram statistics of the top-label confidence."""
+        return BinStatistics(
+            self.edges_.copy(),
+            self.count_.copy(),
+            self.weight_.copy(),
+            bin_means(self.weight_, self.sum_score_),
+            bin_means(self.weight_, self.sum_target_),
+        )
+
+    def _compute(self):
+        if self.metric == "binned_statistics":
+            return self.statistics()
+        norm = "max" if self.metric == "max_calibration_error" else self.params["norm"]
+        stats = self.statistics()
+        return float(
+            binned_errors(
+                stats.weight[None],
+                stats.mean_score[None],
+                stats.mean_target[None],
+                norm,
+            )[0]
+        )
+
+
+class _ClasswiseState(MetricState):
+    """Per-class binned statistics: classwise ECE and the binned-mean ECCE."""
+
+    def __init__(self, metric, params):
+        self.n_passes = 2 if params.get("strategy") == "quantile" else 1
+        self.edges_ = None
+        self.sketch_ = None
+        super().__init__(metric, params)
+
+    def _init_classes(self, n_classes):
+        super()._init_classes(n_classes)
+        shape = (n_classes, self.params["n_bins"])
+        self.weight_ = np.zeros(shape)
+        self.sum_score_ = np.zeros(shape)
+        self.sum_target_ = np.zeros(shape)
+        if self.n_passes == 2 and self.sketch_ is None:
+            budget = _SKETCH_BUDGET // max(n_classes, 1) // _MIN_EXPONENT
+            bits = int(np.clip(np.floor(np.log2(max(budget, 1))), 4, _TOP_EDGE_BITS))
+            self.sketch_ = _Sketch(n_classes, bits)
+
+    def _sketch_chunk(self, proba, y_index, w):
+        for k in range(proba.shape[1]):
+            self.sketch_.add(k, proba[:, k], w)
+
+    def _freeze_edges(self):
+        n_bins = self.params["n_bins"]
+        self.edges_ = np.stack(
+            [self.sketch_.edges(k, n_bins) for k in range(self.n_classes_)]
+        )
+
+    def _add_chunk(self, proba, y_index, w):
+        closed = self.params.get("closed", "left")
+        n_bins = self.params["n_bins"]
+        if self.edges_ is None:  # equal-width: every class at once
+            weights = None if np.all(w == 1.0) else w
+            _, weight, sum_score, sum_target = classwise_tables(
+                proba, y_index, weights, n_bins=n_bins, closed=closed
+            )
+            self.weight_ += weight
+            self.sum_score_ += sum_score
+            self.sum_target_ += sum_target
+            return
+        for k in range(proba.shape[1]):
+            idx = assign_bins(proba[:, k], self.edges_[k], closed)
+            self.weight_[k] += np.bincount(idx, weights=w, minlength=n_bins)
+            self.sum_score_[k] += np.bincount(
+                idx, weights=w * proba[:, k], minlength=n_bins
+            )
+            self.sum_target_[k] += np.bincount(
+                idx, weights=w * (y_index == k), minlength=n_bins
+            )
+
+    def _merge(self, other):
+        if self.sketch_ is not None and self.pass_ == 1:
+            self.sketch_.merge(other.sketch_)
+            return
+        self.weight_ += other.weight_
+        self.sum_score_ += other.sum_score_
+        self.sum_target_ += other.sum_target_
+
+    def _class_weights(self):
+        class_weight = self.params.get("class_weight")
+        frequencies = None
+        if isinstance(class_weight, str):  # "frequency": weight of y == k
+            frequencies = self.sum_target_.sum(axis=1)
+        return check_class_weight(
+            class_weight, self.n_classes_, frequencies=frequencies
+        )
+
+    def _compute(self):
+        mean_score = bin_means(self.weight_, self.sum_score_)
+        mean_target = bin_means(self.weight_, self.sum_target_)
+        cw = self._class_weights()
+        if self.metric == "classwise_calibration_error":
+            errors = binned_errors(
+                self.weight_, mean_score, mean_target, self.params["norm"]
+            )
+            return float(np.dot(cw, errors))
+        errors = np.empty(self.n_classes_)  # ecce_binned_mean
+        for k in range(self.n_classes_):
+            keep = self.weight_[k] > 0
+            frac = self.weight_[k, keep] / self.weight_[k, keep].sum()
+            gaps = mean_score[k, keep] - mean_target[k, keep]
+            errors[k] = np.mean(np.abs(np.cumsum(frac * gaps)))
+        return float(np.dot(cw, errors))
+
+
+class _SoftState(MetricState):
+    """Soft-binned errors: per soft bin mass, confidence and accuracy sums."""
+
+    def __init__(self, metric, params):
+        n_bins = params["n_bins"]
+        self.mass_ = np.zeros(n_bins)
+        self.conf_sum_ = np.zeros(n_bins)
+        self.acc_sum_ = np.zeros(n_bins)
+        self.weight_sum_ = 0.0
+        super().__init__(metric, params)
+
+    def _kernel_args(self):
+        p = self.params
+        if self.metric == "soft_expected_calibration_error":
+            return dict(sharpness=float(p["alpha"])), dict(
+                power=float(p["q"]),
+                eps=1e-6,
+                eps_mode="add",
+                smoothing=float(p["smoothing"]),
+            )
+        return dict(sharpness=1.0 / float(p["temperature"])), dict(
+            power=float(p["p"]), eps=1e-5, eps_mode="floor"
+        )
+
+    def _add_chunk(self, proba, y_index, w):
+        conf, correct = top_label(proba, y_index)
+        sums = soft_bin_sums_value(
+            conf, correct, w, n_bins=self.params["n_bins"], **self._kernel_args()[0]
+        )
+        self.mass_ += sums[0]
+        self.conf_sum_ += sums[1]
+        self.acc_sum_ += sums[2]
+        self.weight_sum_ += float(w.sum())
+
+    def _merge(self, other):
+        self.mass_ += other.mass_
+        self.conf_sum_ += other.conf_sum_
+        self.acc_sum_ += other.acc_sum_
+        self.weight_sum_ += other.weight_sum_
+
+    def _compute(self):
+        return soft_error_from_sums_value(
+            self.mass_,
+            self.conf_sum_,
+            self.acc_sum_,
+            self.weight_sum_,
+            self.n_samples_,
+            **self._kernel_args()[1],
+        )
+
+
+#: metric name -> (state class, parameter defaults, parameter constraints)
+_BINNED = {
+    "n_bins": [Interval(Integral, 1, None, closed="left")],
+    "labels": ["array-like", None],
+}
+_STRATEGY = {
+    "strategy": [StrOptions({"uniform", "quantile"})],
+    "closed": [StrOptions({"left", "right"})],
+}
+_REGISTRY = {
+    "expected_calibration_error": (
+        _TopLabelState,
+        dict(n_bins=15, strategy="uniform", norm="l1", closed="left", labels=None),
+        {**_BINNED, **_STRATEGY, "norm": [StrOptions({"l1", "l2", "max"})]},
+    ),
+    "max_calibration_error": (
+        _TopLabelState,
+        dict(n_bins=15, strategy="uniform", closed="left", labels=None),
+        {**_BINNED, **_STRATEGY},
+    ),
+    "binned_statistics": (
+        _TopLabelState,
+        dict(n_bins=15, strategy="uniform", closed="left", labels=None),
+        {**_BINNED, **_STRATEGY},
+    ),
+    "classwise_calibration_error": (
+        _ClasswiseState,
+        dict(
+            n_bins=15,
+            strategy="uniform",
+            norm="l1",
+            closed="left",
+            class_weight=None,
+            labels=None,
+        ),
+        {
+            **_BINNED,
+            **_STRATEGY,
+            "norm": [StrOptions({"l1", "l2", "max"})],
+            "class_weight": ["array-like", None],
+        },
+    ),
+    "ecce_binned_mean": (
+        _ClasswiseState,
+        dict(n_bins=15, class_weight=None, labels=None),
+        {**_BINNED, "class_weight": ["array-like", StrOptions({"frequency"}), None]},
+    ),
+    "negative_log_likelihood": (
+        _ProperState,
+        dict(eps=1e-12, labels=None),
+        {
+            "eps": [Interval(Real, 0, 1, closed="neither")],
+            "labels": ["array-like", None],
+        },
+    ),
+    "brier_score": (_ProperState, dict(labels=None), {"labels": ["array-like", None]}),
+    "soft_expected_calibration_error": (
+        _SoftState,
+        dict(n_bins=15, alpha=200.0, q=1.0, smoothing=0.0, labels=None),
+        {
+            **_BINNED,
+            "alpha": [Interval(Real, 0, None, closed="neither")],
+            "q": [Interval(Real, 0, None, closed="neither")],
+            "smoothing": [Interval(Real, 0, None, closed="left")],
+        },
+    ),
+    "soft_binned_calibration_error": (
+        _SoftState,
+        dict(n_bins=15, temperature=0.01, p=2.0, labels=None),
+        {
+            **_BINNED,
+            "temperature": [Interval(Real, 0, None, closed="neither")],
+            "p": [Interval(Real, 0, None, closed="neither")],
+        },
+    ),
+}
+#: metrics that no fixed-size state computes exactly, and why
+_NOT_MERGEABLE = {
+    "cumulative_calibration_error": "it sorts all scores (Tygert's cumulative "
+    "differences); ecce_binned_mean is the binned, mergeable variant",
+    "cumulative_calibration_test": "it sorts all scores",
+    "smooth_expected_calibration_error": "its kernel smoothing and bandwidth "
+    "search need all scores at once",
+    "local_calibration_error": "its kernel compares every pair of rows",
+    "max_local_calibration_error": "its kernel compares every pair of rows",
+    "local_calibration_errors": "its kernel compares every pair of rows",
+    "effective_sample_size": "its kernel compares every pair of rows",
+    "ess_profile": "its kernel compares every pair of rows",
+}
+
+
+def mergeable_metrics() -> list[str]:
+    """Names of the metrics that :func:`metric_state` accepts."""
+    return sorted(_REGISTRY)
+
+
+@validate_params(
+    {"metric": [str, callable]},
+    prefer_skip_nested_validation=True,
+)
+def metric_state(metric, **params) -> MetricState:
+    """A mergeable state of a metric, filled chunk by chunk.
+
+    ``state.update(y_true, y_proba, sample_weight=None)`` adds rows,
+    ``state.merge(other)`` adds another state's rows and ``state.compute()``
+    returns what the metric function gives on all those rows at once
+    (to floating-point summation order), whatever the chunking. The state's
+    size depends on the bins and classes only, so a metric runs over data of
+    any size, in one process or as a tree reduction across many.
+
+    Supported: :func:`expected_calibration_error` (any ``norm``),
+    :func:`max_calibration_error`, :func:`classwise_calibration_error`,
+    :func:`ecce_binned_mean`, :func:`negative_log_likelihood`,
+    :func:`brier_score`, :func:`soft_expected_calibration_error`,
+    :func:`soft_binned_calibration_error`, and :func:`binned_statistics`
+    (the top-label reliability-diagram statistics, returned as a
+    :class:`BinStatistics`). The cumulative (sorting), smooth and local
+    (pairwise) metrics have no fixed-size exact state and are refused.
+
+    **Equal-mass bins** (``strategy="quantile"``) take two passes over the
+    same rows: the first fills a sketch of the scores, ``next_pass()``
+    turns it into edges, the second bins the rows on them. The sketch is a
+    histogram over the float64 bit patterns of the scores (12 mantissa bits
+    for the top-label confidence; for classwise errors about ``2**22 /
+    n_classes`` buckets per class, at least 4 bits), so each inner edge is
+    within a relative ``2**-bits`` of the exact quantile edge (0.02% for
+    top-label) and the extreme edges are exact; the error given those edges
+    is exact.
+
+    Parameters
+    ----------
+    metric : str or callable
+        The metric function (e.g. :func:`expected_calibration_error`) or its
+        name.
+    **params
+        The metric's keyword parameters (``n_bins``, ``strategy``,
+        ``labels``, ...), as for the function. ``labels`` is needed for
+        labels other than integers ``0..n_classes-1``, since one chunk may
+        not hold every class. ``sample_weight`` goes to ``update``.
+
+    Returns
+    -------
+    MetricState
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal.metrics import expected_calibration_error, metric_state
+    >>> rng = np.random.default_rng(0)
+    >>> proba = rng.dirichlet(np.ones(3), size=1000)
+    >>> y = rng.integers(0, 3, 1000)
+    >>> state = metric_state(expected_calibration_error, n_bins=10)
+    >>> for rows in np.array_split(np.arange(1000), 7):
+    ...     _ = state.update(y[rows], proba[rows])
+    >>> batch = expected_calibration_error(y, proba, n_bins=10)
+    >>> bool(abs(state.compute() - batch) < 1e-12)
+    True
+    """
+    name = metric if isinstance(metric, str) else getattr(metric, "__name__", "")
+    if name in _NOT_MERGEABLE:
+        raise ValueError(
+            f"{name} has no mergeable state: {_NOT_MERGEABLE[name]}. Mergeable: "
+            f"{', '.join(mergeable_metrics())}."
+        )
+    if name not in _REGISTRY:
+        raise ValueError(
+            f"No metric state for {metric!r}. Mergeable: "
+            f"{', '.join(mergeable_metrics())}."
+        )
+    cls, defaults, constraints = _REGISTRY[name]
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise TypeError(
+            f"{name} takes no parameter(s) {sorted(unknown)} in a metric state; "
+            f"it takes {sorted(defaults)} (sample_weight goes to update())."
+        )
+    merged = {**defaults, **params}
+    _validate(name, constraints, merged)
+    if merged.get("labels") is not None:
+        merged["labels"] = np.asarray(merged["labels"])
+    return cls(name, merged)
+
+
+def _validate(name: str, constraints: dict, params: dict) -> None:
+    from sklearn.utils._param_validation import validate_parameter_constraints
+
+    validate_parameter_constraints(constraints, params, caller_name=name)

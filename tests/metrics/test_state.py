@@ -1,0 +1,289 @@
+"""Mergeable metric states equal the batch metrics whatever the chunking."""
+
+import functools
+import pickle
+
+import numpy as np
+import pytest
+
+from skcal.metrics import (
+    bin_edges,
+    binned_statistics,
+    brier_score,
+    classwise_calibration_error,
+    ecce_binned_mean,
+    expected_calibration_error,
+    max_calibration_error,
+    mergeable_metrics,
+    metric_state,
+    negative_log_likelihood,
+    soft_binned_calibration_error,
+    soft_expected_calibration_error,
+)
+from skcal.metrics._ece import top_label
+
+#: (metric, params): every mergeable metric, uniform bins
+CASES = [
+    (expected_calibration_error, {}),
+    (expected_calibration_error, {"norm": "l2", "n_bins": 7}),
+    (expected_calibration_error, {"closed": "right"}),
+    (max_calibration_error, {"n_bins": 10}),
+    (classwise_calibration_error, {}),
+    (classwise_calibration_error, {"norm": "max", "closed": "right"}),
+    (classwise_calibration_error, {"class_weight": [0.5, 0.2, 0.2, 0.1]}),
+    (ecce_binned_mean, {}),
+    (ecce_binned_mean, {"class_weight": "frequency", "n_bins": 5}),
+    (negative_log_likelihood, {}),
+    (brier_score, {}),
+    (soft_expected_calibration_error, {}),
+    (soft_expected_calibration_error, {"alpha": 50.0, "q": 2.0, "smoothing": 1e-3}),
+    (soft_binned_calibration_error, {}),
+]
+
+
+def _data(n, n_classes=4, seed=0, weights=False):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n, n_classes)) * 3
+    proba = np.exp(logits - logits.max(1, keepdims=True))
+    proba /= proba.sum(1, keepdims=True)
+    y = rng.integers(0, n_classes, n)
+    y[: n // 3] = proba[: n // 3].argmax(1)  # some signal
+    w = rng.uniform(0.1, 3.0, n) if weights else None
+    return y, proba, w
+
+
+def _chunks(n, rng, n_chunks):
+    """Random cut points, empty chunks included."""
+    cuts = np.sort(rng.integers(0, n + 1, n_chunks - 1))
+    return np.split(np.arange(n), cuts)
+
+
+def _state_over(metric, params, y, proba, w, chunks, tree=False):
+    states = []
+    for rows in chunks:
+        s = metric_state(metric, **params)
+        states.append(s.update(y[rows], proba[rows], None if w is None else w[rows]))
+    if tree:  # pairwise, as a Dask tree reduction does
+        while len(states) > 1:
+            states = [
+                states[i].merge(states[i + 1]) if i + 1 < len(states) else states[i]
+                for i in range(0, len(states), 2)
+            ]
+        return states[0]
+    return functools.reduce(lambda a, b: a.merge(b), states)
+
+
+@pytest.mark.parametrize("weights", [False, True])
+@pytest.mark.parametrize(
+    "metric, params", CASES, ids=[f"{m.__name__}-{p}" for m, p in CASES]
+)
+def test_state_equals_the_batch_metric_for_random_chunkings(metric, params, weights):
+    y, proba, w = _data(3000, weights=weights)
+    batch = metric(y, proba, sample_weight=w, **params)
+    rng = np.random.default_rng(1)
+    for n_chunks, tree in [(1, False), (2, False), (13, True), (40, False)]:
+        state = _state_over(
+            metric, params, y, proba, w, _chunks(len(y), rng, n_chunks), tree
+        )
+        assert state.n_samples_ == len(y)
+        assert state.compute() == pytest.approx(batch, rel=1e-12, abs=1e-12)
+    # one state, updated chunk by chunk
+    state = metric_state(metric, **params)
+    for rows in _chunks(len(y), rng, 9):
+        state.update(y[rows], proba[rows], None if w is None else w[rows])
+    assert state.compute() == pytest.approx(batch, rel=1e-12, abs=1e-12)
+
+
+def test_every_mergeable_metric_is_tested():
+    assert {m.__name__ for m, _ in CASES} | {"binned_statistics"} == set(
+        mergeable_metrics()
+    )
+
+
+def test_a_class_seen_in_one_chunk_only():
+    y, proba, _ = _data(2000)
+    y[:1500] = np.where(y[:1500] == 3, 0, y[:1500])  # class 3 only at the end
+    for metric, params in CASES:
+        state = metric_state(metric, **params)
+        for rows in np.array_split(np.arange(2000), 4):
+            state.update(y[rows], proba[rows])
+        assert state.compute() == pytest.approx(
+            metric(y, proba, **params), rel=1e-12, abs=1e-12
+        ), metric.__name__
+
+
+def test_string_labels_need_labels_and_then_match():
+    y, proba, _ = _data(600, n_classes=3)
+    names = np.array(["cat", "dog", "emu"])[y]
+    with pytest.raises(ValueError, match="needs labels="):
+        metric_state(expected_calibration_error).update(names[:10], proba[:10])
+    state = metric_state(classwise_calibration_error, labels=["cat", "dog", "emu"])
+    for rows in np.array_split(np.arange(600), 5):
+        state.update(names[rows], proba[rows])
+    assert state.compute() == pytest.approx(
+        classwise_calibration_error(names, proba), rel=1e-12
+    )
+
+
+def test_reliability_statistics_state():
+    y, proba, w = _data(2500, weights=True)
+    state = metric_state(binned_statistics, n_bins=12)
+    for rows in np.array_split(np.arange(2500), 6):
+        state.update(y[rows], proba[rows], w[rows])
+    conf, correct = top_label(proba, y)
+    ref = binned_statistics(conf, correct, w, n_bins=12)
+    got = state.compute()
+    np.testing.assert_array_equal(got.count, ref.count)
+    np.testing.assert_allclose(got.weight, ref.weight, rtol=1e-12)
+    np.testing.assert_allclose(got.mean_score, ref.mean_score, rtol=1e-12)
+    np.testing.assert_allclose(got.mean_target, ref.mean_target, rtol=1e-12)
+
+
+def test_state_pickles_and_merges_in_another_process_order():
+    y, proba, _ = _data(1000)
+    a = metric_state("expected_calibration_error").update(y[:400], proba[:400])
+    b = metric_state("expected_calibration_error").update(y[400:], proba[400:])
+    b = pickle.loads(pickle.dumps(b))
+    assert b.merge(a).compute() == pytest.approx(
+        expected_calibration_error(y, proba), rel=1e-12
+    )
+
+
+def test_memory_does_not_grow_with_the_rows():
+    y, proba, _ = _data(20000)
+    state = metric_state(classwise_calibration_error)
+    sizes = []
+    for rows in np.array_split(np.arange(20000), 10):
+        state.update(y[rows], proba[rows])
+        sizes.append(len(pickle.dumps(state)))
+    assert max(sizes) == min(sizes)  # a few (classes x bins) tables
+
+
+# ------------------------------------------------------------- quantile bins
+def _assert_near_exact_edges(sketch_edges, scores, weights, bits):
+    """Each inner edge is within one bucket (relative 2**-bits) of the
+    order statistics around the exact edge; the extreme edges are exact."""
+    n_bins = len(sketch_edges) - 1
+    exact = bin_edges(scores, n_bins, "quantile", weights)
+    assert sketch_edges[0] == exact[0] and sketch_edges[-1] == exact[-1]
+    order = np.argsort(scores, kind="stable")
+    s = scores[order]
+    w = np.ones_like(s) if weights is None else weights[order]
+    before = np.cumsum(w) - w  # weight before each sorted score
+    for j in range(1, n_bins):
+        target = w.sum() * j / n_bins
+        i = np.searchsorted(before, target, side="right") - 1
+        low, high = s[max(i - 1, 0)], s[min(i + 1, len(s) - 1)]
+        slack = 2.0**-bits * high
+        assert low - slack <= sketch_edges[j] <= high + slack, (j, exact[j])
+
+
+def test_sketch_edges_are_close_to_the_exact_quantile_edges():
+    y, proba, w = _data(20000, weights=True)
+    conf, _ = top_label(proba, y)
+    state = metric_state(expected_calibration_error, strategy="quantile")
+    for rows in np.array_split(np.arange(20000), 7):
+        state.update(y[rows], proba[rows], w[rows])
+    state.next_pass()
+    _assert_near_exact_edges(state.edges_, conf, w, state.sketch_.bits)
+    # classwise: tiny probabilities are resolved relative to their size
+    state = metric_state(classwise_calibration_error, strategy="quantile")
+    for rows in np.array_split(np.arange(20000), 3):
+        state.update(y[rows], proba[rows])
+    state.next_pass()
+    for k in range(proba.shape[1]):
+        assert bin_edges(proba[:, k], 15, "quantile")[1] < 1e-3  # small numbers
+        _assert_near_exact_edges(state.edges_[k], proba[:, k], None, state.sketch_.bits)
+
+
+@pytest.mark.parametrize(
+    "metric", [expected_calibration_error, classwise_calibration_error]
+)
+def test_quantile_state_is_exact_given_its_edges(metric):
+    y, proba, w = _data(6000, weights=True)
+    state = metric_state(metric, strategy="quantile", n_bins=10)
+    chunks = np.array_split(np.arange(6000), 5)
+    with pytest.raises(ValueError, match="two passes"):
+        state.compute()
+    for rows in chunks:
+        state.update(y[rows], proba[rows], w[rows])
+    state.next_pass()
+    for rows in chunks[::-1]:  # any order
+        state.update(y[rows], proba[rows], w[rows])
+    got = state.compute()
+    # the reference: the batch binning on the state's edges
+    if metric is expected_calibration_error:
+        conf, correct = top_label(proba, y)
+        idx = np.searchsorted(state.edges_, conf, side="right") - 1
+        idx = np.clip(idx, 0, 9)
+        weight = np.bincount(idx, w, 10)
+        gap = np.abs(np.bincount(idx, w * conf, 10) - np.bincount(idx, w * correct, 10))
+        ref = gap[weight > 0].sum() / weight.sum()
+    else:
+        errors = []
+        for k in range(proba.shape[1]):
+            idx = np.clip(
+                np.searchsorted(state.edges_[k], proba[:, k], side="right") - 1, 0, 9
+            )
+            weight = np.bincount(idx, w, 10)
+            gap = np.abs(
+                np.bincount(idx, w * proba[:, k], 10)
+                - np.bincount(idx, w * (y == k), 10)
+            )
+            errors.append(gap.sum() / weight.sum())
+        ref = np.mean(errors)
+    assert got == pytest.approx(ref, rel=1e-12)
+    # and close to the batch metric on exact quantile edges
+    batch = metric(y, proba, strategy="quantile", n_bins=10, sample_weight=w)
+    assert got == pytest.approx(batch, abs=2e-3)
+
+
+def test_quantile_passes_cannot_be_mixed():
+    y, proba, _ = _data(500)
+    first = metric_state(expected_calibration_error, strategy="quantile")
+    first.update(y, proba)
+    second = metric_state(expected_calibration_error, strategy="quantile")
+    second.update(y, proba).next_pass()
+    with pytest.raises(ValueError, match="pass"):
+        second.merge(first)
+    with pytest.raises(ValueError, match="one pass"):
+        metric_state(expected_calibration_error).next_pass()
+
+
+# ------------------------------------------------------------------- errors
+def test_clear_errors():
+    y, proba, _ = _data(100)
+    with pytest.raises(ValueError, match="no mergeable state: it sorts"):
+        metric_state("cumulative_calibration_error")
+    with pytest.raises(ValueError, match="No metric state for 'accuracy'"):
+        metric_state("accuracy")
+    with pytest.raises(TypeError, match="sample_weight goes to update"):
+        metric_state(expected_calibration_error, sample_weight=np.ones(3))
+    with pytest.raises(ValueError, match="n_bins"):
+        metric_state(expected_calibration_error, n_bins=0)
+    state = metric_state(brier_score).update(y, proba)
+    with pytest.raises(ValueError, match="3 columns but earlier chunks"):
+        state.update(y[:5] % 3, proba[:5, :3] / proba[:5, :3].sum(1, keepdims=True))
+    with pytest.raises(ValueError, match="Cannot merge"):
+        state.merge(metric_state(negative_log_likelihood).update(y, proba))
+    with pytest.raises(ValueError, match="Cannot merge"):
+        metric_state(expected_calibration_error, n_bins=10).merge(
+            metric_state(expected_calibration_error, n_bins=15)
+        )
+    with pytest.raises(ValueError, match="0 samples"):
+        metric_state(brier_score).update(y[:0], proba[:0]).compute()
+    with pytest.raises(ValueError, match="sum"):  # rows must sum to one
+        metric_state(brier_score).update(y[:3], proba[:3] * 0.5)
+    with pytest.raises(ValueError):  # NaN scores
+        bad = proba[:3].copy()
+        bad[0, 0] = np.nan
+        metric_state(brier_score).update(y[:3], bad)
+
+
+def test_inputs_are_not_modified():
+    y, proba, w = _data(300, weights=True)
+    copies = y.copy(), proba.copy(), w.copy()
+    for metric, params in CASES:
+        metric_state(metric, **params).update(y, proba, w).compute()
+    for original, kept in zip((y, proba, w), copies):
+        np.testing.assert_array_equal(original, kept)
