@@ -171,13 +171,134 @@ def on_cluster(n_rows: int, rows: int, workers: int) -> dict:
     }
 
 
+def approximate_lce(n_rows: int, dim: int, n_components: int) -> dict:
+    """Random-feature LCE and MLCE of ``n_rows`` x 10 classes x ``dim``-d."""
+    from skcal.metrics import local_calibration_errors
+
+    rng = np.random.default_rng(7)
+    centres = 3.0 * rng.standard_normal((N_CLASSES, dim))
+    labels, proba = block(123, n_rows)
+    emb = centres[proba.argmax(axis=1)] + rng.standard_normal((n_rows, dim))
+    t0 = time.perf_counter()
+    result = local_calibration_errors(
+        labels,
+        proba,
+        emb,
+        space=None,
+        bandwidth="auto",
+        method="rff",
+        n_components=n_components,
+        device="cpu",
+    )
+    elapsed = time.perf_counter() - t0
+    return {
+        "rows": n_rows,
+        "dim": dim,
+        "n_components": n_components,
+        "s": elapsed,
+        "lce": result.lce,
+        "mlce": result.mlce,
+    }
+
+
+def embedded_block(seed: int, rows: int, dim: int = 50):
+    """A block of labels, probabilities and ``dim``-d embeddings."""
+    labels, proba = block(seed, rows)
+    centres = 3.0 * np.random.default_rng(7).standard_normal((N_CLASSES, dim))
+    noise = np.random.default_rng(10**6 + seed).standard_normal((rows, dim))
+    return labels, proba, centres[proba.argmax(axis=1)] + noise
+
+
+def dask_lce(n_rows: int, rows: int, workers: int, n_components: int) -> dict:
+    """The random-feature LCE of a lazily generated Dask array on a cluster."""
+    import dask
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from skcal.metrics import LocalSpace, local_calibration_errors
+
+    n_blocks = n_rows // rows
+    parts = [dask.delayed(embedded_block)(b, rows) for b in range(n_blocks)]
+    y = da.concatenate([da.from_delayed(p[0], (rows,), dtype=np.int64) for p in parts])
+    proba = da.concatenate(
+        [da.from_delayed(p[1], (rows, N_CLASSES), dtype=float) for p in parts]
+    )
+    emb = da.concatenate(
+        [da.from_delayed(p[2], (rows, 50), dtype=float) for p in parts]
+    )
+    space = LocalSpace().fit(embedded_block(0, 50_000)[2])
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit="4GiB",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        client.run(lambda: __import__("skcal.metrics"))
+        client.run(start_sampler)
+        t0 = time.perf_counter()
+        result = local_calibration_errors(
+            y,
+            proba,
+            emb,
+            space=space,
+            bandwidth=10.0,
+            method="rff",
+            n_components=n_components,
+            device="cpu",
+        )
+        elapsed = time.perf_counter() - t0
+        peaks = client.run(read_sampler)
+    return {
+        "rows": n_rows,
+        "workers": workers,
+        "s": elapsed,
+        "lce": result.lce,
+        "mlce": result.mlce,
+        "peak_rss_mib_per_worker": sorted(peaks.values()),
+    }
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000_000)
     parser.add_argument("--block", type=int, default=1_000_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--skip-cluster", action="store_true")
+    parser.add_argument("--lce-rows", type=int, default=1_000_000)
+    parser.add_argument("--lce-components", type=int, default=1024)
+    parser.add_argument("--only-lce", action="store_true")
+    parser.add_argument(
+        "--dask-lce-rows",
+        type=int,
+        default=0,
+        help="also the random-feature LCE of this many rows as a Dask array on "
+        "the cluster (e.g. 10000000; two passes, generation included)",
+    )
     args = parser.parse_args(argv)
+    if args.dask_lce_rows:
+        out = dask_lce(args.dask_lce_rows, 250_000, args.workers, args.lce_components)
+        print(
+            f"approximate LCE on a Dask array of {out['rows']:,} rows x 10 "
+            f"classes x 50-d, LocalCluster of {out['workers']}: {out['s']:.1f} s "
+            f"(LCE {out['lce']:.4f}, MLCE {out['mlce']:.4f}), peak RSS per "
+            f"worker {out['peak_rss_mib_per_worker']} MiB",
+            flush=True,
+        )
+        return
+    if args.lce_rows:
+        lce = approximate_lce(args.lce_rows, 50, args.lce_components)
+        print(
+            f"approximate LCE, {lce['rows']:,} rows x 10 classes x 50-d, D="
+            f"{lce['n_components']}: {lce['s']:.1f} s (LCE {lce['lce']:.4f}, "
+            f"MLCE {lce['mlce']:.4f})",
+            flush=True,
+        )
+        if args.only_lce:
+            return
 
     ref = batch_reference(args.block)
     print(

@@ -39,7 +39,7 @@ html_static_path = ["_static"]
 html_css_files = ["skcal.css"]
 html_theme_options = {
     "navbar_align": "left",
-    "header_links_before_dropdown": 6,
+    "header_links_before_dropdown": 4,
     "show_toc_level": 2,
     "navigation_with_keys": False,
     "secondary_sidebar_items": ["page-toc"],

@@ -4,6 +4,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 __all__ = [
     "AccuracyDropWarning",
+    "ApproximationWarning",
     "CodebookWarning",
     "ConvergenceWarning",
     "FlatKernelWarning",
@@ -64,6 +65,19 @@ class AccuracyDropWarning(UserWarning):
     (the weighted mean of ``[head right] - [calibrator right]`` over the
     rows, its standard error from their spread and Kish's effective number
     of rows). The message names the settings to change.
+    """
+
+
+class ApproximationWarning(UserWarning):
+    """An approximate metric estimates its own error as large.
+
+    Raised by the local metrics with ``method="rff"`` when more than a tenth
+    of the anchors (by weight) have a kernel sum whose random-feature noise,
+    about ``sqrt(sum_j w_j^2 / (2 D))`` over the anchor's bin, exceeds a
+    tenth of the sum itself: their local errors are then inflated by noise
+    and so is the metric (narrow kernels on few rows per bin). Raise
+    ``n_components`` (the noise falls like ``1 / sqrt(D)``), widen the
+    bandwidth, or compute the exact metric on a sample of rows.
     """
 
 

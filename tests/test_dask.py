@@ -251,7 +251,13 @@ def test_searches_on_a_local_cluster_equal_the_local_run(digits, cluster_client)
             random_state=0,
             device="cpu",
         ).fit(Z, yc)
-        return grid, search, dirichlet
+        crossfit = CalibratedClassifier(
+            LogisticRegression(C=10, max_iter=2000),
+            calibrator=TemperatureScaling(device="cpu"),
+            cv=3,
+            n_jobs=2,
+        ).fit(X[:900], y[:900])
+        return grid, search, dirichlet, crossfit
 
     from distributed import get_task_stream
 
@@ -271,6 +277,9 @@ def test_searches_on_a_local_cluster_equal_the_local_run(digits, cluster_client)
         rtol=1e-12,
     )
     assert remote[1].selected_ == local[1].selected_
+    np.testing.assert_allclose(
+        remote[3].predict_proba(X[900:]), local[3].predict_proba(X[900:]), rtol=1e-12
+    )
     np.testing.assert_allclose(
         remote[2].cv_results_["mean_test_nll"],
         local[2].cv_results_["mean_test_nll"],

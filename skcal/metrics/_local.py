@@ -377,6 +377,8 @@ def _anchor_errors(
         )
         state.update(proba, y_index, phi, w)
         lce = state.next_pass().update(proba, y_index, phi, w)
+        if state.anchor_weight.sum() > 0:  # its noise check (and warning)
+            state.compute(_class_weights(class_weight, proba, y_index, w))
         return _AnchorErrors(
             lce=lce, ess=None, proba=proba, y_index=y_index, sample_weight=w
         )

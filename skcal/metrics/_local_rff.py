@@ -28,7 +28,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._torch.kernels import rff_anchor_errors, rff_frequencies, rff_group_sums
+from ..exceptions import ApproximationWarning
+from ..utils._warnings import warn
 from ._binning import assign_bins, bin_edges
+
+#: Warn when the anchors' mean estimated noise exceeds this share of the LCE.
+NOISE_RATIO = 0.1
 
 __all__ = ["RFFLocalState"]
 
@@ -72,11 +77,15 @@ class RFFLocalState:
         self.S, self.T = np.zeros(shape), np.zeros(shape)
         self.weight = np.zeros(shape[:2])
         self.weight_sq = np.zeros(shape[:2])
+        # sum of w^2 r and w^2 r^2 per group: the spread of the residuals
+        self.resid_sq = np.zeros((2,) + shape[:2])
+        self.resid_w = np.zeros(shape[:2])
         self.class_weight = np.zeros(n_classes)
         self.kept = None
         self.abs_sum = np.zeros(n_classes)
         self.anchor_weight = np.zeros(n_classes)
         self.abs_max = np.full(n_classes, -np.inf)
+        self.noise_sum = np.zeros(n_classes)
         self.pass_ = 1
 
     def _bins(self, proba):
@@ -96,17 +105,30 @@ class RFFLocalState:
             self.S += S
             self.T += T
             for k in range(proba.shape[1]):
-                self.weight[k] += np.bincount(bins[:, k], w, self.n_bins)
-                self.weight_sq[k] += np.bincount(bins[:, k], w * w, self.n_bins)
+                b, wr = bins[:, k], w * w * resid[:, k]
+                self.weight[k] += np.bincount(b, w, self.n_bins)
+                self.weight_sq[k] += np.bincount(b, w * w, self.n_bins)
+                self.resid_sq[0, k] += np.bincount(b, wr, self.n_bins)
+                self.resid_sq[1, k] += np.bincount(b, wr * resid[:, k], self.n_bins)
+                self.resid_w[k] += np.bincount(b, w * resid[:, k], self.n_bins)
             self.class_weight += np.bincount(y_index, w, proba.shape[1])
             return None
-        lce = rff_anchor_errors(
-            phi, w, bins, self.kept, self.S, self.T, self.omega, device=self.device
+        lce, noise = rff_anchor_errors(
+            phi,
+            w,
+            bins,
+            self.kept,
+            self.S,
+            self.T,
+            self.omega,
+            self.spread_sq,
+            device=self.device,
         )
         valid = ~np.isnan(lce)
         a = np.where(valid, np.abs(lce), 0.0)
         self.abs_sum += w @ a
         self.anchor_weight += w @ valid
+        self.noise_sum += w @ np.where(valid, noise, 0.0)
         chunk_max = np.where(valid & (w[:, None] > 0), a, -np.inf).max(axis=0)
         self.abs_max = np.maximum(self.abs_max, chunk_max)
         return lce
@@ -117,11 +139,14 @@ class RFFLocalState:
             self.T += other.T
             self.weight += other.weight
             self.weight_sq += other.weight_sq
+            self.resid_sq += other.resid_sq
+            self.resid_w += other.resid_w
             self.class_weight += other.class_weight
         else:
             self.abs_sum += other.abs_sum
             self.anchor_weight += other.anchor_weight
             self.abs_max = np.maximum(self.abs_max, other.abs_max)
+            self.noise_sum += other.noise_sum
         return self
 
     def next_pass(self) -> RFFLocalState:
@@ -131,6 +156,13 @@ class RFFLocalState:
             support = np.where(self.weight_sq > 0, self.weight**2 / self.weight_sq, 0.0)
         threshold = self.min_bin_size + 1e-9 * max(1.0, self.min_bin_size)
         self.kept = support > threshold
+        # sum_j w_j^2 (r_j - mean r)^2 per group: the numerator's noise scale
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(self.weight > 0, self.resid_w / self.weight, 0.0)
+        self.spread_sq = np.maximum(
+            self.resid_sq[1] - 2 * mean * self.resid_sq[0] + mean**2 * self.weight_sq,
+            0.0,
+        )
         self.pass_ = 2
         return self
 
@@ -141,6 +173,7 @@ class RFFLocalState:
         twin.abs_sum = np.zeros_like(self.abs_sum)
         twin.anchor_weight = np.zeros_like(self.anchor_weight)
         twin.abs_max = np.full_like(self.abs_max, -np.inf)
+        twin.noise_sum = np.zeros_like(self.noise_sum)
         return twin
 
     def compute(self, class_weights: np.ndarray) -> tuple[float, float]:
@@ -155,7 +188,21 @@ class RFFLocalState:
             )
         cw = class_weights[has] / class_weights[has].sum()
         means = self.abs_sum[has] / self.anchor_weight[has]
-        return float(cw @ means), float(cw @ self.abs_max[has])
+        lce = float(cw @ means)
+        self.noise_ = float(cw @ (self.noise_sum[has] / self.anchor_weight[has]))
+        if self.noise_ > NOISE_RATIO * lce:
+            warn(
+                f"The random-feature LCE is noisy here: the anchors' local "
+                f"errors carry an estimated noise of {self.noise_:.2g} each, "
+                f"against an LCE of {lce:.2g} (more than {NOISE_RATIO:.0%} of "
+                f"it), and noise inflates a mean of absolute values (a narrow "
+                f"kernel, few rows per bin). Raise n_components (now "
+                f"{self.omega.shape[1]}; the noise falls like "
+                f"1/sqrt(n_components)), widen the bandwidth, or use "
+                f"method='exact' on a sample of rows.",
+                ApproximationWarning,
+            )
+        return lce, float(cw @ self.abs_max[has])
 
 
 #: Rows (evenly spaced) that fit space="pca" for Dask inputs.

@@ -34,7 +34,13 @@ def rff_frequencies(n_features: int, n_components: int, bandwidth: float, seed: 
 
 
 def _features(phi: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
-    proj = phi @ omega
+    """``[cos, sin](phi @ omega) / sqrt(D)`` in float32.
+
+    The projection is float64 (the phases can be large); the features and
+    the products with them are float32, whose rounding (1e-7) is far below
+    the random-feature noise (about ``1 / sqrt(D)``), at half the time.
+    """
+    proj = (phi @ omega).float()
     scale = 1.0 / np.sqrt(omega.shape[1])
     return torch.cat([torch.cos(proj), torch.sin(proj)], dim=1).mul_(scale)
 
@@ -83,20 +89,21 @@ def rff_group_sums(
     n, n_classes = resid.shape
     width, n_groups = 2 * omega.shape[1], n_classes * n_bins
     om = to_tensor(omega, device, torch.float64)
-    S = torch.zeros(n_groups, width, dtype=torch.float64, device=device)
-    T = torch.zeros_like(S)
+    ST = torch.zeros(2 * n_groups, width, dtype=torch.float64, device=device)
     offset = torch.arange(n_classes, device=device) * n_bins
-    step = _block_rows(width, n_groups)
+    step = _block_rows(width, 2 * n_groups)
     for start in range(0, n, step):
         rows = slice(start, start + step)
         z = _features(to_tensor(phi[rows], device, torch.float64), om)
         w = to_tensor(weight[rows], device, torch.float64)[:, None]
         keys = to_tensor(bins[rows], device, torch.int64) + offset  # (m, C)
         r = to_tensor(resid[rows], device, torch.float64)
-        S += _group_matrix(w * r, keys, n_groups).T @ z
-        T += _group_matrix(w.expand_as(r).contiguous(), keys, n_groups).T @ z
+        values = torch.cat([w * r, w.expand_as(r)], dim=1).float()
+        cols = torch.cat([keys, keys + n_groups], dim=1)
+        ST += (_group_matrix(values, cols, 2 * n_groups).T @ z).double()
     shape = (n_classes, n_bins, width)
-    return to_numpy(S).reshape(shape), to_numpy(T).reshape(shape)
+    ST = to_numpy(ST)
+    return ST[:n_groups].reshape(shape), ST[n_groups:].reshape(shape)
 
 
 def rff_anchor_errors(
@@ -107,9 +114,10 @@ def rff_anchor_errors(
     S: np.ndarray,
     T: np.ndarray,
     omega: np.ndarray,
+    spread_sq: np.ndarray,
     *,
     device="cpu",
-) -> np.ndarray:
+):
     """Approximate ``LCE_k(i)`` of every anchor (NaN outside the kept bins).
 
     ``z_i . S / z_i . T`` for the anchor's group, with the denominator
@@ -126,28 +134,41 @@ def rff_anchor_errors(
         Groups that pass the support filter.
     S, T : ndarray of shape (C, n_bins, 2 D)
     omega : ndarray of shape (d, D)
+    spread_sq : ndarray of shape (C, n_bins)
+        ``sum_j w_j^2 (r_j - mean r)^2`` over each group: the numerator's
+        noise is about ``sqrt(spread_sq / (2 D))``.
 
     Returns
     -------
-    ndarray of shape (n, C)
+    lce : ndarray of shape (n, C)
+    noise : ndarray of shape (n, C)
+        The estimated noise of each ``LCE_k(i)``: ``sqrt(spread_sq / (2 D))``
+        of its group divided by its (floored) kernel sum.
     """
     n, n_classes = bins.shape
     n_bins, width = S.shape[1], S.shape[2]
     om = to_tensor(omega, device, torch.float64)
-    S_t = to_tensor(S.reshape(-1, width), device, torch.float64)
-    T_t = to_tensor(T.reshape(-1, width), device, torch.float64)
+    ST_t = to_tensor(
+        np.concatenate([S.reshape(-1, width), T.reshape(-1, width)]),
+        device,
+        torch.float32,
+    )
+    n_groups = S.shape[0] * n_bins
     kept_t = to_tensor(kept.reshape(-1), device, torch.bool)
+    spread = to_tensor(np.sqrt(spread_sq.reshape(-1) / width), device, torch.float64)
     offset = torch.arange(n_classes, device=device) * n_bins
-    out = np.empty((n, n_classes))
-    step = _block_rows(width, n_classes * n_bins)
+    out, noise = np.empty((n, n_classes)), np.empty((n, n_classes))
+    step = _block_rows(width, 2 * n_groups)
     for start in range(0, n, step):
         rows = slice(start, start + step)
         z = _features(to_tensor(phi[rows], device, torch.float64), om)
         w = to_tensor(weight[rows], device, torch.float64)[:, None]
         keys = to_tensor(bins[rows], device, torch.int64) + offset
-        num = (z @ S_t.T).gather(1, keys)  # (m, C): each row's own groups
-        den = torch.maximum((z @ T_t.T).gather(1, keys), w)
+        both = (z @ ST_t.T).double()  # (m, 2 groups): each row reads its own
+        num = both.gather(1, keys)
+        den = torch.maximum(both.gather(1, keys + n_groups), w)
         lce = (num / den).clamp_(-1.0, 1.0)
         keep = kept_t[keys] & (w > 0)
         out[rows] = to_numpy(torch.where(keep, lce, torch.nan))
-    return out
+        noise[rows] = to_numpy(spread[keys] / den)
+    return out, noise
