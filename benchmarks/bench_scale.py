@@ -20,6 +20,7 @@ of the streaming metric throughput to the in-memory batch throughput.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import threading
 import time
@@ -135,8 +136,10 @@ def batch_reference(rows: int) -> dict:
     }
 
 
-def on_cluster(n_rows: int, rows: int, workers: int) -> dict:
-    import dask
+@contextlib.contextmanager
+def cluster_client(workers: int):
+    """A LocalCluster of ``workers`` one-thread processes, imports warmed and
+    each worker's memory sampled."""
     from distributed import Client, LocalCluster
 
     with (
@@ -151,6 +154,13 @@ def on_cluster(n_rows: int, rows: int, workers: int) -> dict:
     ):
         client.run(lambda: __import__("skcal.metrics"))  # warm the imports
         client.run(start_sampler)
+        yield client
+
+
+def on_cluster(n_rows: int, rows: int, workers: int) -> dict:
+    import dask
+
+    with cluster_client(workers) as client:
         parts = [dask.delayed(states_of_block)(b, rows) for b in range(n_rows // rows)]
         while len(parts) > 1:
             parts = [
@@ -213,7 +223,6 @@ def dask_lce(n_rows: int, rows: int, workers: int, n_components: int) -> dict:
     """The random-feature LCE of a lazily generated Dask array on a cluster."""
     import dask
     import dask.array as da
-    from distributed import Client, LocalCluster
 
     from skcal.metrics import LocalSpace, local_calibration_errors
 
@@ -227,18 +236,7 @@ def dask_lce(n_rows: int, rows: int, workers: int, n_components: int) -> dict:
         [da.from_delayed(p[2], (rows, 50), dtype=float) for p in parts]
     )
     space = LocalSpace().fit(embedded_block(0, 50_000)[2])
-    with (
-        LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            memory_limit="4GiB",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        client.run(lambda: __import__("skcal.metrics"))
-        client.run(start_sampler)
+    with cluster_client(workers) as client:
         t0 = time.perf_counter()
         result = local_calibration_errors(
             y,

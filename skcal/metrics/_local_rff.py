@@ -291,7 +291,8 @@ def dask_local_errors(
         device=resolve_device(device),
     )
 
-    def chunk(state, y, p, x, w):
+    def chunk(template, y, p, x, w):
+        state = template.for_chunks() if template.pass_ == 2 else _fresh(template)
         if len(y) == 0:
             return state
         proba, y_index, _ = check_proba_targets(y, p, labels=labels, copy=False)
@@ -308,12 +309,8 @@ def dask_local_errors(
             if sample_weight is None
             else sample_weight.to_delayed().ravel(),
         )
-        parts = [
-            delayed(chunk)(
-                template.for_chunks() if template.pass_ == 2 else _fresh(template), *b
-            )
-            for b in blocks
-        ]
+        shared = delayed(template, pure=True)  # one key, not one per chunk
+        parts = [delayed(chunk)(shared, *b) for b in blocks]
         return tree_reduce(parts, lambda a, b: a.merge(b))
 
     merged = run(template).next_pass()

@@ -77,9 +77,13 @@ def tree_reduce(parts, merge=None):
 
 
 def _reduce(template, blocks):
-    """Tree reduction of the chunk states of ``blocks`` (delayed objects)."""
+    """Tree reduction of the chunk states of ``blocks`` (delayed objects).
+
+    The template enters the graph once (one key), not once per chunk.
+    """
     from dask import delayed
 
+    template = delayed(template, pure=True)
     return tree_reduce(delayed(_chunk_state)(template, *block) for block in blocks)
 
 

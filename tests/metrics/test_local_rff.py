@@ -98,22 +98,9 @@ def test_rff_is_deterministic_and_chunks_merge():
     assert a != local_calibration_error(y, proba, phi, random_state=1, **kw)
     # the state over chunks equals the state over all rows
     y_index = y
-    whole = RFFLocalState(
-        3,
-        5,
-        bandwidth=1.0,
-        n_bins=15,
-        min_bin_size=20,
-        n_components=256,
-        random_state=0,
-        device="cpu",
-    )
-    whole.update(proba, y_index, phi, w)
-    whole.next_pass().update(proba, y_index, phi, w)
-    parts = np.array_split(np.arange(1200), 5)
-    states = []
-    for rows in parts:
-        s = RFFLocalState(
+
+    def new_state():
+        return RFFLocalState(
             3,
             5,
             bandwidth=1.0,
@@ -123,6 +110,14 @@ def test_rff_is_deterministic_and_chunks_merge():
             random_state=0,
             device="cpu",
         )
+
+    whole = new_state()
+    whole.update(proba, y_index, phi, w)
+    whole.next_pass().update(proba, y_index, phi, w)
+    parts = np.array_split(np.arange(1200), 5)
+    states = []
+    for rows in parts:
+        s = new_state()
         states.append(s.update(proba[rows], y_index[rows], phi[rows], w[rows]) or s)
     merged = states[0]
     for s in states[1:]:
