@@ -65,6 +65,10 @@ EVENTS_PER_PARAMETER = 10
 
 #: The simple candidates of the guard, simplest first.
 _SIMPLE = (IdentityCalibrator, TemperatureScaling)
+#: The default Dirichlet-CV candidate is skipped above this many classes: its
+#: inner grid took 95% of the search's time there (567 of 583 s at 2,000 rows
+#: of 66 classes) and it was never selected on eight real tasks.
+DIRICHLET_CV_MAX_CLASSES = 20
 
 
 #: The regularisation grid of the default Dirichlet candidate: every other
@@ -499,6 +503,15 @@ class CalibratorSearchCV(BaseCalibrator):
     sets of thousands of rows they are meant for; the one-standard-error
     rule judges them against the simple candidates instead, and one that
     cannot be fitted on the rows of a fold is recorded as failed.
+    Temperature scaling is counted too (one parameter, ten events): exempted
+    and judged by the one-standard-error rule alone, it was selected on 100
+    rows of pendigits with fewer than 10 errors and raised the test NLL by
+    38.6% over identity, while on the subsets of fashion_mnist with fewer
+    than 10 errors the cross-fitted scores could not see its gain either
+    way. With the default candidates,
+    :class:`~skcal.DirichletCalibratorCV` is skipped above 20 classes: its
+    inner grid took 95% of the search's time there and it was never
+    selected on the benchmark's real tasks.
 
     **One-standard-error rule (guard b).** Let ``b`` be the candidate with
     the best mean test score and ``s`` a simple candidate (identity, then
@@ -930,6 +943,16 @@ class CalibratorSearchCV(BaseCalibrator):
             else _n_events(predicted, labels, self.classes_, relative)
         )
         reasons = self._skip_reasons(n_params, relative, events)
+        if self.candidates is None and len(self.classes_) > DIRICHLET_CV_MAX_CLASSES:
+            for c, t in enumerate(templates):
+                if isinstance(t, DirichletCalibratorCV) and not reasons[c]:
+                    reasons[c] = (
+                        f"skipped: a default candidate above "
+                        f"{DIRICHLET_CV_MAX_CLASSES} classes ({len(self.classes_)} "
+                        "here): its inner grid dominates the search's time and it "
+                        "was never selected on the benchmark's real tasks; pass "
+                        "candidates=[...] to include it"
+                    )
         run = [c for c in range(n_candidates) if not reasons[c]]
         results = Parallel(n_jobs=self.n_jobs)(
             delayed(_fit_and_score)(

@@ -673,3 +673,55 @@ def test_guard_never_falls_back_to_a_simple_candidate_worse_than_identity():
     index, reason = search._select(names, templates, losses, np.ones(n))
     assert index == 0, reason
     assert reason.startswith("IdentityCalibrator kept by the one-standard-error")
+
+
+def test_temperature_scaling_counts_one_parameter_below_ten_events():
+    # 80 rows, 5 classifier errors: 5 events, fewer than the 10 that one
+    # counted parameter needs; temperature scaling (judged on held-out rows
+    # its score cannot tell from identity's there) and the penalised vector
+    # scaling are skipped, identity is kept
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 80)
+    X = 4.0 * np.eye(3)[y] + rng.normal(scale=0.5, size=(80, 3))
+    wrong = np.flatnonzero(rng.permutation(80) < 5)
+    X[wrong] = np.roll(X[wrong], 1, axis=1)
+    events = min((X.argmax(1) != y).sum(), (X.argmax(1) == y).sum())
+    assert events < 10
+    candidates = [
+        IdentityCalibrator(),
+        TemperatureScaling(device="cpu"),
+        VectorScaling(device="cpu"),
+    ]
+    search = CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
+    res = search.cv_results_
+    assert list(res["n_parameters"]) == [0, 1, 1]
+    assert res["skipped_reason"][0] == ""
+    for c in (1, 2):
+        assert res["skipped_reason"][c].startswith("skipped: 1 free parameters")
+    assert search.selected_ == "IdentityCalibrator"
+
+
+def test_default_dirichlet_cv_is_skipped_above_20_classes(monkeypatch):
+    from skcal.model_selection import _search as module
+
+    X, y = make_miscalibrated_logits(600, 21, temperature=2.0, random_state=0)
+    fast = [  # the defaults, with short fits
+        c.set_params(max_iter=5) if "max_iter" in c.get_params() else c
+        for c in module._default_candidates()
+    ]
+    monkeypatch.setattr(module, "_default_candidates", lambda: fast)
+    names = [type(c).__name__ for c in fast]
+    dirichlet = names.index("DirichletCalibratorCV")
+    res = CalibratorSearchCV(cv=2, random_state=0).fit(X, y).cv_results_
+    assert res["skipped_reason"][dirichlet].startswith(
+        "skipped: a default candidate above 20 classes (21 here)"
+    )
+    assert np.isnan(res["mean_test_score"][dirichlet])
+    # a user's own list keeps it; 20 classes keep the default one
+    own = CalibratorSearchCV(
+        [IdentityCalibrator(), fast[dirichlet]], cv=2, random_state=0
+    ).fit(X, y)
+    assert "above 20 classes" not in own.cv_results_["skipped_reason"][1]
+    X20, y20 = make_miscalibrated_logits(600, 20, temperature=2.0, random_state=0)
+    res = CalibratorSearchCV(cv=2, random_state=0).fit(X20, y20).cv_results_
+    assert "above 20 classes" not in res["skipped_reason"][dirichlet]
