@@ -83,13 +83,18 @@ def ecce_binned_mean(
     errors = np.empty(proba.shape[1])
     for k in range(proba.shape[1]):
         stats = binned_statistics(proba[:, k], y_index == k, w, n_bins=n_bins)
-        keep = stats.nonempty
-        frac = stats.weight[keep] / stats.weight[keep].sum()
-        cumulative = np.cumsum(
-            frac * (stats.mean_score[keep] - stats.mean_target[keep])
-        )
-        errors[k] = np.mean(np.abs(cumulative))
+        errors[k] = binned_mean_ecce(stats.weight, stats.mean_score, stats.mean_target)
     return float(np.dot(cw, errors))
+
+
+def binned_mean_ecce(weight, mean_score, mean_target) -> float:
+    """``ECCE_k`` of one class from its per-bin weights and means (NaN in
+    empty bins): the mean absolute cumulative residual over non-empty bins."""
+    keep = weight > 0
+    frac = weight[keep] / weight[keep].sum()
+    return float(
+        np.mean(np.abs(np.cumsum(frac * (mean_score[keep] - mean_target[keep]))))
+    )
 
 
 def brownian_max_abs_cdf(x):

@@ -24,7 +24,7 @@ from ..utils._validation import (
 from ..utils._warnings import warn
 from ._binning import assign_bins, bin_edges
 from ._ece import BINNED_METRIC_PARAMS
-from ._local_rff import RFFLocalState
+from ._local_rff import NO_KEPT_BIN, RFFLocalState
 
 __all__ = [
     "ESSProfile",
@@ -491,12 +491,7 @@ def _summarise(anchors: _AnchorErrors, class_weight, reduce: str) -> float:
         values.append(np.average(a, weights=w[keep]) if reduce == "mean" else a.max())
         weights.append(cw[k])
     if not values:
-        raise ValueError(
-            "No class has a confidence bin with more than min_bin_size samples "
-            "(total sample_weight when weights are given), so the local "
-            "calibration error is undefined; lower min_bin_size or pass more "
-            "samples."
-        )
+        raise ValueError(NO_KEPT_BIN)
     weights = np.asarray(weights)
     return float(np.dot(values, weights / weights.sum()))
 

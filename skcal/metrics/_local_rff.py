@@ -30,8 +30,14 @@ import numpy as np
 from .._torch.kernels import rff_anchor_errors, rff_frequencies, rff_group_sums
 from ..exceptions import ApproximationWarning
 from ..utils._warnings import warn
-from ._binning import assign_bins, bin_edges
+from ._binning import assign_bins, uniform_edges
 
+#: Raised when no class keeps a bin (here and by the exact metric).
+NO_KEPT_BIN = (
+    "No class has a confidence bin with more than min_bin_size samples (total "
+    "sample_weight when weights are given), so the local calibration error is "
+    "undefined; lower min_bin_size or pass more samples."
+)
 #: Warn when the anchors' mean estimated noise exceeds this share of the LCE.
 NOISE_RATIO = 0.1
 
@@ -72,7 +78,7 @@ class RFFLocalState:
         self.omega = rff_frequencies(
             n_features, int(n_components), float(bandwidth), int(random_state)
         )
-        self.edges = bin_edges(np.zeros(1), self.n_bins)
+        self.edges = uniform_edges(self.n_bins)
         shape = (n_classes, self.n_bins, 2 * int(n_components))
         self.S, self.T = np.zeros(shape), np.zeros(shape)
         self.weight = np.zeros(shape[:2])
@@ -133,20 +139,17 @@ class RFFLocalState:
         self.abs_max = np.maximum(self.abs_max, chunk_max)
         return lce
 
+    #: the sums of each pass (pass 2 also keeps the maximum ``abs_max``)
+    _SUMS = {
+        1: ("S", "T", "weight", "weight_sq", "resid_sq", "resid_w", "class_weight"),
+        2: ("abs_sum", "anchor_weight", "noise_sum"),
+    }
+
     def merge(self, other: RFFLocalState) -> RFFLocalState:
-        if self.pass_ == 1:
-            self.S += other.S
-            self.T += other.T
-            self.weight += other.weight
-            self.weight_sq += other.weight_sq
-            self.resid_sq += other.resid_sq
-            self.resid_w += other.resid_w
-            self.class_weight += other.class_weight
-        else:
-            self.abs_sum += other.abs_sum
-            self.anchor_weight += other.anchor_weight
+        for name in self._SUMS[self.pass_]:
+            getattr(self, name).__iadd__(getattr(other, name))
+        if self.pass_ == 2:
             self.abs_max = np.maximum(self.abs_max, other.abs_max)
-            self.noise_sum += other.noise_sum
         return self
 
     def next_pass(self) -> RFFLocalState:
@@ -166,26 +169,21 @@ class RFFLocalState:
         self.pass_ = 2
         return self
 
-    def for_chunks(self) -> RFFLocalState:
-        """A copy to send to the second pass's chunks (empty summaries)."""
+    def empty(self) -> RFFLocalState:
+        """A state of the same pass, frequencies and (in pass 2) group sums,
+        with its own zeroed sums: what one chunk starts from."""
         twin = object.__new__(RFFLocalState)
         twin.__dict__.update(self.__dict__)
-        twin.abs_sum = np.zeros_like(self.abs_sum)
-        twin.anchor_weight = np.zeros_like(self.anchor_weight)
+        for name in self._SUMS[self.pass_]:
+            setattr(twin, name, np.zeros_like(getattr(self, name)))
         twin.abs_max = np.full_like(self.abs_max, -np.inf)
-        twin.noise_sum = np.zeros_like(self.noise_sum)
         return twin
 
     def compute(self, class_weights: np.ndarray) -> tuple[float, float]:
         """(LCE, MLCE): class-weighted means of per-class means and maxima."""
         has = (self.anchor_weight > 0) & (class_weights > 0)
         if not has.any():
-            raise ValueError(
-                "No class has a confidence bin with more than min_bin_size "
-                "samples (total sample_weight when weights are given), so the "
-                "local calibration error is undefined; lower min_bin_size or "
-                "pass more samples."
-            )
+            raise ValueError(NO_KEPT_BIN)
         cw = class_weights[has] / class_weights[has].sum()
         means = self.abs_sum[has] / self.anchor_weight[has]
         lce = float(cw @ means)
@@ -236,7 +234,7 @@ def dask_local_errors(
     from dask import delayed
 
     from .._torch import resolve_device
-    from ..utils._dask import _rows, _whole_rows, is_dask_collection, tree_reduce
+    from ..utils._dask import aligned_rows, tree_reduce
     from ..utils._validation import (
         check_class_weight,
         check_proba_targets,
@@ -251,13 +249,10 @@ def dask_local_errors(
             "method='rff' (or 'auto'), which sums random Fourier features "
             "chunk by chunk."
         )
-    lead = next(
-        x for x in (y_proba, features, y_true, sample_weight) if is_dask_collection(x)
+    (y_proba, features, y_true, sample_weight), blocks = aligned_rows(
+        y_proba, features, y_true, sample_weight
     )
-    row_chunks = _whole_rows(lead).chunks[0]
-    y_proba, features = _rows(y_proba, row_chunks), _rows(features, row_chunks)
-    y_true, sample_weight = _rows(y_true, row_chunks), _rows(sample_weight, row_chunks)
-    n = sum(row_chunks)
+    n = features.shape[0]
 
     def sample(x, size):
         idx = np.unique(np.linspace(0, n - 1, min(n, size)).round().astype(np.int64))
@@ -291,8 +286,8 @@ def dask_local_errors(
         device=resolve_device(device),
     )
 
-    def chunk(template, y, p, x, w):
-        state = template.for_chunks() if template.pass_ == 2 else _fresh(template)
+    def chunk(template, p, x, y, w):
+        state = template.empty()
         if len(y) == 0:
             return state
         proba, y_index, _ = check_proba_targets(y, p, labels=labels, copy=False)
@@ -301,29 +296,11 @@ def dask_local_errors(
         return state
 
     def run(template):
-        blocks = zip(
-            y_true.to_delayed().ravel(),
-            y_proba.to_delayed().ravel(),
-            features.to_delayed().ravel(),
-            [None] * len(row_chunks)
-            if sample_weight is None
-            else sample_weight.to_delayed().ravel(),
-        )
         shared = delayed(template, pure=True)  # one key, not one per chunk
-        parts = [delayed(chunk)(shared, *b) for b in blocks]
-        return tree_reduce(parts, lambda a, b: a.merge(b))
+        return tree_reduce(delayed(chunk)(shared, *b) for b in blocks)
 
     merged = run(template).next_pass()
     summaries = run(merged)
     frequencies = summaries.class_weight if isinstance(class_weight, str) else None
     cw = check_class_weight(class_weight, n_classes, frequencies=frequencies)
     return summaries.compute(cw)
-
-
-def _fresh(template: RFFLocalState) -> RFFLocalState:
-    """An empty first-pass state with the template's frequencies."""
-    twin = object.__new__(RFFLocalState)
-    twin.__dict__.update(template.__dict__)
-    for name in ("S", "T", "weight", "weight_sq", "class_weight"):
-        setattr(twin, name, np.zeros_like(getattr(template, name)))
-    return twin

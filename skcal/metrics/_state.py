@@ -36,10 +36,12 @@ from ._binning import (
     BinStatistics,
     assign_bins,
     bin_means,
+    binned_calibration_error,
     binned_errors,
     classwise_tables,
     uniform_edges,
 )
+from ._cumulative import binned_mean_ecce
 from ._ece import top_label
 
 __all__ = ["MetricState", "mergeable_metrics", "metric_state"]
@@ -363,15 +365,7 @@ class _TopLabelState(MetricState):
         if self.metric == "binned_statistics":
             return self.statistics()
         norm = "max" if self.metric == "max_calibration_error" else self.params["norm"]
-        stats = self.statistics()
-        return float(
-            binned_errors(
-                stats.weight[None],
-                stats.mean_score[None],
-                stats.mean_target[None],
-                norm,
-            )[0]
-        )
+        return binned_calibration_error(self.statistics(), norm)
 
 
 class _ClasswiseState(MetricState):
@@ -452,12 +446,10 @@ class _ClasswiseState(MetricState):
                 self.weight_, mean_score, mean_target, self.params["norm"]
             )
             return float(np.dot(cw, errors))
-        errors = np.empty(self.n_classes_)  # ecce_binned_mean
-        for k in range(self.n_classes_):
-            keep = self.weight_[k] > 0
-            frac = self.weight_[k, keep] / self.weight_[k, keep].sum()
-            gaps = mean_score[k, keep] - mean_target[k, keep]
-            errors[k] = np.mean(np.abs(np.cumsum(frac * gaps)))
+        errors = [  # ecce_binned_mean
+            binned_mean_ecce(self.weight_[k], mean_score[k], mean_target[k])
+            for k in range(self.n_classes_)
+        ]
         return float(np.dot(cw, errors))
 
 

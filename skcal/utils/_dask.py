@@ -49,22 +49,36 @@ def _rows(x, row_chunks):
     return x if x.chunks[0] == tuple(row_chunks) else x.rechunk({0: row_chunks})
 
 
+def aligned_rows(*arrays):
+    """The inputs as dask arrays with the row chunks of the first Dask one.
+
+    Returns the aligned arrays (None stays None) and the list of their
+    blocks, one tuple of delayed objects per row chunk (None for a missing
+    input).
+    """
+    lead = next(x for x in arrays if is_dask_collection(x))
+    row_chunks = _whole_rows(lead).chunks[0]
+    aligned = [_rows(x, row_chunks) for x in arrays]
+    columns = [
+        [None] * len(row_chunks) if x is None else x.to_delayed().ravel()
+        for x in aligned
+    ]
+    return aligned, list(zip(*columns))
+
+
 def _chunk_state(template, y_true, y_proba, sample_weight):
     return template.copy().update(y_true, y_proba, sample_weight)
 
 
-def tree_reduce(parts, merge=None):
-    """Merge delayed states ``_FAN_IN`` at a time and compute the result.
-
-    ``merge(a, b)`` adds ``b`` into ``a`` and returns it (default:
-    ``a.merge(b)``).
-    """
+def tree_reduce(parts):
+    """Merge delayed states ``_FAN_IN`` at a time (``a.merge(b)``, which adds
+    ``b`` into ``a`` and returns it) and compute the result."""
     from dask import delayed
 
     def merge_many(*states):
         head = states[0]
         for state in states[1:]:
-            head = merge(head, state) if merge else head.merge(state)
+            head = head.merge(state)
         return head
 
     level = list(parts)
@@ -101,19 +115,8 @@ def dask_metric(name: str, y_true, y_proba, sample_weight=None, **params):
 
     template = metric_state(name, **params)  # errors before any work
     # the row chunks of the first Dask input (y_proba's when it is one)
-    lead = next(x for x in (y_proba, y_true, sample_weight) if is_dask_collection(x))
-    row_chunks = _whole_rows(lead).chunks[0]
-    y_proba = _rows(y_proba, row_chunks)
-    y_true = _rows(y_true, row_chunks)
-    sample_weight = _rows(sample_weight, row_chunks)
-    parts = [
-        y_true.to_delayed().ravel(),
-        y_proba.to_delayed().ravel(),
-        [None] * len(row_chunks)
-        if sample_weight is None
-        else sample_weight.to_delayed().ravel(),
-    ]
-    blocks = list(zip(*parts))
+    _, blocks = aligned_rows(y_proba, y_true, sample_weight)
+    blocks = [(y, p, w) for p, y, w in blocks]
     state = _reduce(template, blocks)
     if state.n_passes == 2:  # equal-mass bins: the edges, then the bins
         state.next_pass()

@@ -123,7 +123,7 @@ def test_rff_is_deterministic_and_chunks_merge():
     for s in states[1:]:
         merged.merge(s)
     merged.next_pass()
-    twins = [merged.for_chunks() for _ in parts]
+    twins = [merged.empty() for _ in parts]
     for twin, rows in zip(twins, parts):
         twin.update(proba[rows], y_index[rows], phi[rows], w[rows])
     for twin in twins[1:]:
@@ -191,3 +191,29 @@ def test_clear_errors():
         local_calibration_error(y, proba, phi, method="fast")
     with pytest.raises(ValueError, match="n_components"):
         local_calibration_error(y, proba, phi, method="rff", n_components=0)
+
+
+def test_dask_and_numpy_estimate_the_same_noise(monkeypatch):
+    # every chunk starts from its own zeroed sums (the spread of the
+    # residuals included), so the noise check sees what one process sees
+    da = pytest.importorskip("dask.array")
+    seen = []
+    original = RFFLocalState.compute
+
+    def spy(self, class_weights):
+        out = original(self, class_weights)
+        seen.append(self.noise_)
+        return out
+
+    monkeypatch.setattr(RFFLocalState, "compute", spy)
+    y, proba, phi, w = _data(2000, d=6)
+    kw = dict(bandwidth=1.0, space=None, method="rff", device="cpu")
+    local_calibration_error(y, proba, phi, sample_weight=w, **kw)
+    local_calibration_error(
+        da.from_array(y, chunks=300),
+        da.from_array(proba, chunks=(300, 3)),
+        da.from_array(phi, chunks=(300, 6)),
+        sample_weight=da.from_array(w, chunks=300),
+        **kw,
+    )
+    assert seen[1] == pytest.approx(seen[0], rel=1e-5)
