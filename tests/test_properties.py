@@ -1278,3 +1278,39 @@ def test_metric_bad_input_gives_a_clear_error(metric, mutate, match, inp):
     with pytest.raises(Exception) as info:  # noqa: PT011 - checked below
         call_metric(metric, bad, **kw)
     assert_clear_error(info.value, match)
+
+
+# ======================================================= mergeable states
+@_examples(4)
+@given(data=st.data())
+def test_metric_states_equal_the_batch_metrics_for_any_chunking(data):
+    """Every mergeable metric: drawn probabilities, labels, weights and cut
+    points (empty chunks included) give the batch value."""
+    import skcal.metrics as metrics
+    from skcal.metrics import mergeable_metrics, metric_state
+
+    n = data.draw(st.integers(1, 60), label="rows")
+    n_classes = data.draw(st.integers(2, 5), label="classes")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    proba = rng.dirichlet(
+        np.full(n_classes, data.draw(st.sampled_from([0.2, 1, 5]))), n
+    )
+    y = rng.integers(0, n_classes, n)
+    w = None if data.draw(st.booleans()) else rng.uniform(0.1, 3.0, n)
+    cuts = np.sort(data.draw(st.lists(st.integers(0, n), max_size=6)))
+    for name in mergeable_metrics():
+        if name == "binned_statistics":
+            continue  # returns statistics, checked in tests/metrics/test_state.py
+        states = []
+        for rows in np.split(np.arange(n), cuts):
+            states.append(
+                metric_state(name).update(
+                    y[rows], proba[rows], None if w is None else w[rows]
+                )
+            )
+        merged = states[0]
+        for state in states[1:]:
+            merged.merge(state)
+        batch = getattr(metrics, name)(y, proba, sample_weight=w)
+        note(f"{name}: state {merged.compute()!r}, batch {batch!r}")
+        assert merged.compute() == pytest.approx(batch, rel=1e-9, abs=1e-12), name
