@@ -11,7 +11,12 @@ matrix, in float64:
 * ``numpy softmax``: ``a = X - X.max(axis=1, keepdims=True)``, then
   ``np.exp(a, out=a)`` and ``a /= a.sum(axis=1, keepdims=True)`` (one new
   array, the memory-bound limit of a calibrator that returns a new array);
-* ``scipy softmax``: ``scipy.special.softmax(X, axis=1)``.
+* ``scipy softmax``: ``scipy.special.softmax(X, axis=1)``;
+* ``numpy log + softmax``: the numpy softmax of ``np.log(P)``, ``P`` the
+  softmax of ``X`` (the least a map of probabilities computes: one
+  logarithm per entry, then a softmax);
+* ``numpy C x C product + softmax``: the numpy softmax of ``X @ W.T`` for a
+  C x C matrix ``W`` (the least a full affine map computes).
 
 ``x softmax`` is each time divided by that of a numpy softmax pass over
 the same matrix, timed alternately with it (call for call) in the same
@@ -54,6 +59,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import next_record, select_methods, spawn_json_lines  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: Reference rows beside the softmax pass: the least arithmetic of a map
+#: from probabilities (one log per entry before the softmax) and of a full
+#: affine map (a C x C matrix product before it), in numpy
+FLOOR_LOG = "numpy log + softmax"
+FLOOR_PRODUCT = "numpy C x C product + softmax"
 DEFAULT_SIZES = ["10000x10", "10000x100", "50000x1000"]
 
 #: skcal method -> [(peer label, factory name in compare_peers, args)], the
@@ -150,9 +160,13 @@ def child(kind, name, n, n_classes, repeats, threads):
     if kind == "softmax":
         from scipy.special import softmax
 
+        P_test = _softmax_numpy(X_test)
+        W = np.random.default_rng(1).normal(size=(n_classes, n_classes))
         fn = {
             "numpy softmax": lambda: _softmax_numpy(X_test),
             "scipy softmax": lambda: softmax(X_test, axis=1),
+            FLOOR_LOG: lambda: _softmax_numpy(np.log(P_test)),
+            FLOOR_PRODUCT: lambda: _softmax_numpy(X_test @ W.T),
         }[name]
         _emit(event="predict", s=_median_time(fn, repeats))
         return
@@ -297,7 +311,8 @@ def main(argv=None):
             rows.append({"size": size, "method": label, **r, "x_softmax": ratio})
 
         ref = {
-            k: run("softmax", k, n, c, args) for k in ("numpy softmax", "scipy softmax")
+            k: run("softmax", k, n, c, args)
+            for k in ("numpy softmax", "scipy softmax", FLOOR_LOG, FLOOR_PRODUCT)
         }
         base = ref["numpy softmax"].get("predict_s", float("nan"))
         for k, r in ref.items():

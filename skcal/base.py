@@ -49,10 +49,13 @@ def _owned(out, logits: np.ndarray) -> np.ndarray:
     """``out`` as a fresh, writeable, C-contiguous float64 array.
 
     Copied only if it is not already one: a view of ``logits`` (which may be
-    the caller's own ``X``) or a read-only array.
+    the caller's own ``X``; None: ``logits`` are the caller's to give away)
+    or a read-only array.
     """
     out = np.asarray(out, dtype=np.float64, order="C")
-    if np.may_share_memory(out, logits) or not out.flags.writeable:
+    if not out.flags.writeable or (
+        logits is not None and np.may_share_memory(out, logits)
+    ):
         out = out.copy()
     return out
 
@@ -247,6 +250,18 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         """
         return softmax_inplace(_owned(self._calibrated_logits(logits), logits))
 
+    def _calibrated_proba_inplace(self, logits: np.ndarray) -> np.ndarray:
+        """:meth:`_calibrated_proba` of ``logits``, which it may overwrite.
+
+        :meth:`predict_proba` calls this instead when the validated logits
+        are its own new float64 array (a shifted copy, or the logs of
+        probabilities): a subclass that computes its result in that array
+        overrides it, and saves the allocation of a second array of the
+        input's size (on the CPU, the page faults of a new array cost
+        about as much as a pass over it).
+        """
+        return self._calibrated_proba(logits)
+
     def _calibrated_proba_of_probabilities(self, P: np.ndarray, logits) -> np.ndarray:
         """Calibrated probabilities of validated probabilities ``P``.
 
@@ -294,13 +309,30 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         )
         return X, tol
 
-    def _validate_scores(self, X, *, reset: bool, shift=None) -> np.ndarray:
+    def _validate_scores(self, X, *, reset: bool, shift=None, return_owned=False):
+        """Validated logits of ``X`` (see :func:`scores_to_logits`).
+
+        With ``return_owned``, also whether they are a new float64 array
+        that nothing else references (a shifted copy, or the logs of
+        probabilities), which :meth:`_calibrated_proba_inplace` may then
+        overwrite.
+        """
         X, tol = self._score_array(X, reset=reset)
         if shift is None:
             shift = self._shift_invariant
         elif shift == "unless_float64":  # see _softmax_first
             shift = self._shift_invariant and X.dtype != np.float64
-        return scores_to_logits(X, self.input, tol=tol, shift=shift)
+        logits = scores_to_logits(X, self.input, tol=tol, shift=shift)
+        if not return_owned:
+            return logits
+        owned = (
+            logits is not X
+            and logits.dtype == np.float64
+            and logits.flags.c_contiguous
+            and logits.flags.writeable
+            and logits.base is None
+        )
+        return logits, owned
 
     def _validate_fit_data(self, X, y, sample_weight):
         logits = self._validate_scores(X, reset=True)
@@ -357,7 +389,11 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         if self._maps_probabilities and self.input == "proba":
             return self._predict_proba_of_probabilities(X)
         shift = "unless_float64" if self._softmax_first else None
-        logits = self._validate_scores(X, reset=False, shift=shift)
+        logits, owned = self._validate_scores(
+            X, reset=False, shift=shift, return_owned=True
+        )
+        if owned:
+            return _owned(self._calibrated_proba_inplace(logits), None)
         return _owned(self._calibrated_proba(logits), logits)
 
     def _predict_proba_of_probabilities(self, X) -> np.ndarray:

@@ -12,7 +12,7 @@ from sklearn.utils.parallel import Parallel, delayed
 
 from .._torch import resolve_device
 from .._torch._progress import Progress
-from .._torch.kernels import fit_affine_softmax, softmax_inplace
+from .._torch.kernels import affine_rows, fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
 from ..exceptions import GridEdgeWarning
 from ..utils._sklearn import Interval, StrOptions
@@ -279,7 +279,22 @@ class DirichletCalibrator(BaseCalibrator):
         return fit.raw
 
     def _calibrated_logits(self, logits):
-        return log_probabilities(logits) @ self.coef_.T + self.intercept_
+        return affine_rows(logits, self.coef_, self.intercept_, log_softmax=True)
+
+    def _calibrated_proba(self, logits):
+        return affine_rows(
+            logits, self.coef_, self.intercept_, log_softmax=True, softmax=True
+        )
+
+    def _calibrated_proba_inplace(self, logits):
+        return affine_rows(
+            logits,
+            self.coef_,
+            self.intercept_,
+            log_softmax=True,
+            softmax=True,
+            out=logits,
+        )
 
 
 class DirichletCalibratorCV(BaseCalibrator):
@@ -594,3 +609,9 @@ class DirichletCalibratorCV(BaseCalibrator):
 
     def _calibrated_logits(self, logits):
         return self.calibrator_._calibrated_logits(logits)
+
+    def _calibrated_proba(self, logits):
+        return self.calibrator_._calibrated_proba(logits)
+
+    def _calibrated_proba_inplace(self, logits):
+        return self.calibrator_._calibrated_proba_inplace(logits)

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._torch import resolve_device
-from .._torch.kernels import fit_pts, pts_predict_logits
+from .._torch.kernels import fit_pts, pts_predict_logits, softmax_inplace
 from ..base import BaseCalibrator
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
 from ..utils._split import split_rows
@@ -218,11 +218,16 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         labels = np.unique(self.classes_[y_index], return_inverse=True)[1]
         return split_rows(labels, np.arange(n_samples), n_samples - n_val, seed)
 
-    def _calibrated_logits(self, logits):
+    def _calibrated_logits(self, logits, out=None):
         return pts_predict_logits(
             self.coefs_,
             self.intercepts_,
-            logits / self.temperature_init_,
+            logits,
+            self.temperature_init_,
             self.n_top_,
             resolve_device(self.device),
+            out=out,
         )
+
+    def _calibrated_proba_inplace(self, logits):
+        return softmax_inplace(self._calibrated_logits(logits, out=logits))

@@ -14,8 +14,10 @@ import numpy as np
 from .._torch import newton_root_1d, resolve_device
 from .._torch.kernels import (
     TemperatureObjective,
+    affine_rows,
     fit_affine_softmax,
     logit_scale,
+    softmax_inplace,
 )
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
@@ -216,6 +218,10 @@ class TemperatureScaling(BaseCalibrator):
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64) / self.temperature_
 
+    def _calibrated_proba_inplace(self, logits):
+        logits /= self.temperature_
+        return softmax_inplace(logits)
+
 
 class _AffineScaling(BaseCalibrator):
     """Shared fit of vector and matrix scaling."""
@@ -260,6 +266,17 @@ class _AffineScaling(BaseCalibrator):
         self.coef_ = fit.coef
         self.intercept_ = fit.intercept
         self.n_iter_ = fit.result.n_iter
+
+    def _calibrated_logits(self, logits):
+        return affine_rows(logits, self.coef_, self.intercept_)
+
+    def _calibrated_proba(self, logits):
+        return affine_rows(logits, self.coef_, self.intercept_, softmax=True)
+
+    def _calibrated_proba_inplace(self, logits):
+        return affine_rows(
+            logits, self.coef_, self.intercept_, softmax=True, out=logits
+        )
 
 
 class VectorScaling(_AffineScaling):
@@ -366,9 +383,6 @@ class VectorScaling(_AffineScaling):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
-
-    def _calibrated_logits(self, logits):
-        return np.asarray(logits, dtype=np.float64) * self.coef_ + self.intercept_
 
 
 class MatrixScaling(_AffineScaling):
@@ -510,6 +524,3 @@ class MatrixScaling(_AffineScaling):
             "l2_off": self.reg_lambda_ + self.reg_off_diagonal_,
             "l2_bias": self.reg_lambda_,
         }
-
-    def _calibrated_logits(self, logits):
-        return np.asarray(logits, dtype=np.float64) @ self.coef_.T + self.intercept_

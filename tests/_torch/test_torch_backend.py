@@ -116,6 +116,59 @@ def test_softmax_inplace_matches_scipy():
     assert softmax_inplace(np.empty((0, 3))).shape == (0, 3)
 
 
+def test_softmax_inplace_over_several_blocks_matches_scipy():
+    from scipy.special import log_softmax, softmax
+
+    from skcal._torch.kernels import softmax_inplace
+    from skcal._torch.kernels._softmax import _BLOCK_ENTRIES
+
+    rng = np.random.default_rng(1)
+    n = 2 * (_BLOCK_ENTRIES // 7) + 123  # two full blocks and a partial one
+    a = rng.normal(size=(n, 7)) * rng.choice([1.0, 50.0, 1e4], size=(n, 1))
+    np.testing.assert_allclose(
+        softmax_inplace(a.copy()), softmax(a, axis=1), rtol=1e-12, atol=1e-300
+    )
+    np.testing.assert_allclose(
+        softmax_inplace(a.copy(), log=True),
+        log_softmax(a, axis=1),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("n_classes", [1, 3, 40])
+def test_affine_rows_matches_the_formulas(n_classes):
+    from scipy.special import log_softmax, softmax
+
+    from skcal._torch.kernels import affine_rows
+    from skcal._torch.kernels._softmax import _BLOCK_ENTRIES
+
+    rng = np.random.default_rng(n_classes)
+    n = 2 * (_BLOCK_ENTRIES // n_classes) + 57  # several blocks
+    a = rng.normal(size=(n, n_classes)) * 5
+    W, b = rng.normal(size=(n_classes, n_classes)), rng.normal(size=n_classes)
+    w = rng.normal(size=n_classes)
+    lin, log_lin = a @ W.T + b, log_softmax(a, axis=1) @ W.T + b
+    a_ro = a.copy()
+    a_ro.setflags(write=False)  # read, never written
+    cases = [
+        ({}, W, lin),
+        ({"softmax": True}, W, softmax(lin, axis=1)),
+        ({"log_softmax": True}, W, log_lin),
+        ({"log_softmax": True, "softmax": True}, W, softmax(log_lin, axis=1)),
+        ({}, w, a * w + b),
+        ({"softmax": True}, w, softmax(a * w + b, axis=1)),
+    ]
+    for kwargs, coef, expected in cases:
+        scale = np.abs(expected).max()
+        got = affine_rows(a_ro, coef, b, **kwargs)
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12 * scale)
+        inplace = a.copy()
+        assert affine_rows(inplace, coef, b, out=inplace, **kwargs) is inplace
+        np.testing.assert_array_equal(inplace, got)  # same operations
+    assert affine_rows(np.empty((0, 3)), np.eye(3), np.zeros(3)).shape == (0, 3)
+
+
 def test_train_adam_restores_the_best_epoch():
     from skcal._torch import train_adam
 

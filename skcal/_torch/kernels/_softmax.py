@@ -28,22 +28,41 @@ def _read(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(a, dtype=np.float64)) if t is None else t
 
 
+#: Entries per block of the blocked kernels: 1 MiB of float64, which
+#: stays in cache from one elementwise pass of the block to the next.
+_BLOCK_ENTRIES = 1 << 17
+
+
+def _row_blocks(t: torch.Tensor):
+    """Row slices of ``t`` of about ``_BLOCK_ENTRIES`` entries (all rows on GPU)."""
+    n = t.shape[0]
+    step = n if t.device.type != "cpu" else max(1, _BLOCK_ENTRIES // max(t.shape[1], 1))
+    return [slice(start, start + step) for start in range(0, n, step)]
+
+
 def softmax_inplace(a: np.ndarray, *, log: bool = False) -> np.ndarray:
     """Replace each row of the float64 array ``a`` by its (log-)softmax.
 
     ``a`` must be a writeable, C-contiguous float64 array that the caller
-    owns; it is shared with torch (no copy) and returned. Torch's kernels are
-    multi-threaded and avoid the temporaries of ``scipy.special.softmax``.
+    owns; it is shared with torch (no copy) and returned. The rows are
+    processed in blocks that stay in cache from one elementwise pass to the
+    next; the log-softmax takes the exponentials of a block into one reused
+    buffer (``torch.logsumexp`` is several times slower on the CPU).
     """
     t = torch.from_numpy(a)
     if t.numel() == 0:
         return a
-    t.sub_(t.amax(dim=1, keepdim=True))
-    if log:
-        t.sub_(torch.logsumexp(t, dim=1, keepdim=True))
-    else:
-        t.exp_()
-        t.div_(t.sum(dim=1, keepdim=True))
+    blocks = _row_blocks(t)
+    buffer = torch.empty((blocks[0].stop - blocks[0].start, t.shape[1]), dtype=t.dtype)
+    for rows in blocks:
+        block = t[rows]
+        block.sub_(block.amax(dim=1, keepdim=True))
+        if log:
+            e = torch.exp(block, out=buffer[: block.shape[0]])
+            block.sub_(e.sum(dim=1, keepdim=True).log_())
+        else:
+            block.exp_()
+            block.div_(block.sum(dim=1, keepdim=True))
     return a
 
 
@@ -62,18 +81,6 @@ def softmax_into(a: np.ndarray, out: np.ndarray) -> np.ndarray:
     o.exp_()
     o.div_(o.sum(dim=1, keepdim=True))
     return out
-
-
-#: Entries per block of the blocked kernels below: 1 MiB of float64, which
-#: stays in cache from one elementwise pass of the block to the next.
-_BLOCK_ENTRIES = 1 << 17
-
-
-def _row_blocks(t: torch.Tensor):
-    """Row slices of ``t`` of about ``_BLOCK_ENTRIES`` entries (all rows on GPU)."""
-    n = t.shape[0]
-    step = n if t.device.type != "cpu" else max(1, _BLOCK_ENTRIES // max(t.shape[1], 1))
-    return [slice(start, start + step) for start in range(0, n, step)]
 
 
 def top_two(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -222,3 +229,59 @@ def normalize_rows_inplace(a: np.ndarray, floor: float) -> np.ndarray:
     t.clamp_min_(floor)
     t.div_(t.sum(dim=1, keepdim=True))
     return a
+
+
+def affine_rows(
+    a: np.ndarray,
+    coef: np.ndarray,
+    intercept: np.ndarray,
+    *,
+    log_softmax: bool = False,
+    softmax: bool = False,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """``f(a) @ coef.T + intercept``, or its row softmax, in a float64 array.
+
+    ``f`` is the identity, or with ``log_softmax`` the row log-softmax,
+    computed as ``a @ coef.T - L coef.sum(axis=1)`` with ``L`` the row
+    log-sum-exp of ``a`` (no log-softmax copy of ``a``). A 1-D ``coef``
+    scales the columns (``a * coef + intercept``; no ``log_softmax`` then).
+    The rows go by blocks: the product of a block gets its intercept,
+    log-sum-exp term and softmax while it is in cache. The product is
+    numpy's: its BLAS is 1.3-2 times faster than torch's on float64 on the
+    CPU. The result is written into ``out`` (a new array if None), which
+    may be ``a`` itself (a writeable C-contiguous float64 array of the
+    result's shape); ``a`` is otherwise not modified.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    if out is None:
+        out = np.empty((a.shape[0], len(intercept)))
+    if out.size == 0:
+        return out
+    if coef.ndim == 1:
+        out = affine_columns(a, coef, intercept, out)
+        return softmax_inplace(out) if softmax else out
+    weights, bias = coef.T, torch.from_numpy(np.asarray(intercept, dtype=np.float64))
+    if log_softmax:
+        row_sums = torch.from_numpy(np.ascontiguousarray(coef.sum(axis=1)))
+    in_place = np.may_share_memory(a, out)
+    t, o = _read(a), torch.from_numpy(out)
+    blocks = _row_blocks(o if o.shape[1] >= t.shape[1] else t)
+    size = blocks[0].stop - blocks[0].start
+    exps = torch.empty((size, t.shape[1]), dtype=t.dtype) if log_softmax else None
+    product = torch.empty((size, o.shape[1]), dtype=o.dtype) if in_place else None
+    for rows in blocks:
+        block = t[rows]
+        ob = product[: block.shape[0]] if in_place else o[rows]
+        np.matmul(block.numpy(), weights, out=ob.numpy())
+        ob.add_(bias)
+        if log_softmax:
+            top = block.amax(dim=1, keepdim=True)
+            e = torch.sub(block, top, out=exps[: block.shape[0]]).exp_()
+            ob.addr_(e.sum(dim=1).log_().add_(top[:, 0]), row_sums, alpha=-1)
+        if softmax:
+            ob.sub_(ob.amax(dim=1, keepdim=True)).exp_()
+            ob.div_(ob.sum(dim=1, keepdim=True))
+        if in_place:
+            o[rows] = ob
+    return out
