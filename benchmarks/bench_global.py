@@ -13,11 +13,14 @@ every method as softmax probabilities. Prints fit time and test NLL of
 and the time ratios (reference / skcal: > 1 means skcal is faster).
 ``--tasks`` adds real models (``_datasets.py``: 4,000 calibration rows of the
 task's pool, its whole test set); ``--repeats R`` reports the median of R
-fits; ``--threads N`` sets torch's thread count.
+fits; ``--threads N`` sets torch's thread count; ``--sms-tol T`` adds skcal's
+SMS at the gradient tolerance ``T`` (its default is 1e-5; probmetrics solves
+in float32 and stops where float32 no longer resolves a step, at gradients
+of about 1e-4 to 1e-3, so ``T = 1e-4`` compares the two at equal precision).
 
 Run:  python benchmarks/bench_global.py [--dirichletcal-python PATH]
           [--classes 10 100] [--tasks kjv_books wordnet_supersenses]
-          [--repeats 3] [--threads 1]
+          [--repeats 3] [--threads 1] [--sms-tol 1e-4]
 """
 
 import argparse
@@ -83,6 +86,12 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=1, help="median of R fits")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--timeout", type=int, default=1200)
+    parser.add_argument(
+        "--sms-tol",
+        type=float,
+        default=None,
+        help="also fit skcal's SMS at this gradient tolerance (e.g. 1e-4)",
+    )
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     if args.threads:
@@ -145,6 +154,14 @@ def main(argv=None):
             lambda m: m.predict_proba(Pt),  # noqa: B023
             args.repeats,
         )
+        if args.sms_tol:
+            res[f"skcal SMS tol={args.sms_tol:g}"] = timed(
+                lambda: StructuredMatrixScaling(  # noqa: B023
+                    input="proba", device="cpu", tol=args.sms_tol
+                ).fit(P, y),  # noqa: B023
+                lambda m: m.predict_proba(Pt),  # noqa: B023
+                args.repeats,
+            )
         if get_calibrator is not None:
 
             def fit_pm():
@@ -170,8 +187,9 @@ def main(argv=None):
         for ours, ref in [
             ("skcal Dirichlet", "dirichletcal Full"),
             ("skcal SMS", "probmetrics SMS"),
+            (f"skcal SMS tol={args.sms_tol or 0:g}", "probmetrics SMS"),
         ]:
-            if ref in d:
+            if ref in d and ours in d:
                 print(
                     f"C={c!s:>4}  {ref} / {ours}: fit time ratio "
                     f"{d[ref][0] / d[ours][0]:.2f}, NLL difference (ours - ref) "

@@ -175,6 +175,7 @@ class PlattCalibrator(BaseCalibrator):
     """
 
     _shift_invariant = True
+    _maps_probabilities = True
 
     def __init__(self, *, input="logits", classes=None):
         self.input = input
@@ -205,6 +206,37 @@ class PlattCalibrator(BaseCalibrator):
         Q = _class_log_odds(logits, out=np.empty(logits.shape))
         affine_columns(Q, self.coef_, self.intercept_, out=Q)
         return _renormalize_inplace(sigmoid_inplace(Q), logits)
+
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        """:meth:`_calibrated_proba` of the probabilities ``P`` themselves.
+
+        The log-odds are ``log(p / (1 - p))``, with ``1 - p`` taken as such
+        for every entry but each row's largest (the others are at most 1/2,
+        where ``1 - p`` is exact), and as the sum of the row's other
+        entries for the largest (no cancellation near 1): one logarithm
+        per entry instead of the logits path's exponential and logarithm
+        after the validation's logarithm. By blocks of rows, in ``P``
+        (overwritten and returned) and one scratch block.
+        """
+        if P.size == 0:
+            return P
+        n_rows, n_classes = P.shape
+        block = max(1, _ROWS_BLOCK // n_classes)
+        scratch = np.empty((min(block, n_rows), n_classes))
+        for start in range(0, n_rows, block):
+            f = P[start : start + block]
+            s, flat = scratch[: len(f)], f.reshape(-1)
+            flat_top = np.argmax(f, axis=1) + n_classes * np.arange(len(f))
+            top = flat[flat_top]
+            flat[flat_top] = 0.0
+            others = row_sum(f)
+            flat[flat_top] = top
+            one_minus_into(f, s)
+            s.reshape(-1)[flat_top] = others
+            log_inplace(np.divide(f, s, out=f))
+            affine_columns(f, self.coef_, self.intercept_, out=f)
+            sigmoid_inplace(f)
+        return _renormalize_inplace(P, logits)
 
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))

@@ -335,6 +335,11 @@ def test_rows_whose_values_all_underflow_keep_the_softmax(cls):
     est.intercept_[2] = 0.0
     expected = _renormalised(_one_vs_rest_values(est, Xt))
     np.testing.assert_allclose(est.predict_proba(Xt), expected, rtol=1e-12)
+    # the same through probabilities (the path that maps them directly)
+    est_p = cls(input="proba").fit(softmax(X, axis=1), y)
+    est_p.intercept_ = np.full(3, -2000.0)
+    P = softmax(Xt, axis=1)
+    np.testing.assert_allclose(est_p.predict_proba(P), P, rtol=1e-12, atol=1e-300)
 
 
 def test_class_log_odds_around_the_underflow_of_the_others():
