@@ -397,3 +397,26 @@ def test_non_finite_entry_below_the_row_maximum_raises(cls, bad, data):
     X_bad[row, np.argmin(X[row])] = bad
     with pytest.raises(ValueError, match=rf"values in 1 row\(s\) \(first: row {row}"):
         est.predict_proba(X_bad)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_float_array_fast_path_validates_as_scikit_learn(cls, data):
+    # a 2-D float array skips validate_data's search for a dataframe: same
+    # result as the same scores given as a list (validate_data's path), the
+    # same n_features error, and feature names still checked
+    pd = pytest.importorskip("pandas")
+    X, y = data
+    est = make_estimator(cls, device="cpu").fit(X, y)
+    np.testing.assert_array_equal(est.predict_proba(X), est.predict_proba(X.tolist()))
+    message = (
+        f"X has {X.shape[1] - 1} features, but {cls.__name__} is expecting "
+        f"{X.shape[1]} features as input."
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        est.predict_proba(X[:, :-1].copy())
+    with pytest.raises(ValueError, match=re.escape(message)):
+        est.predict_proba(X[:, :-1].tolist())
+    frame = pd.DataFrame(X, columns=[f"c{j}" for j in range(X.shape[1])])
+    named = make_estimator(cls, device="cpu").fit(frame, y)
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        named.predict_proba(X)
