@@ -20,12 +20,13 @@ matrix, in float64:
 
 ``x softmax`` is each time divided by that of a numpy softmax pass over
 the same matrix, timed alternately with it (call for call) in the same
-process, so that the ratio is little affected by a shared machine's load;
-the two reference rows are timed on their own. Where a peer library
-implements the same model (see ``compare_peers.py``, whose method factories
-are reused), the peer's predict is timed the same way on the softmax
-probabilities of the test logits, next to skcal's with ``input="proba"`` on
-those same probabilities: ``x skcal`` is the peer's ``x softmax`` divided by
+process, so that the ratio is little affected by a shared machine's load
+(so are the other reference rows; the numpy softmax row is timed on its
+own). Where a peer library implements the same model (see
+``compare_peers.py``, whose method factories are reused), the peer's
+predict is timed the same way on the softmax probabilities of the test
+logits, next to skcal's with ``input="proba"`` on those same
+probabilities: ``x skcal`` is the peer's ``x softmax`` divided by
 skcal's (``> 1``: skcal is faster). netcal's ``LogisticCalibration`` and
 dirichletcal are left out (their fits take minutes; netcal's ``BetaCalibration``
 is a different model).
@@ -168,7 +169,11 @@ def child(kind, name, n, n_classes, repeats, threads):
             FLOOR_LOG: lambda: _softmax_numpy(np.log(P_test)),
             FLOOR_PRODUCT: lambda: _softmax_numpy(X_test @ W.T),
         }[name]
-        _emit(event="predict", s=_median_time(fn, repeats))
+        if name == "numpy softmax":
+            _emit(event="predict", s=_median_time(fn, repeats))
+        else:  # paired with the softmax pass, as the calibrators
+            s, softmax_s = _paired_times(fn, lambda: _softmax_numpy(X_test), repeats)
+            _emit(event="predict", s=s, softmax_s=softmax_s)
         return
     if kind == "peer":
         sys.path.insert(0, HERE)
