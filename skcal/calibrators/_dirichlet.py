@@ -279,21 +279,18 @@ class DirichletCalibrator(BaseCalibrator):
         return fit.raw
 
     def _calibrated_logits(self, logits):
-        return affine_rows(logits, self.coef_, self.intercept_, log_softmax=True)
+        return self._map(logits)
 
     def _calibrated_proba(self, logits):
-        return affine_rows(
-            logits, self.coef_, self.intercept_, log_softmax=True, softmax=True
-        )
+        return self._map(logits, softmax=True)
 
     def _calibrated_proba_inplace(self, logits):
+        return self._map(logits, softmax=True, out=logits)
+
+    def _map(self, logits, **kwargs):
+        """``W log_softmax(z) + b`` or its softmax (see :func:`affine_rows`)."""
         return affine_rows(
-            logits,
-            self.coef_,
-            self.intercept_,
-            log_softmax=True,
-            softmax=True,
-            out=logits,
+            logits, self.coef_, self.intercept_, log_softmax=True, **kwargs
         )
 
 

@@ -268,15 +268,17 @@ class _AffineScaling(BaseCalibrator):
         self.n_iter_ = fit.result.n_iter
 
     def _calibrated_logits(self, logits):
-        return affine_rows(logits, self.coef_, self.intercept_)
+        return self._map(logits)
 
     def _calibrated_proba(self, logits):
-        return affine_rows(logits, self.coef_, self.intercept_, softmax=True)
+        return self._map(logits, softmax=True)
 
     def _calibrated_proba_inplace(self, logits):
-        return affine_rows(
-            logits, self.coef_, self.intercept_, softmax=True, out=logits
-        )
+        return self._map(logits, softmax=True, out=logits)
+
+    def _map(self, logits, **kwargs):
+        """``z W^T + b`` (``z * w + b``) or its softmax (see :func:`affine_rows`)."""
+        return affine_rows(logits, self.coef_, self.intercept_, **kwargs)
 
 
 class VectorScaling(_AffineScaling):
