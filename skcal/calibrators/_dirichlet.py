@@ -12,7 +12,7 @@ from sklearn.utils.parallel import Parallel, delayed
 
 from .._torch import resolve_device
 from .._torch._progress import Progress
-from .._torch.kernels import affine_rows, fit_affine_softmax, softmax_inplace
+from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
 from ..exceptions import GridEdgeWarning
 from ..utils._sklearn import Interval, StrOptions
@@ -20,6 +20,7 @@ from ..utils._validation import effective_sample_size
 from ..utils._warnings import warn
 from ._scaling import (
     _LBFGS_CONSTRAINTS,
+    _AffineMap,
     _warn_unconverged,
     fit_inverse_temperature,
 )
@@ -46,7 +47,7 @@ def log_probabilities(logits: np.ndarray) -> np.ndarray:
     return softmax_inplace(np.array(logits, dtype=np.float64, order="C"), log=True)
 
 
-class DirichletCalibrator(BaseCalibrator):
+class DirichletCalibrator(_AffineMap, BaseCalibrator):
     """Dirichlet calibration: ``softmax(W log p + b)``.
 
     A multinomial logistic regression on the log-probabilities of the
@@ -163,6 +164,7 @@ class DirichletCalibrator(BaseCalibrator):
     """
 
     _shift_invariant = True
+    _log_softmax_first = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -277,21 +279,6 @@ class DirichletCalibrator(BaseCalibrator):
         self.intercept_ = fit.intercept
         self.n_iter_ = fit.result.n_iter
         return fit.raw
-
-    def _calibrated_logits(self, logits):
-        return self._map(logits)
-
-    def _calibrated_proba(self, logits):
-        return self._map(logits, softmax=True)
-
-    def _calibrated_proba_inplace(self, logits):
-        return self._map(logits, softmax=True, out=logits)
-
-    def _map(self, logits, **kwargs):
-        """``W log_softmax(z) + b`` or its softmax (see :func:`affine_rows`)."""
-        return affine_rows(
-            logits, self.coef_, self.intercept_, log_softmax=True, **kwargs
-        )
 
 
 class DirichletCalibratorCV(BaseCalibrator):

@@ -223,7 +223,33 @@ class TemperatureScaling(BaseCalibrator):
         return softmax_inplace(logits)
 
 
-class _AffineScaling(BaseCalibrator):
+class _AffineMap:
+    """Predictions of a fitted affine map ``coef_``, ``intercept_`` of the
+    logits (of their log-softmax with ``_log_softmax_first``), by
+    :func:`affine_rows`: a mixin placed before :class:`BaseCalibrator`."""
+
+    _log_softmax_first = False
+
+    def _calibrated_logits(self, logits):
+        return self._map(logits)
+
+    def _calibrated_proba(self, logits):
+        return self._map(logits, softmax=True)
+
+    def _calibrated_proba_inplace(self, logits):
+        return self._map(logits, softmax=True, out=logits)
+
+    def _map(self, logits, **kwargs):
+        return affine_rows(
+            logits,
+            self.coef_,
+            self.intercept_,
+            log_softmax=self._log_softmax_first,
+            **kwargs,
+        )
+
+
+class _AffineScaling(_AffineMap, BaseCalibrator):
     """Shared fit of vector and matrix scaling."""
 
     _kind = "diagonal"
@@ -266,19 +292,6 @@ class _AffineScaling(BaseCalibrator):
         self.coef_ = fit.coef
         self.intercept_ = fit.intercept
         self.n_iter_ = fit.result.n_iter
-
-    def _calibrated_logits(self, logits):
-        return self._map(logits)
-
-    def _calibrated_proba(self, logits):
-        return self._map(logits, softmax=True)
-
-    def _calibrated_proba_inplace(self, logits):
-        return self._map(logits, softmax=True, out=logits)
-
-    def _map(self, logits, **kwargs):
-        """``z W^T + b`` (``z * w + b``) or its softmax (see :func:`affine_rows`)."""
-        return affine_rows(logits, self.coef_, self.intercept_, **kwargs)
 
 
 class VectorScaling(_AffineScaling):
