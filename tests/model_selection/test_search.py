@@ -725,3 +725,31 @@ def test_default_dirichlet_cv_is_skipped_above_20_classes(monkeypatch):
     X20, y20 = make_miscalibrated_logits(600, 20, temperature=2.0, random_state=0)
     res = CalibratorSearchCV(cv=2, random_state=0).fit(X20, y20).cv_results_
     assert "above 20 classes" not in res["skipped_reason"][dirichlet]
+
+
+def test_penalised_maps_count_one_parameter_per_five_classes():
+    # 12 classes and 15-19 events: temperature scaling (1 parameter) is
+    # kept; the penalised vector scaling and SMS count ceil(12 / 5) = 3
+    # parameters (30 events) and are skipped; unpenalised vector scaling
+    # counts 2C = 24
+    rng = np.random.default_rng(3)
+    n, n_classes = 120, 12
+    y = rng.integers(0, n_classes, n)
+    X = 5.0 * np.eye(n_classes)[y] + rng.normal(scale=0.5, size=(n, n_classes))
+    wrong = rng.permutation(n) < 17
+    X[wrong] = np.roll(X[wrong], 1, axis=1)
+    events = min((X.argmax(1) != y).sum(), (X.argmax(1) == y).sum())
+    assert 10 <= events < 30
+    candidates = [
+        IdentityCalibrator(),
+        TemperatureScaling(device="cpu"),
+        VectorScaling(device="cpu"),
+        StructuredMatrixScaling(device="cpu"),
+        VectorScaling(reg_lambda=0.0, device="cpu"),
+    ]
+    search = CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
+    res = search.cv_results_
+    assert list(res["n_parameters"]) == [0, 1, 3, 3, 24]
+    assert list(res["skipped_reason"][:2]) == ["", ""]
+    for c in (2, 3, 4):
+        assert res["skipped_reason"][c].startswith("skipped:")
