@@ -420,3 +420,19 @@ def test_float_array_fast_path_validates_as_scikit_learn(cls, data):
     named = make_estimator(cls, device="cpu").fit(frame, y)
     with pytest.warns(UserWarning, match="does not have valid feature names"):
         named.predict_proba(X)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_probabilities_path_is_the_softmax_of_decision_function(cls, data):
+    # with input="proba", predict_proba (which maps the probabilities
+    # themselves where a calibrator can) is the softmax of decision_function
+    # (the logits of the probabilities, mapped)
+    X, y = data
+    P = softmax(X, axis=1)
+    est = make_estimator(cls, input="proba", device="cpu").fit(P, y)
+    np.testing.assert_allclose(
+        est.predict_proba(P),
+        softmax(est.decision_function(P), axis=1),
+        rtol=1e-10,
+        atol=1e-15,
+    )

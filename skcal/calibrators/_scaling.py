@@ -239,6 +239,11 @@ class _AffineMap:
     def _calibrated_proba_inplace(self, logits):
         return self._map(logits, softmax=True, out=logits)
 
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        # the map of log(P), the logs taken block by block (a subclass that
+        # maps the log-softmax, Dirichlet, does not map probabilities)
+        return self._map(P, log=True, softmax=True, out=P)
+
     def _map(self, logits, **kwargs):
         return affine_rows(
             logits,
@@ -253,6 +258,7 @@ class _AffineScaling(_AffineMap, BaseCalibrator):
     """Shared fit of vector and matrix scaling."""
 
     _kind = "diagonal"
+    _maps_probabilities = True
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "reg_lambda": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],

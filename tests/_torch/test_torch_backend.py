@@ -159,6 +159,11 @@ def test_affine_rows_matches_the_formulas(n_classes):
         ({}, w, a * w + b),
         ({"softmax": True}, w, softmax(a * w + b, axis=1)),
     ]
+    P = softmax(a, axis=1)
+    log_cases = [
+        ({"log": True, "softmax": True}, W, softmax(np.log(P) @ W.T + b, axis=1)),
+        ({"log": True}, w, np.log(P) * w + b),
+    ]
     for kwargs, coef, expected in cases:
         scale = np.abs(expected).max()
         got = affine_rows(a_ro, coef, b, **kwargs)
@@ -166,6 +171,14 @@ def test_affine_rows_matches_the_formulas(n_classes):
         inplace = a.copy()
         assert affine_rows(inplace, coef, b, out=inplace, **kwargs) is inplace
         np.testing.assert_array_equal(inplace, got)  # same operations
+    for kwargs, coef, expected in log_cases:
+        got = affine_rows(P, coef, b, **kwargs)
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+        inplace = P.copy()
+        assert affine_rows(inplace, coef, b, out=inplace, **kwargs) is inplace
+        np.testing.assert_array_equal(inplace, got)
+    with pytest.raises(ValueError, match="not both"):
+        affine_rows(P, W, b, log=True, log_softmax=True)
     assert affine_rows(np.empty((0, 3)), np.eye(3), np.zeros(3)).shape == (0, 3)
 
 

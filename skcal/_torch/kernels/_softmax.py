@@ -236,15 +236,18 @@ def affine_rows(
     coef: np.ndarray,
     intercept: np.ndarray,
     *,
+    log: bool = False,
     log_softmax: bool = False,
     softmax: bool = False,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``f(a) @ coef.T + intercept``, or its row softmax, in a float64 array.
 
-    ``f`` is the identity, or with ``log_softmax`` the row log-softmax,
-    computed as ``a @ coef.T - L coef.sum(axis=1)`` with ``L`` the row
-    log-sum-exp of ``a`` (no log-softmax copy of ``a``). A 1-D ``coef``
+    ``f`` is the identity; with ``log`` numpy's logarithm of each entry
+    (taken block by block into a scratch block); or with ``log_softmax``
+    the row log-softmax, computed as ``a @ coef.T - L coef.sum(axis=1)``
+    with ``L`` the row log-sum-exp of ``a`` (no log-softmax copy of ``a``).
+    A 1-D ``coef``
     scales the columns (``a * coef + intercept``; no ``log_softmax`` then).
     The rows go by blocks: the product of a block gets its intercept,
     log-sum-exp term and softmax while it is in cache. The product is
@@ -253,13 +256,15 @@ def affine_rows(
     may be ``a`` itself (a writeable C-contiguous float64 array of the
     result's shape); ``a`` is otherwise not modified.
     """
+    if log and log_softmax:
+        raise ValueError("affine_rows takes log or log_softmax, not both.")
     a = np.asarray(a, dtype=np.float64)
     if out is None:
         out = np.empty((a.shape[0], len(intercept)))
     if out.size == 0:
         return out
     if coef.ndim == 1:
-        out = affine_columns(a, coef, intercept, out)
+        out = affine_columns(np.log(a, out=out) if log else a, coef, intercept, out)
         return softmax_inplace(out) if softmax else out
     weights, bias = coef.T, torch.from_numpy(np.asarray(intercept, dtype=np.float64))
     if log_softmax:
@@ -268,16 +273,23 @@ def affine_rows(
     t, o = _read(a), torch.from_numpy(out)
     blocks = _row_blocks(o if o.shape[1] >= t.shape[1] else t)
     size = blocks[0].stop - blocks[0].start
-    exps = torch.empty((size, t.shape[1]), dtype=t.dtype) if log_softmax else None
+    scratch = log or log_softmax
+    scratch = torch.empty((size, t.shape[1]), dtype=t.dtype) if scratch else None
+    # in place, the product of a block goes to a second scratch block, unless
+    # the logs of the block were taken first (its memory is then free)
+    in_place = in_place and not log
     product = torch.empty((size, o.shape[1]), dtype=o.dtype) if in_place else None
     for rows in blocks:
         block = t[rows]
+        if log:
+            block = scratch[: block.shape[0]]
+            np.log(t[rows].numpy(), out=block.numpy())
         ob = product[: block.shape[0]] if in_place else o[rows]
         np.matmul(block.numpy(), weights, out=ob.numpy())
         ob.add_(bias)
         if log_softmax:
             top = block.amax(dim=1, keepdim=True)
-            e = torch.sub(block, top, out=exps[: block.shape[0]]).exp_()
+            e = torch.sub(block, top, out=scratch[: block.shape[0]]).exp_()
             ob.addr_(e.sum(dim=1).log_().add_(top[:, 0]), row_sums, alpha=-1)
         if softmax:
             ob.sub_(ob.amax(dim=1, keepdim=True)).exp_()
