@@ -239,11 +239,6 @@ class _AffineMap:
     def _calibrated_proba_inplace(self, logits):
         return self._map(logits, softmax=True, out=logits)
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
-        # the map of log(P), the logs taken block by block (a subclass that
-        # maps the log-softmax, Dirichlet, does not map probabilities)
-        return self._map(P, log=True, softmax=True, out=P)
-
     def _map(self, logits, **kwargs):
         return affine_rows(
             logits,
@@ -264,6 +259,11 @@ class _AffineScaling(_AffineMap, BaseCalibrator):
         "reg_lambda": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
         **_LBFGS_CONSTRAINTS,
     }
+
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        # the map of log(P), the logs taken block by block into the input of
+        # the product, the result written over P
+        return self._map(P, log=True, softmax=True, out=P)
 
     def _penalties(self) -> dict:
         return {"l2_diag": self.reg_lambda_, "l2_bias": self.reg_lambda_}
