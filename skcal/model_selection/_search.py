@@ -63,6 +63,12 @@ __all__ = ["CalibratorSearchCV"]
 #: predictions are unknown (local candidates without a head).
 EVENTS_PER_PARAMETER = 10
 
+#: Temperature scaling, whose one parameter is shared by every class, needs
+#: this many events instead: the lower end of the 5-9 events per variable
+#: that Vittinghoff & McCulloch (2007) found adequate (measured in
+#: ``benchmarks/bench_select_small.py``; see the Notes of the search).
+TEMPERATURE_EVENTS = 5
+
 #: A penalised affine map counts at least one free parameter per this many
 #: classes: with fewer than 2 events per class its per-class entries are
 #: fitted to noise, whatever the ridge (on four real tasks at 100 rows the
@@ -347,7 +353,8 @@ class CalibratorSearchCV(BaseCalibrator):
 
     a. a candidate with more than one free parameter per 10 events (the
        calibration rows the classifier gets wrong, or right if those are
-       fewer) is skipped, with the reason recorded;
+       fewer) is skipped, with the reason recorded; temperature scaling
+       needs 5;
     b. the best-scoring candidate must beat the simple candidates,
        :class:`~skcal.IdentityCalibrator` then
        :class:`~skcal.TemperatureScaling` (those present), by more than one
@@ -466,7 +473,8 @@ class CalibratorSearchCV(BaseCalibrator):
     Notes
     -----
     **Parameter count (guard a).** A candidate is skipped when its number
-    ``p`` of free parameters exceeds ``e / 10``, ``e`` the *events*: the
+    ``p`` of free parameters exceeds ``e / 10`` (temperature scaling: when
+    ``e < 5``, see below), ``e`` the *events*: the
     calibration rows whose top class (the largest score, of the scores or
     of the head's logits) is not the label, or the rows where it is if
     those are fewer, each set counted as Kish's effective sample size
@@ -517,12 +525,23 @@ class CalibratorSearchCV(BaseCalibrator):
     sets of thousands of rows they are meant for; the one-standard-error
     rule judges them against the simple candidates instead, and one that
     cannot be fitted on the rows of a fold is recorded as failed.
-    Temperature scaling is counted too (one parameter, ten events): exempted
-    and judged by the one-standard-error rule alone, it was selected on 100
-    rows of pendigits with fewer than 10 errors and raised the test NLL by
-    38.6% over identity, while on the subsets of fashion_mnist with fewer
-    than 10 errors the cross-fitted scores could not see its gain either
-    way. With the default candidates,
+    Temperature scaling is counted too, but its one parameter, shared by
+    every class and estimated from all the events at once, needs 5 events
+    instead of 10: the lower end of the 5-9 events per variable that
+    Vittinghoff and McCulloch (2007) found adequate. Exempted and judged by
+    the one-standard-error rule alone, it was selected on 100 rows of
+    pendigits with a single error and raised the test NLL by 38.6% over
+    identity: with one or two events the standard error rests on those rows.
+    ``benchmarks/bench_select_small.py`` measures the threshold on 400 real
+    calibration subsets of 100 rows (8 tasks, 50 seeds), where only these
+    two can be chosen: with 5 events the test NLL is on average 2.12% above
+    the better of identity and temperature scaling, against 3.70% with 10,
+    and 4 subsets lose more than 1% to identity either way; with 2 events
+    (or 0) 9 (22) subsets do. At 500 rows it costs a little: 0.82% against
+    0.72%, and 18 subsets instead of 16 that lose more than 1% to identity
+    (16 of them on optdigits, where temperature scaling fitted on the whole
+    calibration pool raises the test NLL too, 0.156 to 0.160). With the
+    default candidates,
     :class:`~skcal.DirichletCalibratorCV` is skipped above 20 classes: its
     inner grid took 95% of the search's time there and it was never
     selected on the benchmark's real tasks.
@@ -956,7 +975,12 @@ class CalibratorSearchCV(BaseCalibrator):
             if predicted is None
             else _n_events(predicted, labels, self.classes_, relative)
         )
-        reasons = self._skip_reasons(n_params, relative, events)
+        required = np.where(
+            [isinstance(t, TemperatureScaling) for t in templates],
+            TEMPERATURE_EVENTS,
+            n_params * EVENTS_PER_PARAMETER,
+        )
+        reasons = self._skip_reasons(n_params, required, relative, events)
         if self.candidates is None and len(self.classes_) > DIRICHLET_CV_MAX_CLASSES:
             for c, t in enumerate(templates):
                 if isinstance(t, DirichletCalibratorCV) and not reasons[c]:
@@ -1009,9 +1033,10 @@ class CalibratorSearchCV(BaseCalibrator):
         self.refit_time_ = time.perf_counter() - start
         return self
 
-    def _skip_reasons(self, n_params, relative, events) -> list[str]:
+    def _skip_reasons(self, n_params, required, relative, events) -> list[str]:
         """Guard (a): why each candidate is skipped ("" when it is not).
 
+        ``required``: the events each candidate needs (NaN: not counted).
         ``events``: see :func:`_n_events`; NaN when the classifier's
         predictions are unknown, and then the rows count instead.
         """
@@ -1028,13 +1053,17 @@ class CalibratorSearchCV(BaseCalibrator):
                     "if those are fewer: what a calibration map learns from)"
                 ),
             )
-        for c, p in enumerate(n_params):
-            if p * EVENTS_PER_PARAMETER > available:  # False for NaN
-                reasons[c] = (
-                    f"skipped: {int(p)} free parameters need at least "
-                    f"{int(p) * EVENTS_PER_PARAMETER} {unit}, "
-                    f"{EVENTS_PER_PARAMETER} per parameter; got {available:.4g}"
-                )
+        for c, (p, need) in enumerate(zip(n_params, required)):
+            if not need > available:  # False for NaN
+                continue
+            if need == p * EVENTS_PER_PARAMETER:
+                rule = f"{EVENTS_PER_PARAMETER} per parameter"
+            else:  # temperature scaling
+                rule = "its one parameter is shared by every class"
+            reasons[c] = (
+                f"skipped: {int(p)} free parameters need at least {int(need)} "
+                f"{unit}, {rule}; got {available:.4g}"
+            )
         return reasons
 
     def _collect(self, names, folds, by_candidate, reasons, n_rows):

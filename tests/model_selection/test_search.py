@@ -675,18 +675,23 @@ def test_guard_never_falls_back_to_a_simple_candidate_worse_than_identity():
     assert reason.startswith("IdentityCalibrator kept by the one-standard-error")
 
 
-def test_temperature_scaling_counts_one_parameter_below_ten_events():
-    # 80 rows, 5 classifier errors: 5 events, fewer than the 10 that one
-    # counted parameter needs; temperature scaling (judged on held-out rows
-    # its score cannot tell from identity's there) and the penalised vector
-    # scaling are skipped, identity is kept
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, 3, 80)
-    X = 4.0 * np.eye(3)[y] + rng.normal(scale=0.5, size=(80, 3))
-    wrong = np.flatnonzero(rng.permutation(80) < 5)
+def _three_classes_with_errors(n_wrong, n=80, seed=0):
+    """Confident 3-class logits whose top class is wrong on ``n_wrong`` rows."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    X = 4.0 * np.eye(3)[y] + rng.normal(scale=0.5, size=(n, 3))
+    wrong = rng.permutation(n) < n_wrong
     X[wrong] = np.roll(X[wrong], 1, axis=1)
+    return X, y
+
+
+@pytest.mark.parametrize("n_wrong", [4, 5, 9])
+def test_temperature_scaling_needs_five_events_other_parameters_ten(n_wrong):
+    # 80 rows: temperature scaling's one shared parameter needs 5 events,
+    # the penalised vector scaling (also counted 1) needs 10
+    X, y = _three_classes_with_errors(n_wrong)
     events = min((X.argmax(1) != y).sum(), (X.argmax(1) == y).sum())
-    assert events < 10
+    assert events == n_wrong
     candidates = [
         IdentityCalibrator(),
         TemperatureScaling(device="cpu"),
@@ -696,9 +701,23 @@ def test_temperature_scaling_counts_one_parameter_below_ten_events():
     res = search.cv_results_
     assert list(res["n_parameters"]) == [0, 1, 1]
     assert res["skipped_reason"][0] == ""
-    for c in (1, 2):
-        assert res["skipped_reason"][c].startswith("skipped: 1 free parameters")
-    assert search.selected_ == "IdentityCalibrator"
+    if n_wrong < 5:
+        assert res["skipped_reason"][1] == (
+            "skipped: 1 free parameters need at least 5 events (calibration rows "
+            "the classifier gets wrong, or right if those are fewer: what a "
+            "calibration map learns from), its one parameter is shared by every "
+            f"class; got {n_wrong}"
+        )
+        assert np.isnan(res["mean_test_score"][1])
+        assert search.selected_ == "IdentityCalibrator"
+    else:
+        assert res["skipped_reason"][1] == ""
+        assert np.isfinite(res["mean_test_score"][1])
+    assert res["skipped_reason"][2] == (
+        "skipped: 1 free parameters need at least 10 events (calibration rows "
+        "the classifier gets wrong, or right if those are fewer: what a "
+        f"calibration map learns from), 10 per parameter; got {n_wrong}"
+    )
 
 
 def test_default_dirichlet_cv_is_skipped_above_20_classes(monkeypatch):
