@@ -29,19 +29,20 @@ NLL is ``skcal.metrics.negative_log_likelihood`` (probabilities floored at
 1e-12, as every method is scored), so on tasks with very large logits the
 uncalibrated NLL is a little below the unfloored one of DATASETS.md.
 
-Budget. The default run took 24.6 min on 2 shared cores (load average 2-5,
-other jobs running; 2026-12-01). What was cut to fit ~45 min, the protocol
-unchanged: 10,000 calibration rows run only on ``--large-tasks``
-(fashion_mnist), where one search takes 31-41 s; on portal_rodents it took
-more than 2 min before the guard counted events, and the searches at 2,000
-rows of wordnet_supersenses (45 classes) and kjv_books (66) took 219 s and
-414 s, most of it DirichletCalibratorCV's inner grid, which grows with the
-rows. ``--large-tasks all`` (or ``--sizes``) runs every size the pools allow.
+Budget. Every size the pools allow (10,000 rows on four tasks) took 13.2
+min on 2 cores with nothing else running (2026-12-02; the searches at
+10,000 rows took 18-60 s each, at 2,000 rows 0.1-21 s), since the default
+search skips DirichletCalibratorCV above 20 classes (its inner grid took
+219 s and 414 s of the searches at 2,000 rows of wordnet_supersenses and
+kjv_books before). ``--large-tasks`` limits the 10,000-row cases to the
+tasks it names (default: all).
 The bootstrap uses 200 resamples (p-values are then at least 0.00995).
 
 Run:  python benchmarks/bench_select.py [--tasks satimage letter] [--sizes 100 500]
       [--repeats 3] [--n-resamples 200] [--threads 1] [--n-jobs 1]
       [--skip-local] [--local-timeout 300] [--json out.json]
+The docs' table from a saved run:
+      python benchmarks/bench_select.py --rst-from out.json
 """
 
 import argparse
@@ -65,10 +66,10 @@ from _datasets import DEFAULT_CAL_SIZES, available_tasks, load_task  # noqa: E40
 SMALL_SIZES = (100, 500)
 #: The size of the local-calibration comparison.
 LOCAL_SIZE = 2000
-#: Tasks run at 10,000 rows by default: those whose search takes under about
-#: a minute per fit there (measured, see the module docstring).
 LARGE_SIZE = 10000
-DEFAULT_LARGE_TASKS = ("fashion_mnist",)
+#: Tasks run at 10,000 rows by default ("all": every task whose pool allows;
+#: a search there takes under about a minute, see the module docstring).
+DEFAULT_LARGE_TASKS = ("all",)
 CONFIDENCE = 0.9
 ECE_BINS = 15
 
@@ -472,6 +473,56 @@ def summarise(cases, local, candidate_names):
     return lines, out
 
 
+def rst_table(record) -> str:
+    """The docs' table ("Choosing a calibrator") of a saved run, as RST.
+
+    Per task and size: the NLL of seed 0 with its interval (uncalibrated,
+    selector, oracle), the gap of seed 0 and, at the sizes with several
+    subsets, its mean over them, and the selected / oracle candidate of
+    every subset.
+    """
+    cells = {}
+    for r in record["cases"]:
+        cells.setdefault((r["task"], r["size"]), []).append(r)
+    rows = []
+    for (task, size), rs in cells.items():
+        rs = sorted(rs, key=lambda r: r["seed"])
+        first = rs[0]
+        oracle = first["candidates"][first["oracle"]]["nll"]
+        gap = f"{first['gap_pct']:.2f}"
+        if len(rs) > 1:
+            gap += f" ({np.mean([r['gap_pct'] for r in rs]):.2f})"
+        rows.append(
+            [
+                f"{task} ({first['n_classes']})",
+                f"{size:,}",
+                _ci(first["uncalibrated"]["nll"]),
+                _ci(first["selector"]["nll"]),
+                _ci(oracle),
+                gap,
+                ", ".join(
+                    f"{_short(r['selected'])} / {_short(r['oracle'])}" for r in rs
+                ),
+            ]
+        )
+    head = [
+        "task (classes)",
+        "rows",
+        "uncalibrated NLL",
+        "selector NLL",
+        "oracle NLL",
+        "gap %",
+        "selected / oracle, per subset",
+    ]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    rule = "  ".join("=" * w for w in widths)
+
+    def line(cells):
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    return "\n".join([rule, line(head), rule, *map(line, rows), rule])
+
+
 # ------------------------------------------------------------------ main
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -505,7 +556,14 @@ def main(argv=None):
     parser.add_argument("--local-timeout", type=float, default=300.0)
     parser.add_argument("--json", default=None, help="write everything to this file")
     parser.add_argument("--local-case", default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--rst-from", default=None, help="print the docs' table of a saved --json run"
+    )
     args = parser.parse_args(argv)
+    if args.rst_from is not None:
+        with open(args.rst_from) as f:
+            print(rst_table(json.load(f)))
+        return
 
     import torch
 
