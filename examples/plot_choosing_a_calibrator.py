@@ -119,7 +119,9 @@ print(
 # a cross-validated Dirichlet calibrator in place of the plain one (dozens
 # of fits per fold: too slow for this page). This list adds an unpenalised full
 # Dirichlet calibrator, 10 x 11 = 110 free parameters, which the small-data
-# guard refuses to fit on 600 rows (it asks for 10 rows per parameter).
+# guard refuses to fit on 600 rows: it asks for 10 *events* per parameter
+# (rows the classifier gets wrong, or right if those are fewer), and this
+# classifier is wrong on only a few dozen of them.
 candidates = [
     IdentityCalibrator(),
     TemperatureScaling(device="cpu"),
