@@ -1060,9 +1060,12 @@ class CalibratorSearchCV(BaseCalibrator):
                 rule = f"{EVENTS_PER_PARAMETER} per parameter"
             else:  # temperature scaling
                 rule = "its one parameter is shared by every class"
+            count = (
+                "1 free parameter needs" if p == 1 else f"{int(p)} free parameters need"
+            )
             reasons[c] = (
-                f"skipped: {int(p)} free parameters need at least {int(need)} "
-                f"{unit}, {rule}; got {available:.4g}"
+                f"skipped: {count} at least {int(need)} {unit}, {rule}; "
+                f"got {available:.4g}"
             )
         return reasons
 

@@ -703,7 +703,7 @@ def test_temperature_scaling_needs_five_events_other_parameters_ten(n_wrong):
     assert res["skipped_reason"][0] == ""
     if n_wrong < 5:
         assert res["skipped_reason"][1] == (
-            "skipped: 1 free parameters need at least 5 events (calibration rows "
+            "skipped: 1 free parameter needs at least 5 events (calibration rows "
             "the classifier gets wrong, or right if those are fewer: what a "
             "calibration map learns from), its one parameter is shared by every "
             f"class; got {n_wrong}"
@@ -714,7 +714,7 @@ def test_temperature_scaling_needs_five_events_other_parameters_ten(n_wrong):
         assert res["skipped_reason"][1] == ""
         assert np.isfinite(res["mean_test_score"][1])
     assert res["skipped_reason"][2] == (
-        "skipped: 1 free parameters need at least 10 events (calibration rows "
+        "skipped: 1 free parameter needs at least 10 events (calibration rows "
         "the classifier gets wrong, or right if those are fewer: what a "
         f"calibration map learns from), 10 per parameter; got {n_wrong}"
     )
