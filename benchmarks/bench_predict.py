@@ -36,7 +36,10 @@ and predicts. A fit that takes more than ``--fit-limit`` seconds (default
 60) is stopped and the method is reported as skipped at that size; so is a
 method that refuses the size up front. Torch runs on ``--threads`` intra-op
 threads (default 1, so that numbers do not depend on the other jobs of a
-shared machine; BLAS and OpenMP get the same count). The load average of the
+shared machine; BLAS and OpenMP get the same count); ``--threads 0`` leaves
+every thread pool at its library's default, as a user gets them (where a
+numpy BLAS call next to torch's kernels can cost milliseconds of waiting
+for the other pool's spinning threads). The load average of the
 machine is printed before and after: on a busy machine, compare ratios
 measured in the same run rather than absolute times.
 
@@ -155,7 +158,8 @@ def child(kind, name, n, n_classes, repeats, threads):
 
     import torch
 
-    torch.set_num_threads(threads)
+    if threads > 0:
+        torch.set_num_threads(threads)
     warnings.simplefilter("ignore")
     X_fit, y_fit, X_test = _data(n, n_classes)
     if kind == "softmax":
@@ -228,10 +232,13 @@ def run(kind, name, n, n_classes, args):
     cmd = [sys.executable, os.path.abspath(__file__), "--one", kind, name]
     cmd += [str(n), str(n_classes), "--repeats", str(args.repeats)]
     cmd += ["--threads", str(args.threads)]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    env.update(
-        OPENBLAS_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads)
-    )
+    env = dict(os.environ)
+    if args.threads > 0:  # 0: the libraries' own defaults, as a user gets them
+        for pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[pool] = str(args.threads)
+    else:
+        for pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env.pop(pool, None)
     proc, lines, errors = spawn_json_lines(cmd, env)
     out, fit_started = {}, None
     while True:
@@ -275,7 +282,9 @@ def main(argv=None):
     parser.add_argument("--methods", nargs="+", default=None, help="default: all")
     parser.add_argument("--repeats", type=int, default=5, help="median of R calls")
     parser.add_argument("--fit-limit", type=float, default=60.0, help="seconds")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch and BLAS threads; 0: defaults"
+    )
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--json", default=None, help="append every result to FILE")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
@@ -290,7 +299,8 @@ def main(argv=None):
         parser, [name for name, _ in all_estimators("score")], args.methods
     )
     print(
-        f"torch threads: {args.threads}; predict: median of {args.repeats} calls "
+        f"torch threads: {args.threads or 'library defaults'}; predict: median of "
+        f"{args.repeats} calls "
         f"after one untimed call; load average {os.getloadavg()}",
         flush=True,
     )

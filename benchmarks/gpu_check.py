@@ -1,10 +1,11 @@
 """One short command for a CUDA machine: GPU tests, then the GPU benchmark.
 
 Runs every test that the ``device`` fixture parametrises on CUDA (``-k cuda``)
-and, with ``--device cuda``, the temperature-scaling benchmark, SMART's speed
-benchmark, the local-metrics benchmark and the VQ fit benchmark, and exits with
-a non-zero status if CUDA is missing or a test fails. Meant to finish in well
-under 5 minutes on one GPU.
+and, with ``--device cuda``, the temperature-scaling benchmark, the fit and
+predict times of the scaling family at 50,000 x 1,000 (``bench_device.py``),
+SMART's speed benchmark, the local-metrics benchmark and the VQ fit benchmark,
+and exits with a non-zero status if CUDA is missing or a test fails. Meant to
+finish in well under 5 minutes on one GPU.
 
 Run:  python benchmarks/gpu_check.py
 """
@@ -41,6 +42,7 @@ def main() -> int:
     codes = [tests.returncode]
     for script, extra in (
         ("bench_temperature.py", ["--repeat", "2"]),
+        ("bench_device.py", ["--shape", "50000x1000"]),
         ("bench_smart.py", ["--skip-evidence"]),
         ("bench_local.py", []),
         ("bench_vq.py", ["--skip-evidence"]),

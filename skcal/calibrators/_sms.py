@@ -7,7 +7,7 @@ from numbers import Real
 import numpy as np
 
 from .._torch import resolve_device
-from .._torch.kernels import fit_affine_softmax, softmax_inplace
+from .._torch.kernels import fit_affine_softmax, linear, softmax_inplace
 from .._torch.kernels._softmax import (
     exp_into,
     log_inplace,
@@ -218,7 +218,6 @@ class StructuredMatrixScaling(BaseCalibrator):
         block = max(1, _ROWS_BLOCK // n_classes)
         t = np.empty((min(block, n), n_classes))
         e = np.empty(t.shape)
-        weights = self.coef_.T
         near_floor = _LOG_FLOOR + np.log(n_classes)  # below it, t - L may be floored
         for start in range(0, n, block):
             zb = z[start : start + block]
@@ -238,8 +237,7 @@ class StructuredMatrixScaling(BaseCalibrator):
             scale_rows_inplace(eb, (1.0 - self.mix_) / row_sum(eb))
             eb += self.mix_ / n_classes
             log_inplace(eb)
-            np.matmul(eb, weights, out=ob)
-            ob += self.intercept_
+            linear(eb, self.coef_, self.intercept_, out=ob)
             if proba:
                 softmax_inplace(ob)
         return out
