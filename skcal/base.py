@@ -11,7 +11,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._torch.kernels import linear, softmax_inplace
+from ._torch.kernels import affine_rows, softmax_inplace
 from .exceptions import MissingClassWarning
 from .utils._dask import lazy_on_dask
 from .utils._sklearn import StrOptions, _fit_context
@@ -633,7 +633,7 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         return self._logits(X)
 
     def _logits(self, X: np.ndarray) -> np.ndarray:
-        return linear(X, self.coef_, self.intercept_)
+        return affine_rows(X, self.coef_, self.intercept_)
 
     # ---------------------------------------------------------------- public
     # the parameters are validated by the decorator; nested estimators and

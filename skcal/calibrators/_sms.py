@@ -7,7 +7,7 @@ from numbers import Real
 import numpy as np
 
 from .._torch import resolve_device
-from .._torch.kernels import fit_affine_softmax, linear, softmax_inplace
+from .._torch.kernels import affine_rows, fit_affine_softmax, softmax_inplace
 from .._torch.kernels._softmax import (
     exp_into,
     log_inplace,
@@ -237,7 +237,7 @@ class StructuredMatrixScaling(BaseCalibrator):
             scale_rows_inplace(eb, (1.0 - self.mix_) / row_sum(eb))
             eb += self.mix_ / n_classes
             log_inplace(eb)
-            linear(eb, self.coef_, self.intercept_, out=ob)
+            affine_rows(eb, self.coef_, self.intercept_, out=ob)
             if proba:
                 softmax_inplace(ob)
         return out

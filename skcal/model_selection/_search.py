@@ -19,7 +19,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 
-from .._torch.kernels import linear
+from .._torch.kernels import affine_rows
 from ..base import (
     _LOG_PROBA_EPS,
     BaseCalibrator,
@@ -132,7 +132,7 @@ def _candidate_estimators(candidates) -> list:
 
 def _head_logits(X: np.ndarray, coef: np.ndarray, intercept: np.ndarray):
     """The frozen head's logits ``X @ coef.T + intercept`` in float64, finite."""
-    logits = linear(X, coef, intercept)  # inf where it overflows: refused below
+    logits = affine_rows(X, coef, intercept)  # inf where it overflows: refused below
     check_finite(logits, "the head's logits X @ coef.T + intercept")
     return logits
 

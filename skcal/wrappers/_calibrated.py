@@ -27,7 +27,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 
-from .._torch.kernels import linear, softmax_inplace
+from .._torch.kernels import affine_rows, softmax_inplace
 from ..base import BaseLocalCalibrator, negative_log_loss
 from ..utils._dask import lazy_on_dask
 from ..utils._sklearn import HasMethods, StrOptions, _fit_context
@@ -59,7 +59,7 @@ def _scores(estimator, X, response: str, n_classes: int) -> np.ndarray:
     """The estimator's logits or probabilities, always ``(n_samples, n_classes)``."""
     if response == "mlp_logits":
         emb, coef, intercept = extract_embeddings(estimator, X)
-        return linear(emb, coef, intercept)
+        return affine_rows(emb, coef, intercept)
     S = np.asarray(getattr(estimator, response)(X), dtype=np.float64)
     if S.ndim == 1 or (S.ndim == 2 and S.shape[1] == 1 and n_classes == 2):
         S = S.reshape(-1)

@@ -182,8 +182,8 @@ def test_affine_rows_matches_the_formulas(n_classes):
     assert affine_rows(np.empty((0, 3)), np.eye(3), np.zeros(3)).shape == (0, 3)
 
 
-def test_linear_is_the_affine_formula():
-    from skcal._torch.kernels import linear
+def test_affine_rows_without_a_map_is_the_affine_formula():
+    from skcal._torch.kernels import affine_rows
 
     rng = np.random.default_rng(0)
     a, coef, b = rng.normal(size=(57, 6)), rng.normal(size=(4, 6)), rng.normal(size=4)
@@ -191,21 +191,21 @@ def test_linear_is_the_affine_formula():
     a_ro = a.copy()
     a_ro.setflags(write=False)  # read, never written
     for x in (a, a_ro, np.asfortranarray(a), a.astype(np.float32)):
-        got = linear(x, coef, b)
+        got = affine_rows(x, coef, b)
         assert got.dtype == np.float64 and got.flags.c_contiguous
         tol = 1e-6 if x.dtype == np.float32 else 1e-12
         np.testing.assert_allclose(got, x.astype(np.float64) @ coef.T + b, rtol=tol)
     np.testing.assert_array_equal(a, a_ro)  # the input is not modified
     out = np.empty((57, 4))
-    assert linear(a, coef, b, out=out) is out
+    assert affine_rows(a, coef, b, out=out) is out
     np.testing.assert_allclose(out, expected, rtol=1e-12)
     # a read-only coef (a loaded model), no rows, no features
     coef_ro = coef.copy()
     coef_ro.setflags(write=False)
-    np.testing.assert_allclose(linear(a, coef_ro, b), expected, rtol=1e-12)
-    assert linear(np.empty((0, 6)), coef, b).shape == (0, 4)
+    np.testing.assert_allclose(affine_rows(a, coef_ro, b), expected, rtol=1e-12)
+    assert affine_rows(np.empty((0, 6)), coef, b).shape == (0, 4)
     np.testing.assert_array_equal(
-        linear(np.empty((3, 0)), np.empty((4, 0)), b), [b] * 3
+        affine_rows(np.empty((3, 0)), np.empty((4, 0)), b), [b] * 3
     )
 
 

@@ -30,7 +30,7 @@ from ._soft_ece import (
     soft_binned_ece_value,
     soft_error_from_sums_value,
 )
-from ._softmax import affine_rows, linear, softmax_inplace
+from ._softmax import affine_rows, softmax_inplace
 from ._temperature import TemperatureObjective, logit_scale
 from ._vq import (
     CalibraFit,
@@ -91,7 +91,6 @@ __all__ = [
     "soft_binned_ece_value",
     "soft_error_from_sums_value",
     "affine_rows",
-    "linear",
     "softmax_inplace",
     "vq_calibrated_proba",
     "vq_head_log_proba",

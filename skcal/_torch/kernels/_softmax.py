@@ -11,7 +11,7 @@ the default thread counts numpy's BLAS and torch run separate thread pools,
 and each hand-over from one to the other waits for the other pool's threads
 to stop spinning (at 10,000 x 100 on 2 cores, numpy's product of each block
 made matrix scaling's prediction 16 times slower than torch's, 120 ms
-against 7.7 ms; with one thread each, numpy's product is 5-15% faster).
+against 7.7 ms; with one thread each, numpy's product is 7-17% faster).
 """
 
 from __future__ import annotations
@@ -238,38 +238,6 @@ def normalize_rows_inplace(a: np.ndarray, floor: float) -> np.ndarray:
     return a
 
 
-def linear(
-    a: np.ndarray,
-    coef: np.ndarray,
-    intercept: np.ndarray,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
-    """``a @ coef.T + intercept`` in float64, by torch's ``addmm``.
-
-    ``a`` of shape ``(n, d)``, ``coef`` ``(k, d)``, ``intercept`` ``(k,)``;
-    ``a`` is not modified (a read-only array is copied). The result goes to
-    ``out`` (a new array if None; else a writeable C-contiguous float64
-    array of shape ``(n, k)`` that does not overlap ``a``), which is
-    returned. Torch's product, not numpy's: see the module docstring.
-    """
-    a = np.asarray(a, dtype=np.float64)
-    coef = np.asarray(coef, dtype=np.float64)
-    if out is None:
-        out = np.empty((a.shape[0], coef.shape[0]))
-    if out.size == 0:
-        return out
-    if a.shape[1] == 0:  # addmm of an empty inner dimension
-        out[:] = intercept
-        return out
-    torch.addmm(
-        torch.from_numpy(np.asarray(intercept, dtype=np.float64)),
-        _read(a),
-        _read(coef).T,
-        out=torch.from_numpy(out),
-    )
-    return out
-
-
 def affine_rows(
     a: np.ndarray,
     coef: np.ndarray,
@@ -292,7 +260,9 @@ def affine_rows(
     the module docstring) gets its log-sum-exp term and softmax while it is
     in cache. The result is written into ``out`` (a new array if None), which
     may be ``a`` itself (a writeable C-contiguous float64 array of the
-    result's shape); ``a`` is otherwise not modified.
+    result's shape); ``a`` is otherwise not modified (a read-only ``a`` is
+    copied). With neither flag it is the plain product, e.g. a linear head's
+    logits.
     """
     if log and log_softmax:
         raise ValueError("affine_rows takes log or log_softmax, not both.")
@@ -304,7 +274,7 @@ def affine_rows(
     if coef.ndim == 1:
         out = affine_columns(np.log(a, out=out) if log else a, coef, intercept, out)
         return softmax_inplace(out) if softmax else out
-    weights = _read(np.asarray(coef, dtype=np.float64)).T
+    weights = _read(coef).T
     bias = torch.from_numpy(np.asarray(intercept, dtype=np.float64))
     if log_softmax:
         row_sums = torch.from_numpy(np.ascontiguousarray(coef.sum(axis=1)))
