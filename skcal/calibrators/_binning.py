@@ -11,6 +11,7 @@ from .._torch.kernels import softmax_inplace
 from .._torch.kernels._softmax import normalize_rows_inplace, row_sum, softmax_into
 from ..base import BaseCalibrator
 from ..metrics._binning import assign_bins, bin_edges
+from ..utils._proba import interp
 from ..utils._sklearn import Interval, StrOptions
 
 __all__ = ["HistogramBinningCalibrator", "IsotonicCalibrator"]
@@ -106,7 +107,9 @@ def _step_map_inplace(P: np.ndarray, edges: np.ndarray, values: np.ndarray) -> N
     G]`` gives the bin ``lo_c + (p >= t)``, with ``lo_c`` the bin of its
     left end: two table look-ups and a comparison per entry instead of a
     binary search. Edges too close together for the grid (two in one cell)
-    or values outside [0, 1] fall back to ``np.searchsorted``.
+    fall back to ``np.searchsorted``, and so does a block of rows with a
+    value outside [0, 1] (checked on the block, in cache: no extra pass
+    over ``P``).
     """
     n_rows, n_columns = P.shape
     n_bins = values.shape[1]
@@ -117,10 +120,14 @@ def _step_map_inplace(P: np.ndarray, edges: np.ndarray, values: np.ndarray) -> N
     left = (np.arange(n_cells + 2) - 0.5) / n_cells
     lo = np.searchsorted(interior, left, side="right")
     inside = np.searchsorted(interior, left + 1.0 / n_cells, side="right") - lo
-    if interior.size == 0 or inside.max() > 1 or P.min() < 0 or P.max() > 1:
-        bins = np.searchsorted(interior, P, side="right")
+
+    def searched(p):
+        bins = np.searchsorted(interior, p, side="right")
         bins += offsets
-        np.take(flat_values, bins, out=P, mode="clip")
+        np.take(flat_values, bins, out=p, mode="clip")
+
+    if interior.size == 0 or inside.max() > 1:
+        searched(P)
         return
     cut = np.where(inside == 1, interior[np.minimum(lo, interior.size - 1)], np.inf)
     block = max(1, _BLOCK // n_columns)
@@ -130,6 +137,9 @@ def _step_map_inplace(P: np.ndarray, edges: np.ndarray, values: np.ndarray) -> N
     above = np.empty(cells.shape, dtype=bool)
     for start in range(0, n_rows, block):
         p = P[start : start + block]
+        if p.min() < 0 or p.max() > 1:
+            searched(p)
+            continue
         c, i, t, a = (x[: len(p)] for x in (cells, index, cuts, above))
         np.multiply(p, n_cells, out=c)  # exact: G is a power of 2
         c += _ROUND_MAGIC
@@ -313,7 +323,7 @@ class IsotonicCalibrator(_OneVsRest):
         x, v = self.thresholds_[k], self.values_[k]
         if x.size == 1:
             return np.full_like(p, v[0])
-        return np.interp(p, x, v)
+        return interp(p, x, v)
 
 
 class HistogramBinningCalibrator(_OneVsRest):

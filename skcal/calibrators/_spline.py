@@ -10,7 +10,7 @@ from scipy.interpolate import CubicSpline
 from .._torch.kernels import softmax_inplace
 from .._torch.kernels._softmax import softmax_into
 from ..base import BaseCalibrator
-from ..utils._proba import replace_top_label, replace_top_label_inplace
+from ..utils._proba import interp, replace_top_label, replace_top_label_inplace
 from ..utils._sklearn import Interval
 
 __all__ = ["SplineCalibrator"]
@@ -168,7 +168,7 @@ class SplineCalibrator(BaseCalibrator):
         if self.scores_.size == 1:
             out = np.full_like(s, self.calibrated_scores_[0])
         else:
-            out = np.interp(s, self.scores_, self.calibrated_scores_)
+            out = interp(s, self.scores_, self.calibrated_scores_)
         return np.clip(out, 0.0, 1.0)
 
     def _calibrated_proba(self, logits):

@@ -9,6 +9,36 @@ _LOG_FLOOR = 1e-300
 #: Below this, the others' probabilities may be subnormal (rounded to an
 #: absolute 5e-324): their proportions are then taken from the logits.
 _SUM_FLOOR = 1e-290
+#: :func:`interp` sorts its queries from this many knots and queries on:
+#: ``np.interp``'s binary search per query then costs more than one sort of
+#: them (measured at 10,000 queries: 3-7 times faster with 1,000-8,000
+#: knots, as spline calibration has; 5-15% faster for the isotonic maps of
+#: the real benchmark tasks, 35-92 knots; on par at 16 knots).
+_SORTED_MIN_KNOTS = 48
+_SORTED_MIN_QUERIES = 4096
+
+
+def interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """``np.interp(x, xp, fp)`` (1-D), bit for bit, faster for many knots.
+
+    With increasing ``xp`` (ties allowed), ``np.interp`` finds for each query
+    the one ``j`` with ``xp[j] <= x < xp[j + 1]`` and evaluates the same
+    formula on it, whatever the order of the queries; but its binary search
+    per query mispredicts its branches, while on sorted queries it starts
+    from the previous one's segment and barely searches. From
+    :data:`_SORTED_MIN_KNOTS` knots and :data:`_SORTED_MIN_QUERIES` queries,
+    the queries are therefore sorted, interpolated, and scattered back.
+    """
+    if (
+        x.size < _SORTED_MIN_QUERIES
+        or xp.size < _SORTED_MIN_KNOTS
+        or not np.all(xp[1:] >= xp[:-1])  # unsorted: order-dependent
+    ):
+        return np.interp(x, xp, fp)
+    order = np.argsort(x)
+    out = np.empty(x.shape)
+    out[order] = np.interp(x[order], xp, fp)
+    return out
 
 
 def replace_top_label_inplace(

@@ -131,6 +131,29 @@ def test_step_map_is_searchsorted_per_column(n_bins):
         np.testing.assert_array_equal(got, expected)
 
 
+def test_step_map_outside_the_unit_interval_is_searchsorted_per_block():
+    # the grid holds [0, 1]: a block of rows with a value outside it is
+    # searched instead (the other blocks keep the grid)
+    from skcal.calibrators._binning import _BLOCK, _step_map_inplace
+
+    rng = np.random.default_rng(0)
+    edges = np.arange(16) / 15
+    n_columns = 4
+    n_rows = 3 * _BLOCK // n_columns + 5  # 4 blocks of rows
+    P = rng.uniform(size=(n_rows, n_columns))
+    P[_BLOCK // n_columns + 7, 1] = -0.25  # in the second block
+    P[-1, 3] = 1.5  # in the last
+    values = rng.uniform(size=(n_columns, 15))
+    expected = np.column_stack(
+        [values[k][np.clip(np.digitize(P[:, k], edges), 1, 15) - 1] for k in range(4)]
+    )
+    got = P.copy()
+    _step_map_inplace(got, edges, values)
+    np.testing.assert_array_equal(got, expected)
+    assert got[_BLOCK // n_columns + 7, 1] == values[1][0]
+    assert got[-1, 3] == values[3][-1]
+
+
 def test_histogram_predict_is_the_per_class_step_map():
     # uniform bins (the vectorised path) with a class absent from calibration
     # and extreme scores, against the fitted steps applied column by column

@@ -257,3 +257,36 @@ def test_predict_proba_rescales_the_others_exactly(data):
     proba = spline.predict_proba(Z)
     np.testing.assert_allclose(proba, expected, rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_many_test_rows_match_the_reference():
+    # from 4,096 rows the map sorts its queries (skcal.utils._proba.interp)
+    X, y = make_miscalibrated_logits(1500, 4, temperature=2.0, random_state=0)
+    Xt, _ = make_miscalibrated_logits(6000, 4, temperature=2.0, random_state=2)
+    spline = SplineCalibrator().fit(X, y)
+    np.testing.assert_allclose(
+        spline.predict_proba(Xt), _reference_predict_proba(X, y, Xt), atol=1e-10
+    )
+
+
+@pytest.mark.parametrize("knots", ["increasing", "ties", "unsorted"])
+def test_interp_is_numpy_interp_bit_for_bit(monkeypatch, knots):
+    from skcal.utils import _proba
+
+    rng = np.random.default_rng(0)
+    for n_knots, n in [(2, 7), (5, 50), (300, 5000)]:
+        xp = np.sort(rng.random(n_knots)) * 1.2 - 0.1
+        if knots == "ties":  # queries at a tie take the segment on its right
+            xp[n_knots // 2] = xp[n_knots // 2 - 1]
+        elif knots == "unsorted":  # np.interp's result depends on the order
+            rng.shuffle(xp[1:-1])
+        fp = rng.normal(size=n_knots)
+        x = np.concatenate([rng.random(n), xp, [-1.0, 2.0, np.nan, xp[-1]]])
+        rng.shuffle(x)
+        expected = np.interp(x, xp, fp)
+        for min_knots, queries in [(48, 4096), (1, 1)]:  # defaults, always sorted
+            monkeypatch.setattr(_proba, "_SORTED_MIN_KNOTS", min_knots)
+            monkeypatch.setattr(_proba, "_SORTED_MIN_QUERIES", queries)
+            got = _proba.interp(x, xp, fp)
+            np.testing.assert_array_equal(got, expected)
+            assert got.tobytes() == expected.tobytes()
