@@ -1,4 +1,4 @@
-"""Helpers on probability vectors shared by the top-label calibrators."""
+"""Helpers on probability vectors shared by the calibrators."""
 
 from __future__ import annotations
 
@@ -19,18 +19,20 @@ _SORTED_MIN_QUERIES = 4096
 
 
 def interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
-    """``np.interp(x, xp, fp)`` (1-D), bit for bit, faster for many knots.
+    """``np.interp(x, xp, fp)``, bit for bit, faster for many knots.
 
     With increasing ``xp`` (ties allowed), ``np.interp`` finds for each query
     the one ``j`` with ``xp[j] <= x < xp[j + 1]`` and evaluates the same
     formula on it, whatever the order of the queries; but its binary search
     per query mispredicts its branches, while on sorted queries it starts
     from the previous one's segment and barely searches. From
-    :data:`_SORTED_MIN_KNOTS` knots and :data:`_SORTED_MIN_QUERIES` queries,
-    the queries are therefore sorted, interpolated, and scattered back.
+    :data:`_SORTED_MIN_KNOTS` knots and :data:`_SORTED_MIN_QUERIES` queries
+    (1-D), the queries are therefore sorted, interpolated, and scattered
+    back.
     """
     if (
-        x.size < _SORTED_MIN_QUERIES
+        x.ndim != 1
+        or x.size < _SORTED_MIN_QUERIES
         or xp.size < _SORTED_MIN_KNOTS
         or not np.all(xp[1:] >= xp[:-1])  # unsorted: order-dependent
     ):

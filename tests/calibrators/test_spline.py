@@ -290,3 +290,8 @@ def test_interp_is_numpy_interp_bit_for_bit(monkeypatch, knots):
             got = _proba.interp(x, xp, fp)
             np.testing.assert_array_equal(got, expected)
             assert got.tobytes() == expected.tobytes()
+            # any shape, as np.interp
+            grid = x[: 2 * (x.size // 2)].reshape(2, -1)
+            np.testing.assert_array_equal(
+                _proba.interp(grid, xp, fp), np.interp(grid, xp, fp)
+            )
