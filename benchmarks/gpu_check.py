@@ -8,6 +8,22 @@ and exits with a non-zero status if CUDA is missing or a test fails. Meant to
 finish in well under 5 minutes on one GPU.
 
 Run:  python benchmarks/gpu_check.py
+
+On a lent device machine (nothing can be installed from the network there;
+its ``python3`` is 3.12 with torch, scipy, numpy, joblib, pytest and
+hypothesis, and a scikit-learn of unchecked version, while skcal needs
+>= 1.6), carry a scikit-learn wheel in an ignored folder and put skcal's
+source on the path. Here, once (``.whl`` listed in ``.git/info/exclude``)::
+
+    pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp --platform manylinux_2_28_x86_64 -d .whl \
+        scikit-learn==1.9.1
+
+then, as the device command (``carry: [".whl"]``)::
+
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site \
+        .whl/*.whl && PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 \
+        python3 benchmarks/gpu_check.py
 """
 
 import os
