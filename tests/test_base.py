@@ -140,6 +140,22 @@ def test_integer_labels_map_to_their_own_column(data):
     np.testing.assert_array_equal(est.classes_, [1, 2, 3, 4])
 
 
+@pytest.mark.parametrize(
+    "dtype, n_columns", [(np.int8, 200), (np.uint8, 300), (np.float16, 2100)]
+)
+def test_small_label_dtypes_are_widened_to_hold_every_column(dtype, n_columns):
+    # classes_ = range(n_columns) in y's kind of number: int8 cannot hold 150
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, n_columns))
+    y = rng.integers(0, 100, 400).astype(dtype)
+    est = TemperatureScaling(device="cpu").fit(X, y)
+    np.testing.assert_array_equal(est.classes_, np.arange(n_columns))
+    assert est.classes_.dtype.kind == np.dtype(dtype).kind
+    X_test = np.zeros((1, n_columns))
+    X_test[0, 150] = 10.0
+    assert est.predict(X_test)[0] == 150
+
+
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_missing_class_keeps_its_column(cls, device, data):
     X, y = data

@@ -93,6 +93,17 @@ def test_metrics_of_dask_arrays_equal_numpy(data, metric, params, no_gathering):
     assert metric(y, dp, **params) == pytest.approx(
         metric(y, proba, **params), rel=1e-12, abs=1e-12
     )
+    # a chunk whose weights are all 0 (the total is what must be positive)
+    w_zero = w.copy()
+    w_zero[:700] = 0.0
+    dw = da.from_array(w_zero, chunks=700)
+    assert metric(
+        dy, da.from_array(proba, chunks=(700, 6)), sample_weight=dw, **params
+    ) == (
+        pytest.approx(
+            metric(y, proba, sample_weight=w_zero, **params), rel=1e-12, abs=1e-12
+        )
+    )
 
 
 @pytest.mark.parametrize(

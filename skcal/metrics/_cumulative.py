@@ -97,6 +97,26 @@ def binned_mean_ecce(weight, mean_score, mean_target) -> float:
     )
 
 
+#: ``P(max |W| > x) <= 4 P(N(0, 1) > x)`` is below 1e-300 from here: the
+#: CDF is 1 in float64 (the series, whose length grows with ``x``, is not
+#: summed; a normalised statistic of ~1e307 would need ~1e307 terms).
+_MAX_ABS_CDF_ONE = 40.0
+#: ``P(max W - min W > x) <= P(max |W| > x / 2)``: 1 in float64 from here.
+_RANGE_CDF_ONE = 2 * _MAX_ABS_CDF_ONE
+
+
+def _cdf_domain(x, one_from):
+    """``x`` as float64, the CDF's output array and the entries left to sum.
+
+    The output is 0 for ``x <= 0``, 1 from ``one_from`` on (``+inf``
+    included) and NaN for NaN; ``pos`` marks the entries in between.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.where(np.isnan(x), np.nan, np.where(x >= one_from, 1.0, 0.0))
+    pos = (x > 0) & (x < one_from)
+    return x, out, pos
+
+
 def brownian_max_abs_cdf(x):
     """CDF of ``max_{t <= 1} |W(t)|`` for a standard Brownian motion ``W``.
 
@@ -105,9 +125,7 @@ def brownian_max_abs_cdf(x):
     asymptotic null distribution of the normalised ECCE-MAD. Its mean is
     ``sqrt(pi / 2)``.
     """
-    x = np.asarray(x, dtype=np.float64)
-    out = np.zeros_like(x)
-    pos = x > 0
+    x, out, pos = _cdf_domain(x, _MAX_ABS_CDF_ONE)
     xp = x[pos]
     n_terms = int(np.ceil(0.5 + xp.max(initial=0.0) * np.sqrt(2) / np.pi * 6.1)) + 1
     k = np.arange(n_terms)[:, None] + 0.5
@@ -123,14 +141,22 @@ def brownian_range_cdf(x):
     ``h_k = k + 1/2`` (Feller 1951); the asymptotic null distribution of the
     normalised ECCE-R (Kuiper). Its mean is ``2 sqrt(2 / pi)``.
     """
-    x = np.asarray(x, dtype=np.float64)
-    out = np.zeros_like(x)
-    pos = x > 0
+    x, out, pos = _cdf_domain(x, _RANGE_CDF_ONE)
     xp = x[pos]
     n_terms = int(np.ceil(0.5 + xp.max(initial=0.0) / (np.pi * np.sqrt(2)) * 6.1)) + 1
     h = np.arange(n_terms)[:, None] + 0.5
     terms = (8 / xp**2 + 2 / (h**2 * np.pi**2)) * np.exp(-2 * h**2 * np.pi**2 / xp**2)
     out[pos] = np.clip(terms.sum(axis=0), 0.0, 1.0)
+    return out
+
+
+def _normalized(values, sigmas):
+    """``values / sigmas``; where ``sigma = 0`` (every score 0 or 1), inf for
+    a positive value (a sure prediction that is wrong) and 0 for 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.asarray(values, dtype=np.float64) / sigmas
+    zero = sigmas == 0
+    out[zero] = np.where(np.asarray(values)[zero] > 0, np.inf, 0.0)
     return out
 
 
@@ -247,7 +273,9 @@ def cumulative_calibration_error(
         under perfect calibration the normalised ECCE-MAD tends to ``max |W|``
         of a standard Brownian motion on [0, 1] (mean 1.25) and ECCE-R to its
         range (mean 1.60); see :func:`cumulative_calibration_test` for the
-        p-values.
+        p-values. Where ``sigma_n = 0`` (every score is 0 or 1) the
+        normalised value is ``inf`` if the statistic is positive (a sure
+        prediction was wrong) and 0 if it is 0.
     class_weight : array-like of shape (n_classes,) or "frequency", default=None
         Class weights of ``mode="classwise"`` (uniform by default); checked,
         and unused, in the top-label mode.
@@ -279,10 +307,11 @@ def cumulative_calibration_error(
         y_true, y_proba, statistic, mode, sample_weight, labels, class_weight
     )
     if normalize:
-        values = values / np.maximum(sigmas, np.finfo(np.float64).tiny)
+        values = _normalized(values, sigmas)
     if mode == "top_label":
         return float(values[0])
-    return float(np.dot(cw, values))
+    used = cw > 0  # a class of weight 0 adds nothing, even an infinite value
+    return float(np.dot(cw[used], values[used]))
 
 
 @validate_params(_CUMULATIVE_PARAMS, prefer_skip_nested_validation=True)
@@ -340,7 +369,7 @@ def cumulative_calibration_test(
     values, sigmas, _ = _cumulative_all(
         y_true, y_proba, statistic, mode, sample_weight, labels
     )
-    normalized = values / np.maximum(sigmas, np.finfo(np.float64).tiny)
+    normalized = _normalized(values, sigmas)
     cdf = brownian_max_abs_cdf if statistic == "ks" else brownian_range_cdf
     pvalue = np.clip(1.0 - cdf(normalized), 0.0, 1.0)
     if mode == "top_label":

@@ -147,6 +147,7 @@ class MetricState:
         self.labels = params.get("labels")
         self.n_classes_ = None
         self.n_samples_ = 0
+        self.has_weight_ = False  # any row of positive weight in this pass
         self.pass_ = 1
         if self.labels is not None:
             self._init_classes(len(self.labels))
@@ -162,6 +163,7 @@ class MetricState:
             else:
                 self._add_chunk(proba, y_index, w)
             self.n_samples_ += len(y_index)
+            self.has_weight_ = self.has_weight_ or bool(w.any())
         return self
 
     def merge(self, other: MetricState) -> MetricState:
@@ -192,6 +194,7 @@ class MetricState:
             if other.n_samples_:
                 self._merge(other)
         self.n_samples_ += other.n_samples_
+        self.has_weight_ = self.has_weight_ or getattr(other, "has_weight_", True)
         return self
 
     def next_pass(self) -> MetricState:
@@ -207,7 +210,7 @@ class MetricState:
         if self.n_samples_ == 0:
             raise ValueError("next_pass() needs at least one row in the first pass.")
         self._freeze_edges()
-        self.pass_, self.n_samples_ = 2, 0
+        self.pass_, self.n_samples_, self.has_weight_ = 2, 0, False
         return self
 
     def compute(self):
@@ -220,6 +223,12 @@ class MetricState:
             )
         if self.n_samples_ == 0:
             raise ValueError("Found 0 samples; metrics need at least one.")
+        if not getattr(self, "has_weight_", True):
+            # as the in-memory metric (scikit-learn's check), on the whole set:
+            # a chunk may have weights that are all 0
+            raise ValueError(
+                "Sample weights must contain at least one non-zero number."
+            )
         return self._compute()
 
     def copy(self) -> MetricState:
@@ -249,7 +258,7 @@ class MetricState:
         proba, y_index, _ = check_proba_targets(
             y_true, y_proba, labels=self.labels, copy=False
         )
-        w = check_sample_weight(sample_weight, len(y_index))
+        w = check_sample_weight(sample_weight, len(y_index), allow_zero=True)
         n_classes = proba.shape[1]
         if self.n_classes_ is None:
             self._init_classes(n_classes)

@@ -399,9 +399,12 @@ def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
     if _is_integral(present) and (
         present.size == 0 or (present.min() >= 0 and present.max() < n_columns)
     ):
-        classes_ = np.arange(n_columns).astype(
-            y.dtype if y.dtype.kind in "iuf" else int
-        )
+        # y's own kind of number, widened until it holds every column's label
+        # (int8 labels with 200 columns: int16, not a wrap-around to -128)
+        dtype = int
+        if y.dtype.kind in "iuf":
+            dtype = np.result_type(y.dtype, np.min_scalar_type(max(n_columns - 1, 0)))
+        classes_ = np.arange(n_columns).astype(dtype)
         return classes_, y.astype(np.int64)
     if present.size == n_columns:
         return present, np.searchsorted(present, y).astype(np.int64)
@@ -415,7 +418,7 @@ def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
 
 
 def check_sample_weight(
-    sample_weight, n_samples: int, *, relative: bool = False
+    sample_weight, n_samples: int, *, relative: bool = False, allow_zero: bool = False
 ) -> np.ndarray:
     """Non-negative float64 weights of length ``n_samples``, ones if None.
 
@@ -423,8 +426,18 @@ def check_sample_weight(
     array): calibrators and metrics only use weights relative to each other,
     so multiplying them all by a positive constant, from 1e-300 to 1e300,
     changes nothing and no sum or product of weights can overflow or
-    underflow.
+    underflow. With ``allow_zero`` weights that are all 0 are accepted (one
+    chunk of a larger set, whose total is checked when it is complete).
     """
+    if allow_zero and sample_weight is not None:
+        zeros = np.asarray(sample_weight)
+        if (
+            zeros.shape == (n_samples,)
+            and n_samples
+            and zeros.dtype.kind in "iuf"
+            and not zeros.any()
+        ):
+            return np.zeros(n_samples)
     weights = _check_sample_weight(
         sample_weight,
         np.empty((n_samples, 0)),

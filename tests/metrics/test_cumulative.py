@@ -144,6 +144,46 @@ def test_brownian_max_abs_cdf_against_the_other_series_and_its_mean():
     assert mean == pytest.approx(np.sqrt(np.pi / 2), rel=1e-8)
 
 
+def test_brownian_cdfs_at_the_edges_of_their_domain():
+    # 1 where the reflection series' tail 4 P(N > x) is below 1e-300 (and for
+    # +inf), 0 at and below 0, NaN for NaN; both sides of the cut agree
+    x = np.array([-1.0, 0.0, 9.0, 39.9, 40.0, 1e300, np.inf, np.nan])
+    for cdf, cut in ((brownian_max_abs_cdf, 40.0), (brownian_range_cdf, 80.0)):
+        got = cdf(x * cut / 40.0)
+        np.testing.assert_array_equal(got[:2], [0.0, 0.0])
+        np.testing.assert_allclose(got[2:7], 1.0, atol=1e-12)
+        assert np.isnan(got[7])
+        assert cdf(np.array([cut])) == 1.0
+
+
+@pytest.mark.parametrize("statistic", ["ks", "kuiper"])
+def test_sure_predictions_give_an_infinite_normalised_value_not_a_crash(statistic):
+    # every score 0 or 1 (sigma_n = 0): a wrong sure prediction cannot happen
+    # under perfect calibration (p-value 0, normalised value inf); all right:
+    # value 0, p-value 1. Near-sure scores end in the same place, in bounded
+    # time and memory.
+    from skcal.metrics import calibration_report, cumulative_calibration_error
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 200)
+    pred = np.where(rng.random(200) < 0.9, y, (y + 1) % 3)
+    sure = np.eye(3)[pred]
+    result = cumulative_calibration_test(y, sure, statistic=statistic)
+    assert result.sigma == 0.0 and result.statistic > 0
+    assert result.normalized == np.inf and result.pvalue == 0.0
+    assert cumulative_calibration_error(y, sure, normalize=True) == np.inf
+    per_class = cumulative_calibration_test(
+        y, sure, statistic=statistic, mode="classwise"
+    )
+    np.testing.assert_array_equal(per_class.pvalue, 0.0)
+    right = cumulative_calibration_test(y, np.eye(3)[y], statistic=statistic)
+    assert right.normalized == 0.0 and right.pvalue == 1.0
+    near = np.where(sure == 1, 1 - 2e-12, 1e-12)
+    assert cumulative_calibration_test(y, near, statistic=statistic).pvalue == 0.0
+    report = calibration_report(y, sure, n_resamples=20, random_state=0)
+    assert report is not None
+
+
 def test_brownian_range_cdf_mean_and_monte_carlo():
     mean, _ = quad(lambda v: 1 - brownian_range_cdf(np.array([v]))[0], 0, 15)
     assert mean == pytest.approx(2 * np.sqrt(2 / np.pi), rel=1e-8)

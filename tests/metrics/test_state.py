@@ -94,6 +94,29 @@ def test_state_equals_the_batch_metric_for_random_chunkings(metric, params, weig
     assert state.compute() == pytest.approx(batch, rel=1e-12, abs=1e-12)
 
 
+@pytest.mark.parametrize(
+    "metric, params", CASES, ids=[f"{m.__name__}-{p}" for m, p in CASES]
+)
+def test_a_chunk_whose_weights_are_all_zero(metric, params):
+    # scikit-learn refuses weights that are all 0, but one chunk's may be: the
+    # total is checked at compute, as the batch metric checks it
+    y, proba, w = _data(900, weights=True)
+    w[300:600] = 0.0
+    batch = metric(y, proba, sample_weight=w, **params)
+    chunks = [np.arange(0, 300), np.arange(300, 600), np.arange(600, 900)]
+    state = _state_over(metric, params, y, proba, w, chunks)
+    assert state.compute() == pytest.approx(batch, rel=1e-12, abs=1e-12)
+    only_zeros = metric_state(metric, **params).update(
+        y[300:600], proba[300:600], w[300:600]
+    )
+    with pytest.raises(ValueError, match="at least one non-zero"):
+        metric(y[300:600], proba[300:600], sample_weight=w[300:600], **params)
+    with pytest.raises(ValueError, match="at least one non-zero"):
+        only_zeros.compute()
+    with pytest.raises(ValueError, match="Negative values"):
+        metric_state(metric, **params).update(y[:3], proba[:3], [1.0, -1.0, 0.0])
+
+
 def test_every_mergeable_metric_is_tested():
     assert {m.__name__ for m, _ in CASES} | {"binned_statistics"} == set(
         mergeable_metrics()
