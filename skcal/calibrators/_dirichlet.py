@@ -28,6 +28,9 @@ from ._scaling import (
 __all__ = ["DirichletCalibrator", "DirichletCalibratorCV"]
 
 _KIND = {"full": "full", "diagonal": "diagonal", "fixed_diagonal": "scalar"}
+#: ``beta`` in the published penalties ``lam beta^2`` is capped here (logits
+#: below ~1e-100 in scale): ``beta^2`` would overflow from ~1e154.
+_MAX_BETA = 1e100
 #: Largest candidates x folds x n_samples x n_classes^2 x max_iter / 1000
 #: cross-validated on the CPU, about ten minutes (one default fit at 5,000 x
 #: 1,000 took 45 s; 25 x 5 of them take hours).
@@ -40,6 +43,32 @@ _CV_TOL = 3e-5
 #: fits stopped at ``_CV_TOL`` (a parameter without effect differed by up to
 #: 7e-6 relative between grid points).
 _EDGE_RTOL = 1e-4
+
+
+#: Below this spread of the logits within every row, ``log p = z -
+#: logsumexp(z)`` keeps fewer than ~4 of their digits (float64 holds ~16 of
+#: ``log C``): Dirichlet's features are then mostly rounding.
+_MIN_LOGIT_SPREAD = 1e-12
+
+
+def _check_log_probability_resolution(logits: np.ndarray, name: str) -> None:
+    """Refuse logits whose differences ``log p`` would round away.
+
+    A row of equal logits is fine (its ``log p`` is exact); rows that differ,
+    but all by less than :data:`_MIN_LOGIT_SPREAD`, would be fitted on the
+    rounding of their log-probabilities (a temperature of ~1e16 blows it up
+    into features of order 1).
+    """
+    spread = (logits.max(axis=1) - logits.min(axis=1)).max(initial=0.0)
+    if 0 < spread < _MIN_LOGIT_SPREAD:
+        raise ValueError(
+            f"{name} works on log-probabilities, and the logits differ by at "
+            f"most {spread:.3g} within a row: at this scale log p = z - "
+            "logsumexp(z) rounds their differences away (float64 keeps about "
+            "16 digits of log C). Multiply the logits by a constant (e.g. "
+            f"{1.0 / spread:.1g}; the fitted temperature absorbs it), or use "
+            "MatrixScaling, StructuredMatrixScaling or TemperatureScaling."
+        )
 
 
 def log_probabilities(logits: np.ndarray) -> np.ndarray:
@@ -226,10 +255,13 @@ class DirichletCalibrator(_AffineMap, BaseCalibrator):
                 "l2_bias": scale,
             }
         lam, mu = float(self.reg_lambda), self.reg_mu
+        # beta^2 overflows for logits below ~1e-154 (beta ~ 1 / scale): the
+        # penalty is then capped, far above what pins W / beta at 0
+        beta2 = min(beta, _MAX_BETA) ** 2
         if mu is None:
             if self.reg_norm:
                 lam /= n_classes * (n_classes + 1)
-            lam_w = lam * beta**2
+            lam_w = lam * beta2
             return {
                 "l2_diag": lam_w,
                 "l2_off": lam_w,
@@ -240,9 +272,10 @@ class DirichletCalibrator(_AffineMap, BaseCalibrator):
         if self.reg_norm:
             lam /= n_classes * (n_classes - 1)
             mu /= n_classes
-        return {"l2_off": lam * beta**2, "l2_bias": mu}
+        return {"l2_off": lam * beta2, "l2_bias": mu}
 
     def _fit(self, logits, y_index, sample_weight, init=()):
+        _check_log_probability_resolution(logits, type(self).__name__)
         n_classes = logits.shape[1]
         n_params = {"full": n_classes * (n_classes + 1), "diagonal": 2 * n_classes}
         n_params = n_params.get(self.matrix, 1)
@@ -255,10 +288,14 @@ class DirichletCalibrator(_AffineMap, BaseCalibrator):
                 "reg_mu, or use DirichletCalibratorCV to choose them.",
                 UserWarning,
             )
-        # start from temperature scaling, on well-scaled features
-        beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
+        # start from temperature scaling, on well-scaled features; on the
+        # features themselves: their rounding (~1e-16 of log C) hides logit
+        # differences below it, and a temperature fitted on the logits would
+        # blow that rounding up into features of order 1
+        log_p = log_probabilities(logits)
+        beta = fit_inverse_temperature(log_p, y_index, sample_weight, self.device).x
         fit = fit_affine_softmax(
-            log_probabilities(logits),
+            log_p,
             y_index,
             sample_weight,
             kind=_KIND[self.matrix],
@@ -457,6 +494,7 @@ class DirichletCalibratorCV(BaseCalibrator):
             return list(splitter.split(logits, self.classes_[y_index]))
 
     def _fit(self, logits, y_index, sample_weight):
+        _check_log_probability_resolution(logits, type(self).__name__)
         lambdas = sorted({float(v) for v in self.reg_lambdas}, reverse=True)
         mus = (
             [None]

@@ -19,7 +19,6 @@ from .._torch.kernels._softmax import (
 from ..base import BaseCalibrator
 from ..utils._sklearn import Interval
 from ..utils._validation import effective_sample_size
-from ._dirichlet import log_probabilities
 from ._scaling import _LBFGS_CONSTRAINTS, _warn_unconverged, fit_inverse_temperature
 
 __all__ = ["StructuredMatrixScaling"]
@@ -153,7 +152,18 @@ class StructuredMatrixScaling(BaseCalibrator):
 
     @staticmethod
     def _log_floor(logits):
-        return np.maximum(log_probabilities(logits), _LOG_FLOOR)
+        """``max(log p, floor)`` up to a constant per row, as :meth:`_predict`.
+
+        With ``t = z - max(z)`` and ``L = log sum exp(t)``, ``max(t - L,
+        floor) = max(t, floor + L) - L``, and the features (a softmax of
+        these values) do not see ``-L``. Unlike ``log p`` itself, ``t``
+        keeps logit differences far below the resolution of ``log p``
+        (~1e-16 of ``log C``): logits of scale 1e-17 are still informative.
+        """
+        t = np.array(logits, dtype=np.float64)
+        t -= t.max(axis=1, keepdims=True)
+        total = np.exp(t).sum(axis=1)
+        return np.maximum(t, (_LOG_FLOOR + np.log(total))[:, None])
 
     def _features(self, z):
         """``log`` of the temperature-scaled probabilities mixed with uniform."""

@@ -244,6 +244,56 @@ def test_huge_logits_give_finite_sane_fits(cls, factor):
     assert np.mean(est.predict(X_huge) == y) >= np.mean(X.argmax(1) == y) - 0.02
 
 
+@pytest.mark.parametrize("factor", [1e-16, 1e-50, 1e-160])
+@pytest.mark.parametrize("cls", [DirichletCalibrator, DirichletCalibratorCV])
+def test_logits_below_the_resolution_of_log_p_are_refused(cls, factor):
+    """Was: test NLL 9-21 (no calibration: 1.39) at 1e-16 and 1e-17 with a
+    fixed reg_lambda or none; an OverflowError at 1e-160."""
+    X, y = make_miscalibrated_logits(300, 4, temperature=2.0, random_state=0)
+    params = dict(cv=3) if cls is DirichletCalibratorCV else dict(reg_lambda=1e-3)
+    with pytest.raises(ValueError, match="log-probabilities.*Multiply the logits"):
+        cls(**params, device="cpu").fit(X * factor, y)
+    # rows of equal logits have exact log-probabilities: accepted
+    X_flat = np.zeros_like(X)
+    X_flat[:10] = X[:10]  # some informative rows, the others all equal
+    cls(**params, device="cpu").fit(X_flat, y)
+
+
+@pytest.mark.parametrize(
+    "reg", [dict(reg_lambda=1e-3), dict(reg_lambda=1e-3, reg_mu=1e-3)]
+)
+def test_penalty_of_a_huge_inverse_temperature_stays_finite(monkeypatch, reg):
+    # the published penalties are lam * beta^2: beta = 1e200 must not
+    # overflow (a Python float raises OverflowError); the penalty is capped
+    import skcal.calibrators._dirichlet as module
+
+    huge = type("Fit", (), {"x": 1e200})()
+    monkeypatch.setattr(module, "fit_inverse_temperature", lambda *a: huge)
+    X, y = make_miscalibrated_logits(300, 4, temperature=2.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = DirichletCalibrator(**reg, device="cpu").fit(X, y)
+    assert np.isfinite(est.predict_proba(X)).all()
+
+
+def test_temperature_start_is_fitted_on_the_log_probabilities(monkeypatch):
+    # the features are log p: their temperature is fitted on them (on the
+    # logits it would blow the rounding of log p up when that is all there is)
+    import skcal.calibrators._dirichlet as module
+
+    seen = []
+    original = module.fit_inverse_temperature
+
+    def spy(z, *args):
+        seen.append(np.array(z))
+        return original(z, *args)
+
+    monkeypatch.setattr(module, "fit_inverse_temperature", spy)
+    X, y = make_miscalibrated_logits(300, 4, temperature=2.0, random_state=0)
+    DirichletCalibrator(device="cpu").fit(X, y)
+    np.testing.assert_allclose(seen[0], log_softmax(X, axis=1), rtol=0, atol=1e-12)
+
+
 def test_cv_with_too_few_samples_names_cv_and_the_calibrator():
     X, y = make_miscalibrated_logits(8, 2, temperature=2.0, random_state=21)
     y = np.array([0, 1] * 4)
