@@ -19,10 +19,10 @@ class ClassTemperatureScaling(BaseCalibrator):
     """Class-based temperature scaling (CTS): one temperature per class.
 
     Frenkel & Goldberger (2021). All temperatures start at the NLL-optimal
-    global temperature (clamped to the grid's range); then ``n_iter`` greedy
-    passes visit the classes in turn and give class ``k`` the value of
-    ``grid`` that most lowers the top-label ECE (``n_bins`` equal-width bins)
-    on the calibration set without lowering its accuracy. Classes are
+    global temperature (clamped to the grid's range; see ``grid``); then
+    ``n_iter`` greedy passes visit the classes in turn and give class ``k``
+    the value of ``grid`` that most lowers the top-label ECE (``n_bins``
+    equal-width bins) on the calibration set without lowering its accuracy. Classes are
     visited in sorted label order, so the result does not depend on the
     column order of ``X``.
 
@@ -42,8 +42,12 @@ class ClassTemperatureScaling(BaseCalibrator):
         The label of each column of ``X``.
     mode : {"column", "predicted"}, default="column"
         Temperature of each column, or of each row's predicted class.
-    grid : array-like of float, default=0.5, 0.6, ..., 5.0
-        Candidate temperatures (positive).
+    grid : array-like of float, default=None
+        Candidate temperatures (positive). None: the paper's 0.5, 0.6, ...,
+        5.0, multiplied by ``T / 5`` (or ``T / 0.5``) when the global
+        temperature ``T`` lies above (or below) it, so that logits far from
+        the usual scale (times 100, say) start from temperature scaling
+        instead of the grid's edge. A given grid is used as it is.
     n_iter : int, default=5
         Number of greedy passes over the classes.
     n_bins : int, default=15
@@ -59,7 +63,9 @@ class ClassTemperatureScaling(BaseCalibrator):
     temperatures_ : ndarray of shape (n_classes,)
         Fitted temperature of each class.
     temperature_init_ : float
-        The clamped global temperature the search started from.
+        The global temperature the search started from, clamped to the grid.
+    grid_ : ndarray
+        The candidate temperatures searched.
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
     n_features_in_ : int
@@ -142,7 +148,13 @@ class ClassTemperatureScaling(BaseCalibrator):
                 f"grid must hold positive finite temperatures; got {self.grid!r}."
             )
         beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
-        self.temperature_init_ = float(np.clip(1.0 / beta, grid.min(), grid.max()))
+        global_t = 1.0 / beta
+        if self.grid is None and not grid.min() <= global_t <= grid.max():
+            # the paper's grid is for logits of the usual scale: scaled so
+            # that it starts at temperature scaling's value, not at its edge
+            grid = grid * (global_t / np.clip(global_t, grid.min(), grid.max()))
+        self.grid_ = grid
+        self.temperature_init_ = float(np.clip(global_t, grid.min(), grid.max()))
         self.temperatures_ = class_temperature_search(
             logits,
             y_index,

@@ -34,9 +34,10 @@ class StructuredMatrixScaling(BaseCalibrator):
 
     Three steps, as in the authors' ``probmetrics`` implementation:
 
-    1. ``z = log p`` (``log_softmax`` of logits, or the log of probabilities),
-       floored at ``log(float32 tiny) = -87.3``; temperature scaling on ``z``
-       gives the inverse temperature ``beta_``;
+    1. ``z = log p`` (``log_softmax`` of logits, or the log of probabilities;
+       with ``input="proba"`` floored at ``log(float32 tiny) = -87.3``, as
+       ``probmetrics`` floors the logs of float32 probabilities); temperature
+       scaling on ``z`` gives the inverse temperature ``beta_``;
     2. the scaled probabilities are mixed with the uniform distribution,
        ``p~ = (1 - 1/(n+1)) softmax(beta z) + 1/((n+1) C)``, so that the
        features ``x = log p~`` are bounded below;
@@ -150,8 +151,14 @@ class StructuredMatrixScaling(BaseCalibrator):
         self.max_iter = max_iter
         self.verbose = verbose
 
-    @staticmethod
-    def _log_floor(logits):
+    def _floor(self) -> float:
+        """The floor of ``log p``: none for logits, whose log-probabilities
+        are exact (on logits times 10 the float32 floor cost 12% of test NLL
+        against temperature scaling on real letter logits, 1-2% above it
+        without it; times 100, 110%)."""
+        return _LOG_FLOOR if self.input == "proba" else -np.inf
+
+    def _log_floor(self, logits):
         """``max(log p, floor)`` up to a constant per row, as :meth:`_predict`.
 
         With ``t = z - max(z)`` and ``L = log sum exp(t)``, ``max(t - L,
@@ -162,8 +169,10 @@ class StructuredMatrixScaling(BaseCalibrator):
         """
         t = np.array(logits, dtype=np.float64)
         t -= t.max(axis=1, keepdims=True)
+        if self._floor() == -np.inf:
+            return t
         total = np.exp(t).sum(axis=1)
-        return np.maximum(t, (_LOG_FLOOR + np.log(total))[:, None])
+        return np.maximum(t, (self._floor() + np.log(total))[:, None])
 
     def _features(self, z):
         """``log`` of the temperature-scaled probabilities mixed with uniform."""
@@ -228,7 +237,8 @@ class StructuredMatrixScaling(BaseCalibrator):
         block = max(1, _ROWS_BLOCK // n_classes)
         t = np.empty((min(block, n), n_classes))
         e = np.empty(t.shape)
-        near_floor = _LOG_FLOOR + np.log(n_classes)  # below it, t - L may be floored
+        floor = self._floor()
+        near_floor = floor + np.log(n_classes)  # below it, t - L may be floored
         for start in range(0, n, block):
             zb = z[start : start + block]
             tb, eb, ob = t[: len(zb)], e[: len(zb)], out[start : start + len(zb)]
@@ -238,7 +248,7 @@ class StructuredMatrixScaling(BaseCalibrator):
                 rows = None if low.all() else np.flatnonzero(low)
                 tl = tb if rows is None else tb[rows]
                 total = row_sum(exp_into(tl, eb[: len(tl)]))
-                np.maximum(tl, (_LOG_FLOOR + np.log(total))[:, None], out=tl)
+                np.maximum(tl, (floor + np.log(total))[:, None], out=tl)
                 if rows is not None:
                     tb[rows] = tl
             # x = log((1 - mix) softmax(beta t) + mix / C)

@@ -228,3 +228,29 @@ def test_isotonic_knots_are_sklearn_with_weights_ties_and_zero_weights():
         )
         np.testing.assert_array_equal(knots, ref.X_thresholds_)
         np.testing.assert_allclose(values, ref.y_thresholds_, rtol=1e-12, atol=0)
+
+
+def test_isotonic_knots_closer_than_the_smallest_normal_stay_finite():
+    """Was: NaN rows from predict_proba on real wordnet logits times 100.
+    Probabilities ~1e-320 make knots whose gap is subnormal; np.interp's
+    slope (a value step over that gap) overflows, and it returns inf."""
+    from skcal.utils._proba import interp
+
+    xp = np.array([0.0, 1e-320, 2e-320, 0.5, 1.0])
+    fp = np.array([0.0, 0.5, 0.25, 0.6, 1.0])
+    x = np.array([0.5e-320, 1.5e-320, 1e-320, 0.3, 0.75, 2.0, np.nan])
+    with np.errstate(all="ignore"):
+        assert not np.isfinite(np.interp(x[:2], xp, fp)).all()  # the defect
+    got = interp(x, xp, fp)
+    # the fraction of each segment, by hand; elsewhere np.interp's own values
+    np.testing.assert_allclose(got[:2], [0.25, 0.375], rtol=1e-12)
+    np.testing.assert_array_equal(got[2:6], np.interp(x[2:6], xp, fp))
+    assert np.isnan(got[6])
+    # through the calibrator, on its fitted map
+    X, y = make_miscalibrated_logits(300, 3, temperature=2.0, random_state=0)
+    iso = IsotonicCalibrator().fit(X, y)
+    iso.thresholds_[1], iso.values_[1] = xp, fp
+    X_test = np.array([[0.0, -736.0, 5.0], [0.0, -740.0, 1.0]])
+    proba = iso.predict_proba(X_test)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)

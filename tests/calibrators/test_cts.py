@@ -192,3 +192,30 @@ def test_estimator_runs_the_reference_search(mode):
         order=np.argsort(classes),
     )
     np.testing.assert_array_equal(cts.temperatures_, expected)
+
+
+@pytest.mark.parametrize("mode", ["column", "predicted"])
+@pytest.mark.parametrize("factor", [1e-3, 100.0])
+def test_default_grid_follows_logits_far_from_the_usual_scale(mode, factor):
+    """Was: the paper's grid 0.5..5.0 clamps the start; on real letter logits
+    times 100 CTS gave a test NLL of 1.24 (temperature scaling: 0.16), and
+    1e-2 times, 2.6."""
+    from skcal import TemperatureScaling
+    from skcal.metrics import negative_log_likelihood
+
+    X, y = make_miscalibrated_logits(2000, 5, temperature=2.0, random_state=0)
+    Xt, yt = make_miscalibrated_logits(2000, 5, temperature=2.0, random_state=1)
+    ts = TemperatureScaling(device="cpu").fit(X * factor, y)
+    cts = ClassTemperatureScaling(mode=mode, device="cpu").fit(X * factor, y)
+    assert cts.temperature_init_ == pytest.approx(ts.temperature_, rel=1e-9)
+    paper = np.round(np.arange(0.5, 5.0 + 1e-9, 0.1), 10)
+    edge = 5.0 if factor > 1 else 0.5
+    np.testing.assert_allclose(cts.grid_, paper * ts.temperature_ / edge, rtol=1e-12)
+    ts_nll = negative_log_likelihood(yt, ts.predict_proba(Xt * factor))
+    cts_nll = negative_log_likelihood(yt, cts.predict_proba(Xt * factor))
+    assert cts_nll < 1.1 * ts_nll
+    # logits of the usual scale keep the paper's grid; a given grid is literal
+    usual = ClassTemperatureScaling(mode=mode, device="cpu").fit(X, y)
+    np.testing.assert_array_equal(usual.grid_, paper)
+    given = ClassTemperatureScaling(mode=mode, grid=[1.0, 2.0], device="cpu")
+    np.testing.assert_array_equal(given.fit(X * factor, y).grid_, [1.0, 2.0])

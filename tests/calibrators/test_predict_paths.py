@@ -132,22 +132,29 @@ def test_beta_predict_clips_like_the_formula():
 
 # ----------------------------------------------------------------- SMS
 def _sms_reference(sms, X):
-    """The three steps of structured matrix scaling, with scipy."""
+    """The three steps of structured matrix scaling, with scipy (``log p``
+    floored at float32's smallest normal for probabilities, as probmetrics)."""
     n_classes = X.shape[1]
-    z = np.maximum(log_softmax(X, axis=1), np.log(np.finfo(np.float32).tiny))
+    z = log_softmax(X, axis=1)
+    if sms.input == "proba":
+        z = np.maximum(z, np.log(np.finfo(np.float32).tiny))
     p = (1 - sms.mix_) * softmax(sms.beta_ * z, axis=1) + sms.mix_ / n_classes
     return np.log(p) @ sms.coef_.T + sms.intercept_
 
 
+@pytest.mark.parametrize("input", ["logits", "proba"])
 @pytest.mark.parametrize("beta", [None, 0.05])
-def test_sms_predict_is_the_formula(beta):
+def test_sms_predict_is_the_formula(beta, input):
     # 3000 x 100: two blocks of rows, the first one made only of rows whose
-    # log-softmax reaches the floor, the second one of both kinds. With the
-    # fitted beta the floored entries' share is far below the uniform
-    # mixture's; beta = 0.05 makes the floor visible in the probabilities
+    # log-softmax reaches the floor of probabilities, the second one of both
+    # kinds. With the fitted beta the floored entries' share is far below
+    # the uniform mixture's; beta = 0.05 makes the floor visible in the
+    # probabilities (and its absence, for logits)
     n_classes = 100
     X, y = make_miscalibrated_logits(2000, n_classes, temperature=2.0, random_state=8)
-    sms = StructuredMatrixScaling(device="cpu", max_iter=50).fit(X, y)
+    prepare = (lambda a: a) if input == "logits" else (lambda a: softmax(a, axis=1))
+    sms = StructuredMatrixScaling(input=input, device="cpu", max_iter=50)
+    sms.fit(prepare(X), y)
     if beta is not None:
         sms.beta_ = beta
     Xt = _test_logits(3000, n_classes, seed=9)
@@ -158,10 +165,13 @@ def test_sms_predict_is_the_formula(beta):
     assert low[:2700].all() and low[2700:].any() and not low[2700:].all()
     logits = _sms_reference(sms, Xt)
     np.testing.assert_allclose(
-        sms.predict_proba(Xt), softmax(logits, axis=1), rtol=1e-11, atol=1e-300
+        sms.predict_proba(prepare(Xt)),
+        softmax(logits, axis=1),
+        rtol=1e-11,
+        atol=1e-300,
     )
     # decision_function: the same logits, up to a constant per row
-    got = sms.decision_function(Xt)
+    got = sms.decision_function(prepare(Xt))
     np.testing.assert_allclose(
         got - got.mean(axis=1, keepdims=True),
         logits - logits.mean(axis=1, keepdims=True),

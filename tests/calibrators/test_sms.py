@@ -118,15 +118,20 @@ def test_probmetrics_reference_if_installed():
     assert -ours.score(Pt, yt) == pytest.approx(ref_nll, abs=1e-3)
 
 
-@pytest.mark.parametrize("factor", [1e-8, 1e-17, 1e-50])
-def test_tiny_logits_keep_their_information_in_fit_as_in_predict(factor):
-    """Was: fitted on log p, which rounds logit differences below ~1e-16 of
-    log C away (uniform predictions, NLL 1.387 against temperature scaling's
-    0.790 at 1e-17), while predict kept them. The features are a softmax of
-    temperature-scaled log p, blind to a constant per row: SMS on logits
-    times any factor is SMS on the logits."""
+@pytest.mark.parametrize("factor", [1e-8, 1e-17, 1e-50, 10.0, 100.0])
+def test_logits_of_any_scale_give_the_same_map(factor):
+    """The features are a softmax of temperature-scaled log p, blind to a
+    constant per row: SMS on logits times any factor is SMS on the logits.
+    Was, at 1e-17 and below: fitted on log p, which rounds the logits'
+    differences away (uniform predictions, NLL 1.387 against temperature
+    scaling's 0.790) while predict kept them; and times 10 or 100: log p
+    floored at float32's -87.3, which merges every margin beyond it (real
+    letter logits times 10: NLL 0.181 against 0.161 for temperature
+    scaling)."""
     X, y = make_miscalibrated_logits(600, 4, temperature=2.0, random_state=0)
+    X[:40] *= 30.0  # margins beyond 87.3 once scaled by 10 or 100
     Xt, _ = make_miscalibrated_logits(300, 4, temperature=2.0, random_state=1)
+    Xt[:20] *= 30.0
     reference = StructuredMatrixScaling(device="cpu").fit(X, y)
     small = StructuredMatrixScaling(device="cpu").fit(X * factor, y)
     assert small.beta_ * factor == pytest.approx(reference.beta_, rel=1e-6)
