@@ -234,8 +234,19 @@ _PARQUET_ENGINE = (
 )
 
 
-def check_output_path(path: str) -> None:
-    """Raise a CLIError unless ``path`` can name an output file we can write."""
+def check_output_path(path: str, inputs: dict | None = None) -> None:
+    """Raise a CLIError unless ``path`` can name an output file we can write.
+
+    ``inputs`` maps the flags of the command's input files to their paths:
+    the output may not be one of them (writing it would destroy the input).
+    """
+    for flag, given in (inputs or {}).items():
+        if given is not None and os.path.exists(given):
+            if os.path.exists(path) and os.path.samefile(path, given):
+                raise CLIError(
+                    f"--out {path} is the input file {flag} {given}: writing "
+                    "it would replace the input. Write to another file."
+                )
     fmt = file_format(path)
     if fmt != "npz":
         _pandas(path)
@@ -654,22 +665,46 @@ def column_classes(y, names, n_columns: int, classes=None):
     return classes_, None, note
 
 
-def align_columns(X, names, classes, what: str) -> np.ndarray:
+def score_column_names(file, key: str):
+    """The names of the score columns of ``file`` and whether they are binding.
+
+    Named columns (:meth:`ArrayFile.column_names`), or else the file's
+    ``classes`` array, which names the columns of its 2-D arrays and so must
+    name the model's classes (``strict``).
+    """
+    names = file.column_names(key)
+    if names is not None or "classes" not in file:
+        return names, False
+    return [str(c) for c in file.vector("classes", "")], True
+
+
+def align_columns(X, names, classes, what: str, *, strict: bool = False) -> np.ndarray:
     """The columns of ``X`` in the order of ``classes``, by their names.
 
     ``names`` (:meth:`ArrayFile.column_names`) that name exactly the
     ``classes`` put the columns in their order; numbered names ``0..C-1``,
-    names that name no class and a 2-D array (None) keep their order.
+    names that name no class and a 2-D array (None) keep their order,
+    unless ``strict`` (names from an npz ``classes`` array), where they must
+    name the classes.
 
     Raises
     ------
     CLIError
-        If the names name some of the classes but not all; ``what`` names
-        the file in the message.
+        If the names name some of the classes but not all (or, ``strict``,
+        not exactly them); ``what`` names the file in the message.
     """
-    if names is None or _number_names(names) == [str(j) for j in range(len(names))]:
+    if names is None:
         return X
     wanted = [str(c) for c in classes]
+    if strict and (len(names) != X.shape[1] or sorted(names) != sorted(wanted)):
+        raise CLIError(
+            f"{what} names the classes of its score columns {_listing(names, 10)} "
+            f"(its classes array), but the classes are {_listing(wanted, 10)}; "
+            "give one column per class and list them in its classes array, or "
+            "leave the array out for columns in the classes' order."
+        )
+    if _number_names(names) == [str(j) for j in range(len(names))]:
+        return X
     if sorted(names) == sorted(wanted) and len(set(names)) == len(names):
         return X[:, [names.index(c) for c in wanted]]
     if set(names) & set(wanted):
@@ -806,12 +841,14 @@ def read_model(path: str, *, trusted=(), allow_pickle: bool = False):
         try:
             return load(path, trusted=list(trusted))
         except ValueError as exc:
-            message = str(exc).replace("load(file, trusted=", "--trust (")
-            raise CLIError(
-                f"--model {path}: {message} With the command line, repeat --trust "
-                "NAME for each type you trust."
-            ) from None
-        except (OSError, zipfile.BadZipFile) as exc:
+            message = str(exc)
+            asked = re.search(r"load\(file, trusted=\[(.*)\]\)\.", message)
+            if asked is not None:  # the command line's spelling of that call
+                names = re.findall(r"'([^']*)'", asked.group(1))
+                flags = " ".join(f"--trust {name}" for name in names)
+                message = f"{message[: asked.start()]}{flags}."
+            raise CLIError(f"--model {path}: {message}") from None
+        except (OSError, KeyError, zipfile.BadZipFile) as exc:
             raise CLIError(
                 f"--model {path} is not a readable .skops file: {exc}"
             ) from None
@@ -827,3 +864,9 @@ def read_model(path: str, *, trusted=(), allow_pickle: bool = False):
             return pickle.load(file)
     except (OSError, pickle.UnpicklingError, EOFError) as exc:
         raise CLIError(f"--model {path} is not a readable pickle: {exc}") from None
+    except (ImportError, AttributeError) as exc:
+        raise CLIError(
+            f"--model {path} is a pickle of a class this installation does not "
+            f"have ({exc}): it was written with another version of skcal or of "
+            "its dependencies. Fit and save the model again, as *.skops."
+        ) from None

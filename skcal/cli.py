@@ -70,6 +70,7 @@ from ._cli_io import (
     file_format,
     named_columns,
     read_model,
+    score_column_names,
     write_arrays,
     write_model,
 )
@@ -561,7 +562,8 @@ def _read_calibration_data(args, name, cls, report) -> _CalibrationData:
             fit, key, y_fit, X_fit.shape[1], report, "--fit "
         )
         where = f"--apply {apply.path}"
-        X_apply = align_columns(X_apply, apply.column_names(key), classes_, where)
+        names, strict = score_column_names(apply, key)
+        X_apply = align_columns(X_apply, names, classes_, where, strict=strict)
     if given is not None:
         params = {"classes": given, **params}
     return _CalibrationData(key, X_fit, y_fit, X_apply, y_apply, head, params, given)
@@ -630,7 +632,8 @@ def _cmd_calibrate(args) -> int:
     prog, report = "skcal calibrate", _reporter(args)
     name, cls = resolve_method(args.method)
     _check_device(args.device)
-    check_output_path(args.out)  # fail before fitting on a bad output name
+    # fail before fitting on a bad output name
+    check_output_path(args.out, {"--fit": args.fit, "--apply": args.apply})
     if args.save is not None:
         check_model_path(args.save, "--save")
     data = _read_calibration_data(args, name, cls, report)
@@ -703,6 +706,30 @@ def _saved_note(path: str, what: str) -> str:
 
 
 # -------------------------------------------------------------------- apply
+def _unusable_model(model, path: str, exc: BaseException) -> CLIError:
+    return CLIError(
+        f"--model {path} holds a {type(model).__name__} that does not work "
+        f"({type(exc).__name__}: {exc}): the file was written by another "
+        "version of skcal, or edited. Fit and save the model again "
+        "(calibrate/select --save)."
+    )
+
+
+def _check_model_predicts(model, key: str, path: str) -> None:
+    """Predict one row, so that a broken model fails here with a clear error
+    (a missing or edited fitted attribute) instead of with a traceback."""
+    n = int(getattr(model, "n_features_in_", 0) or 0)
+    try:
+        row = np.full((1, n), 1.0 / n) if key == "proba" else np.zeros((1, n))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            proba = np.asarray(model.predict_proba(row), dtype=np.float64)
+        if proba.shape != (1, len(model.classes_)) or not np.isfinite(proba).all():
+            raise ValueError(f"a prediction of shape {proba.shape}: {proba}")
+    except Exception as exc:  # noqa: BLE001 - any failure means the same
+        raise _unusable_model(model, path, exc) from None
+
+
 def _model_input(model, path: str) -> str:
     """What a saved model reads: "logits", "proba" or "embeddings"."""
     from sklearn.exceptions import NotFittedError
@@ -714,7 +741,10 @@ def _model_input(model, path: str) -> str:
     if isinstance(model, BaseLocalCalibrator):
         key = "embeddings"
     elif isinstance(model, BaseCalibrator | CalibratorSearchCV):
-        key = model.get_params()["input"]
+        try:
+            key = model.get_params()["input"]
+        except Exception as exc:  # noqa: BLE001 - any failure means the same
+            raise _unusable_model(model, path, exc) from None
     else:
         raise CLIError(
             f"--model {path} holds a {type(model).__name__}, not a calibrator "
@@ -734,11 +764,13 @@ def _model_input(model, path: str) -> str:
 
 def _cmd_apply(args) -> int:
     prog, report = "skcal apply", _reporter(args)
-    check_output_path(args.out)  # fail before loading on a bad output name
+    # fail before loading on a bad output name
+    check_output_path(args.out, {"--apply": args.apply, "--model": args.model})
     model = read_model(args.model, trusted=args.trust, allow_pickle=args.allow_pickle)
     key = _model_input(model, args.model)
     if args.device is not None and "device" in model.get_params():
         model.set_params(device=args.device)
+    _check_model_predicts(model, key, args.model)
     name = type(model).__name__
     apply = ArrayFile(args.apply, Columns.from_args(args))
     classes = model.classes_
@@ -749,7 +781,8 @@ def _cmd_apply(args) -> int:
     )
     X = apply.matrix(key, what)
     if key != "embeddings":
-        X = align_columns(X, apply.column_names(key), classes, f"--apply {args.apply}")
+        names, strict = score_column_names(apply, key)
+        X = align_columns(X, names, classes, f"--apply {args.apply}", strict=strict)
     if X.shape[1] != model.n_features_in_:
         raise CLIError(
             f"--apply {args.apply} has {X.shape[1]} {key} columns but the model "
@@ -1371,8 +1404,9 @@ def _read_selection_data(args, report) -> _SelectionData:
     if test is not None:
         X_test = test.matrix(key, why)
         _same_classes(key, fit, X, "--test", test, X_test)
+        names, strict = score_column_names(test, key)
         X_test = align_columns(
-            X_test, test.column_names(key), classes_, f"--test {test.path}"
+            X_test, names, classes_, f"--test {test.path}", strict=strict
         )
         y_test = test.vector("labels", "the true labels, which --test reports on")
         _same_length(test, "labels", y_test, len(X_test), test.describe(key))

@@ -304,6 +304,7 @@ def test_foreign_types_need_trust(tmp_path, capsys):
     assert main(args) == 2
     message = _error(capsys)
     assert "sklearn.tree._tree.Tree" in message and "--trust" in message
+    assert "--trust sklearn.tree._tree.Tree" in message  # the flag, as typed
     # trusted, it loads, and is then refused for what it is (a classifier)
     assert main([*args, "--trust", "sklearn.tree._tree.Tree"]) == 2
     assert "not a calibrator" in _error(capsys)
@@ -315,3 +316,98 @@ def test_save_path_checked_before_fitting(files, capsys):
     assert code == 2
     assert "*.skops" in _error(capsys, "calibrate")
     assert not (tmp / "o.npz").exists()
+
+
+@pytest.mark.parametrize("command", ["apply", "calibrate"])
+def test_an_npz_classes_array_orders_the_applied_columns(tmp_path, capsys, command):
+    """Was: ignored by apply and calibrate (evaluate read it), so columns in
+    another order were silently taken as the model's (accuracy 0.85 -> 0.05)."""
+    X, y = make_miscalibrated_logits(600, 4, temperature=2.0, random_state=0)
+    names = np.array(["fox", "cat", "dog", "eel"])
+    order = [2, 0, 3, 1]
+    np.savez(tmp_path / "fit.npz", logits=X[:300], labels=names[y[:300]], classes=names)
+    np.savez(tmp_path / "in.npz", logits=X[300:], classes=names)
+    shuffled = dict(logits=X[300:, order], classes=names[order])
+    np.savez(tmp_path / "shuffled.npz", **shuffled)
+    np.savez(
+        tmp_path / "unknown.npz", logits=X[300:], classes=["fox", "cat", "dog", "cow"]
+    )
+    np.savez(tmp_path / "short.npz", logits=X[300:], classes=names[:3])
+    model = tmp_path / "ts.skops"
+    fit = ["calibrate", "--method", "temperature", "--fit", str(tmp_path / "fit.npz")]
+    fit += ["--device", "cpu", "--quiet"]
+
+    def run(apply, out):
+        if command == "apply":
+            argv = ["apply", "--model", str(model), "--apply", str(apply)]
+        else:
+            argv = [*fit, "--apply", str(apply)]
+        return main([*argv, "--out", str(out), "--quiet"])
+
+    assert main([*fit, "--apply", str(tmp_path / "in.npz"), "--out",
+                 str(tmp_path / "ref.npz"), "--save", str(model)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert run(tmp_path / "shuffled.npz", tmp_path / "out.npz") == 0
+    got, reference = np.load(tmp_path / "out.npz"), np.load(tmp_path / "ref.npz")
+    np.testing.assert_array_equal(got["classes"], names)
+    np.testing.assert_allclose(got["proba"], reference["proba"], rtol=1e-12)
+    capsys.readouterr()
+    for bad in ("unknown.npz", "short.npz"):
+        assert run(tmp_path / bad, tmp_path / "bad.npz") == 2
+        message = _error(capsys, command)
+        assert "classes array" in message and "eel" in message
+
+
+def test_out_may_not_replace_an_input_file(files, capsys):
+    """Was: written over --fit (or --apply), destroying the input."""
+    tmp, X, y = files
+    before = (tmp / "cal.npz").read_bytes()
+    assert _calibrate_ts(tmp, tmp / "cal.npz", tmp / "ts.skops") == 2
+    message = _error(capsys, "calibrate")
+    assert "--fit" in message and "replace the input" in message
+    assert (tmp / "cal.npz").read_bytes() == before
+    assert _calibrate_ts(tmp, tmp / "out.npz", tmp / "ts.skops", "--quiet") == 0
+    capsys.readouterr()
+    val = (tmp / "val.npz").read_bytes()
+    argv = ["apply", "--model", str(tmp / "ts.skops"), "--apply", str(tmp / "val.npz")]
+    assert main([*argv, "--out", str(tmp / "val.npz")]) == 2
+    assert "replace the input" in _error(capsys)
+    assert (tmp / "val.npz").read_bytes() == val
+
+
+def test_broken_model_files_are_clear_errors(files, capsys):
+    """Was: tracebacks (AttributeError, KeyError, ModuleNotFoundError) for a
+    model with a fitted attribute missing, a .skops archive without its
+    schema, and a pickle of a class that no longer exists."""
+    import zipfile
+
+    tmp, X, y = files
+    model = TemperatureScaling(device="cpu").fit(X[:300], y[:300])
+    del model.temperature_
+    with open(tmp / "broken.pkl", "wb") as file:
+        pickle.dump(model, file)
+    with zipfile.ZipFile(tmp / "noschema.skops", "w") as archive:
+        archive.writestr("other.txt", "no schema here")
+    module = tmp / "gone_module.py"
+    module.write_text("class Gone:\n    pass\n")
+    import sys
+
+    sys.path.insert(0, str(tmp))
+    try:
+        import gone_module
+
+        with open(tmp / "gone.pkl", "wb") as file:
+            pickle.dump(gone_module.Gone(), file)
+    finally:
+        sys.path.remove(str(tmp))
+        sys.modules.pop("gone_module", None)
+    module.unlink()
+    expected = {
+        "broken.pkl": "does not work (AttributeError",
+        "noschema.skops": "not a readable .skops file",
+        "gone.pkl": "a class this installation does not have",
+    }
+    for name, text in expected.items():
+        argv = ["apply", "--model", str(tmp / name), "--apply", str(tmp / "val.npz")]
+        assert main([*argv, "--out", str(tmp / "o.npz"), "--allow-pickle"]) == 2
+        assert text in _error(capsys), name
