@@ -100,6 +100,21 @@ def test_unfitted_estimator_and_bytes_and_file_objects():
     assert fresh.get_params() == TemperatureScaling(device="cpu").get_params()
 
 
+def test_untrusted_types_then_load_on_one_open_file(tmp_path):
+    """The documented order, on one file object. Was: ValueError 'negative
+    seek value' (untrusted_types read the file to its end); and a file
+    opened in text mode gave a UnicodeDecodeError."""
+    est, X = _fitted(TemperatureScaling)
+    path = tmp_path / "ts.skops"
+    dump(est, path)
+    with open(path, "rb") as file:
+        file.read(0)
+        assert untrusted_types(file) == []
+        np.testing.assert_array_equal(load(file).predict_proba(X), est.predict_proba(X))
+    with open(path, encoding="latin-1") as text, pytest.raises(TypeError, match="'rb'"):
+        load(text)
+
+
 def test_wrapper_and_search_round_trip():
     X, y = make_miscalibrated_logits(400, 3, temperature=2.0, random_state=1)
     search = CalibratorSearchCV(

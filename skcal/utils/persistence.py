@@ -91,13 +91,29 @@ def trusted_types() -> list[str]:
     return list(_trusted_types())
 
 
-def _source(file):
-    """``skops.io`` keyword for ``file``: a path, bytes or an open binary file."""
+def _source(file, *, rewind: bool = False):
+    """``skops.io`` keyword for ``file``: a path, bytes or an open binary file.
+
+    An open file is read from its current position; with ``rewind`` (a
+    look that is not a load) it is put back there when it can seek, so that
+    ``untrusted_types(f)`` then ``load(f)`` read the same model.
+    """
     if isinstance(file, (bytes, bytearray)):
         return {"data": bytes(file)}
     if isinstance(file, (str, os.PathLike)):
         return {"file": os.fspath(file)}
-    return {"file": file}
+    start = (
+        file.tell() if rewind and getattr(file, "seekable", lambda: False)() else None
+    )
+    data = file.read()
+    if isinstance(data, str):
+        raise TypeError(
+            "The model file was opened in text mode; a saved model is binary: "
+            "open it with open(path, 'rb'), or pass the path itself."
+        )
+    if start is not None:
+        file.seek(start)
+    return {"data": bytes(data)}
 
 
 def untrusted_types(file) -> list[str]:
@@ -127,7 +143,7 @@ def untrusted_types(file) -> list[str]:
     """
     sio = _skops_io()
     ours = set(_trusted_types())
-    found = sio.get_untrusted_types(**_source(file))
+    found = sio.get_untrusted_types(**_source(file, rewind=True))
     return [name for name in found if name not in ours]
 
 
@@ -222,8 +238,6 @@ def load(file, *, trusted=None):
     """
     sio = _skops_io()
     source = _source(file)
-    if "file" in source and not isinstance(source["file"], str):
-        source = {"data": source["file"].read()}  # an open binary file
     found = sio.get_untrusted_types(**source)
     ours, extra = set(_trusted_types()), set(trusted or ())
     refused = [name for name in found if name not in ours and name not in extra]
