@@ -836,18 +836,23 @@ def read_model(path: str, *, trusted=(), allow_pickle: bool = False):
                 f"--model {path}: reading a .skops model needs the optional "
                 "package skops (pip install skops)."
             )
+        from .exceptions import UntrustedTypesError
         from .utils.persistence import load
 
         try:
             return load(path, trusted=list(trusted))
+        except UntrustedTypesError as exc:
+            listed = ", ".join(exc.types)
+            flags = " ".join(f"--trust {name}" for name in exc.types)
+            raise CLIError(
+                f"--model {path} holds types that are neither skcal's nor trusted "
+                f"by skops by default: {listed}. Loading them could run code "
+                "written by whoever made the file. If you trust its author and "
+                "expect these types (for instance the trees of a scikit-learn "
+                f"forest), pass them explicitly: {flags}."
+            ) from None
         except ValueError as exc:
-            message = str(exc)
-            asked = re.search(r"load\(file, trusted=\[(.*)\]\)\.", message)
-            if asked is not None:  # the command line's spelling of that call
-                names = re.findall(r"'([^']*)'", asked.group(1))
-                flags = " ".join(f"--trust {name}" for name in names)
-                message = f"{message[: asked.start()]}{flags}."
-            raise CLIError(f"--model {path}: {message}") from None
+            raise CLIError(f"--model {path}: {exc}") from None
         except (OSError, KeyError, zipfile.BadZipFile) as exc:
             raise CLIError(
                 f"--model {path} is not a readable .skops file: {exc}"

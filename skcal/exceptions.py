@@ -12,6 +12,7 @@ __all__ = [
     "InputWarning",
     "MissingClassWarning",
     "NotFittedError",
+    "UntrustedTypesError",
 ]
 
 
@@ -93,3 +94,16 @@ class FlatKernelWarning(UserWarning):
     calibration error tends to the classwise ECE. Lower ``bandwidth``, or
     pass ``bandwidth="auto"`` (:func:`~skcal.metrics.local_bandwidth`).
     """
+
+
+class UntrustedTypesError(ValueError):
+    """A saved model holds types that :func:`skcal.utils.persistence.load`
+    does not trust by itself.
+
+    ``types`` lists their fully qualified names; pass those you trust to
+    ``load(file, trusted=[...])`` (on the command line, ``--trust NAME``).
+    """
+
+    def __init__(self, message: str, types: list[str]):
+        super().__init__(message)
+        self.types = list(types)

@@ -22,9 +22,9 @@ class ClassTemperatureScaling(BaseCalibrator):
     global temperature (clamped to the grid's range; see ``grid``); then
     ``n_iter`` greedy passes visit the classes in turn and give class ``k``
     the value of ``grid`` that most lowers the top-label ECE (``n_bins``
-    equal-width bins) on the calibration set without lowering its accuracy. Classes are
-    visited in sorted label order, so the result does not depend on the
-    column order of ``X``.
+    equal-width bins) on the calibration set without lowering its accuracy.
+    Classes are visited in sorted label order, so the result does not depend
+    on the column order of ``X``.
 
     ``mode`` says where the temperatures apply:
 

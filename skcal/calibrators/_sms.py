@@ -169,10 +169,10 @@ class StructuredMatrixScaling(BaseCalibrator):
         """
         t = np.array(logits, dtype=np.float64)
         t -= t.max(axis=1, keepdims=True)
-        if self._floor() == -np.inf:
+        floor = self._floor()
+        if floor == -np.inf:
             return t
-        total = np.exp(t).sum(axis=1)
-        return np.maximum(t, (self._floor() + np.log(total))[:, None])
+        return np.maximum(t, (floor + np.log(np.exp(t).sum(axis=1)))[:, None])
 
     def _features(self, z):
         """``log`` of the temperature-scaled probabilities mixed with uniform."""

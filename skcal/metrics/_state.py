@@ -194,7 +194,7 @@ class MetricState:
             if other.n_samples_:
                 self._merge(other)
         self.n_samples_ += other.n_samples_
-        self.has_weight_ = self.has_weight_ or getattr(other, "has_weight_", True)
+        self.has_weight_ = self.has_weight_ or other.has_weight_
         return self
 
     def next_pass(self) -> MetricState:
@@ -223,7 +223,7 @@ class MetricState:
             )
         if self.n_samples_ == 0:
             raise ValueError("Found 0 samples; metrics need at least one.")
-        if not getattr(self, "has_weight_", True):
+        if not self.has_weight_:
             # as the in-memory metric (scikit-learn's check), on the whole set:
             # a chunk may have weights that are all 0
             raise ValueError(

@@ -6,6 +6,7 @@ Nothing the caller passed is modified in place.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -15,6 +16,12 @@ from sklearn.utils.validation import check_array, check_consistent_length, colum
 from ..exceptions import InputWarning
 from ._sklearn import _check_sample_weight
 from ._warnings import warn
+
+#: Whether scikit-learn's weight check takes ``allow_all_zero_weights``
+#: (the versions that refuse weights that are all 0).
+_ALL_ZERO = (
+    "allow_all_zero_weights" in inspect.signature(_check_sample_weight).parameters
+)
 
 #: Probabilities are clipped to at least this value before taking their log:
 #: the smallest normal float64 (log -708.4), so that only exact zeros and
@@ -429,20 +436,14 @@ def check_sample_weight(
     underflow. With ``allow_zero`` weights that are all 0 are accepted (one
     chunk of a larger set, whose total is checked when it is complete).
     """
-    if allow_zero and sample_weight is not None:
-        zeros = np.asarray(sample_weight)
-        if (
-            zeros.shape == (n_samples,)
-            and n_samples
-            and zeros.dtype.kind in "iuf"
-            and not zeros.any()
-        ):
-            return np.zeros(n_samples)
+    # scikit-learn refuses all-zero weights only where it offers the option
+    options = {"allow_all_zero_weights": True} if allow_zero and _ALL_ZERO else {}
     weights = _check_sample_weight(
         sample_weight,
         np.empty((n_samples, 0)),
         dtype=np.float64,
         ensure_non_negative=True,
+        **options,
     )
     if relative:
         top = weights.max(initial=0.0)

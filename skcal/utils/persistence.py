@@ -19,6 +19,8 @@ import os
 import pkgutil
 from functools import lru_cache
 
+from ..exceptions import UntrustedTypesError
+
 __all__ = ["dump", "dumps", "load", "trusted_types", "untrusted_types"]
 
 #: skcal's subpackages whose classes can appear in a fitted model. Not
@@ -217,9 +219,9 @@ def load(file, *, trusted=None):
 
     Raises
     ------
-    ValueError
-        When the file holds types that are neither trusted by default nor
-        listed in ``trusted``.
+    UntrustedTypesError
+        (a ``ValueError``) When the file holds types that are neither trusted
+        by default nor listed in ``trusted``; its ``types`` lists them.
 
     See Also
     --------
@@ -243,12 +245,13 @@ def load(file, *, trusted=None):
     refused = [name for name in found if name not in ours and name not in extra]
     if refused:
         listed = ", ".join(repr(name) for name in refused)
-        raise ValueError(
+        raise UntrustedTypesError(
             f"load: the file holds types that are neither skcal's nor trusted by "
             f"skops by default: {listed}. Loading them could run code written by "
             f"whoever made the file. If you trust its author and expect these "
             f"types (for instance the trees of a scikit-learn forest), pass them "
-            f"explicitly: load(file, trusted=[{listed}])."
+            f"explicitly: load(file, trusted=[{listed}]).",
+            refused,
         )
     if "data" in source:
         return sio.loads(source["data"], trusted=found)
