@@ -535,6 +535,20 @@ def test_shift_invariance(case, data):
     np.testing.assert_allclose(P_shifted, P, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("case", SCORE, ids=_ids(SCORE))
+@_examples(1)
+@given(data=st.data())
+def test_logits_of_any_scale_are_fitted_or_refused_clearly(case, data):
+    """Logits scaled by 1e-160 to 1e3 (their differences below the
+    resolution of log p at the small end, margins beyond float32's log floor
+    at the large one): a valid fit, or a clear error; never garbage."""
+    problem = data.draw(problems(case))
+    factor = 10.0 ** data.draw(st.sampled_from([-160, -40, -17, -13, 2, 3]))
+    est = fit_or_clear_error(case, problem, X=problem.X * factor)
+    if est is not None:
+        check_predictions(est, problem.X * factor, problem)
+
+
 @pytest.mark.parametrize("case", DETERMINISTIC, ids=_ids(DETERMINISTIC))
 @_examples(3)
 @given(data=st.data())
