@@ -19,7 +19,15 @@ def test_ci_runs_the_readme_test_command():
     commands = re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)
     assert len(commands) == 2, "README must give exactly two set-up commands"
     test_command = next(c for c in commands if "pytest" in c)
-    assert test_command in (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert test_command in ci
+    # on torch's AVX2 kernels, and the torch-heavy tests without vector
+    # extensions, as CONTRIBUTING.md says to run them locally
+    assert "export ATEN_CPU_CAPABILITY=avx2" in ci.split(test_command)[0]
+    assert "ATEN_CPU_CAPABILITY=default" in ci
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    for capability in ("avx2", "default"):
+        assert f"ATEN_CPU_CAPABILITY={capability} .venv/bin/python" in contributing
 
 
 def test_readme_and_user_guide_list_every_skcal_scorer():

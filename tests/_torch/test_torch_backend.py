@@ -269,6 +269,88 @@ def test_minimize_adam_patience_tol_and_restore():
     assert float(x.detach()) == seen_x[5] != seen_x[7]
 
 
+def _scripted(values, params, seen):
+    """A loss of value ``values[k]`` at its k-th call, of gradient 1 in every entry.
+
+    ``(p - p.detach())`` is exactly 0 with gradient 1, so the value is the
+    script's, whatever rounding does to the trajectory, and every Adam step
+    moves every entry; ``seen`` records the parameters at each call.
+    """
+
+    def loss(*_):
+        seen.append([p.detach().clone() for p in params])
+        value = values[len(seen) - 1]
+        return value + sum((p - p.detach()).sum() for p in params)
+
+    return loss
+
+
+def test_minimize_adam_restores_the_scripted_best_epoch_in_every_tensor():
+    # the restore itself, independent of rounding: the scripted best epoch 3
+    # is neither the first nor the last, and a snapshot that aliased the live
+    # tensors (calibench's shallow state_dict().copy()) or no restore at all
+    # would leave the last epoch's values
+    from skcal._torch import minimize_adam
+
+    params = [
+        torch.zeros(3, dtype=torch.float64, requires_grad=True),
+        torch.ones(2, 2, dtype=torch.float64, requires_grad=True),
+    ]
+    script = [5.0, 4.0, 3.0, 1.0, 2.0, 1.5, 1.25, 9.0]
+    seen = []
+    best_epoch, n_steps, curve = minimize_adam(
+        _scripted(script, params, seen),
+        params,
+        max_iter=50,
+        lr=0.1,
+        n_iter_no_change=3,
+    )
+    # epochs 4-6 do not improve on epoch 3: stop after evaluating epoch 6
+    assert (best_epoch, n_steps) == (3, 6)
+    assert curve == script[:7]
+    assert len(seen) == 7
+    for p, best, last in zip(params, seen[3], seen[-1]):
+        assert torch.equal(p.detach(), best)
+        assert not torch.equal(best, last)
+
+
+def test_train_adam_restores_the_scripted_best_epoch_and_buffers():
+    # the same with a scripted validation loss, over mini-batches, and with a
+    # buffer without gradient that the loss updates itself (an EMA codebook)
+    from skcal._torch import train_adam
+
+    w = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    buffer = torch.zeros(4, dtype=torch.float64)
+    params = [w, buffer]
+
+    def loss_fn(idx):
+        with torch.no_grad():
+            buffer.add_(1.0)
+        return (w - w.detach()).sum()
+
+    script = [5.0, 4.0, 2.0, 3.0, 1.5, 2.0, 1.5, 1.75]
+    seen = []
+    best_epoch, n_epochs, best_val = train_adam(
+        loss_fn,
+        _scripted(script, [w, buffer], seen),
+        params,
+        n_samples=4,
+        batch_size=2,
+        max_iter=50,
+        lr=0.1,
+        n_iter_no_change=3,
+        generator=torch.Generator().manual_seed(0),
+        device=torch.device("cpu"),
+    )
+    # call 0 is before training; epochs 5-7 do not improve strictly on 1.5
+    assert (best_epoch, n_epochs, best_val) == (4, 7, 1.5)
+    assert len(seen) == 8
+    for p, best, last in zip(params, seen[4], seen[-1]):
+        assert torch.equal(p.detach(), best)
+        assert not torch.equal(best, last)
+    assert torch.equal(buffer, torch.full((4,), 8.0, dtype=torch.float64))
+
+
 def test_minimize_adam_reaches_a_quadratic_minimum():
     from skcal._torch import minimize_adam
 
