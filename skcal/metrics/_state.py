@@ -11,10 +11,12 @@ floating-point summation order.
 Equal-mass (quantile) bins need their edges before the rows can be binned:
 those states take two passes over the data. The first feeds a fixed sketch
 of each binned column (a histogram over the float64 bit patterns of the
-scores, so that tiny probabilities are resolved as finely as large ones);
-:meth:`MetricState.next_pass` turns it into edges, each within a relative
-``2**-edge_bits`` of the exact quantile edge (the extreme edges are exact),
-and the second pass bins the rows on those edges exactly.
+scores, so that tiny probabilities are resolved as finely as large ones,
+which also keeps the scores themselves up to ``_EXACT_BUDGET``);
+:meth:`MetricState.next_pass` turns it into edges, exact on kept scores and
+otherwise within a relative ``2**-edge_bits`` of the exact quantile edge
+where the scores are dense (the extreme edges are exact), and the second
+pass bins the rows on those edges exactly.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._torch.kernels import soft_bin_sums_value, soft_error_from_sums_value
+from ..exceptions import ApproximationWarning
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import (
     _is_integral,
@@ -32,9 +35,11 @@ from ..utils._validation import (
     check_proba_targets,
     check_sample_weight,
 )
+from ..utils._warnings import warn
 from ._binning import (
     BinStatistics,
     assign_bins,
+    bin_edges,
     bin_means,
     binned_calibration_error,
     binned_errors,
@@ -53,6 +58,9 @@ _MIN_EXPONENT = 60
 #: budget of buckets over all columns of the classwise sketches.
 _TOP_EDGE_BITS = 12
 _SKETCH_BUDGET = 1 << 20
+#: Scores a sketch keeps exactly (over all its columns), 16 MiB with their
+#: weights: below it, the edges are those of the in-memory metric.
+_EXACT_BUDGET = 1 << 20
 
 
 class _Sketch:
@@ -63,6 +71,12 @@ class _Sketch:
     ``2**-_MIN_EXPONENT``; one bucket below. Each bucket keeps its weight
     and the smallest and largest score it saw, so an edge is interpolated
     between scores that exist.
+
+    Until the sketch has seen ``_EXACT_BUDGET`` scores over all its columns
+    it also keeps them (and their weights), and its edges are then exactly
+    those of :func:`~skcal.metrics.bin_edges`: on few rows the gaps between
+    neighbouring scores are wide, and an edge between two buckets could be
+    anywhere between them.
     """
 
     def __init__(self, n_columns: int, bits: int):
@@ -71,6 +85,9 @@ class _Sketch:
         self.weight = np.zeros((n_columns, self.n_buckets))
         self.low = np.full((n_columns, self.n_buckets), np.inf)
         self.high = np.full((n_columns, self.n_buckets), -np.inf)
+        self.max_row_weight = 0.0
+        self.exact = [[] for _ in range(n_columns)]  # (scores, weights) chunks
+        self.n_exact = 0  # scores kept; the list is None beyond the budget
 
     def bucket(self, scores: np.ndarray) -> np.ndarray:
         scores = np.clip(np.asarray(scores, dtype=np.float64), 0.0, 1.0)
@@ -89,20 +106,42 @@ class _Sketch:
         )
         np.minimum.at(self.low[column], idx, scores)
         np.maximum.at(self.high[column], idx, scores)
+        self.max_row_weight = max(self.max_row_weight, float(weight.max()))
+        self._keep([(column, (np.array(scores, np.float64), np.array(weight)))])
+
+    def _keep(self, chunks) -> None:
+        """Keep exact scores while the budget allows; drop them all beyond."""
+        if self.exact is None:
+            return
+        self.n_exact += sum(len(scores) for _, (scores, _) in chunks)
+        if self.n_exact > _EXACT_BUDGET:
+            self.exact = None
+            return
+        for column, chunk in chunks:
+            self.exact[column].append(chunk)
 
     def merge(self, other: _Sketch) -> None:
         self.weight += other.weight
         np.minimum(self.low, other.low, out=self.low)
         np.maximum(self.high, other.high, out=self.high)
+        self.max_row_weight = max(self.max_row_weight, other.max_row_weight)
+        if other.exact is None:
+            self.exact = None
+        else:
+            self._keep([(k, c) for k, chunks in enumerate(other.exact) for c in chunks])
 
     def edges(self, column: int, n_bins: int) -> np.ndarray:
         """Equal-mass edges of one column (as :func:`bin_edges`, sketched).
 
-        Edge ``j`` is where the cumulative weight reaches ``j / n_bins`` of
-        the total: in the bucket that holds that point, between its smallest
-        and largest score in proportion to the weight before it. The first
-        and last edges are the exact minimum and maximum.
+        Exact while the scores are kept. Otherwise edge ``j`` is where the
+        cumulative weight reaches ``j / n_bins`` of the total: in the bucket
+        that holds that point, between its smallest and largest score in
+        proportion to the weight before it. The first and last edges are the
+        exact minimum and maximum.
         """
+        if self.exact is not None and self.exact[column]:
+            scores, weights = map(np.concatenate, zip(*self.exact[column]))
+            return bin_edges(scores, n_bins, "quantile", weights)
         w = self.weight[column]
         seen = w > 0
         if not seen.any():
@@ -113,8 +152,35 @@ class _Sketch:
         idx = np.minimum(np.searchsorted(cum, targets, side="right"), len(w) - 1)
         frac = np.clip((targets - (cum[idx] - w[idx])) / w[idx], 0.0, 1.0)
         inner = low[idx] + frac * (high[idx] - low[idx])
+        self._warn_if_between_buckets(targets, cum, idx, low, high)
         edges = np.concatenate([[low[0]], inner, [high[-1]]])
         return np.maximum.accumulate(edges)
+
+    def _warn_if_between_buckets(self, targets, cum, idx, low, high) -> None:
+        """Warn when an edge may lie in a gap between buckets.
+
+        A target within one row's weight of its bucket's end may fall after
+        the bucket's last score: the exact edge is then interpolated towards
+        the next bucket's first score, and the documented precision holds
+        only if the empty stretch between them is within a relative
+        ``2**-bits`` too.
+        """
+        last = len(cum) - 1
+        near_end = (cum[idx] - targets <= self.max_row_weight) & (idx < last)
+        upper = low[np.minimum(idx + 1, last)]
+        stretch = np.where(near_end, upper - high[idx], 0.0)
+        far = stretch > 2.0**-self.bits * upper
+        if far.any():
+            j = int(np.argmax(far))
+            warn(
+                f"An equal-mass bin edge of this metric state may be off by up "
+                f"to {stretch[j]:.3g} (it lies between {high[idx][j]:.6g} and "
+                f"{upper[j]:.6g}), more than the sketch's relative "
+                f"2**-{self.bits}: the scores near it are sparse. The metric is "
+                "exact given its edges, but the edges are approximate; compute "
+                "the metric in memory, or use strategy='uniform'.",
+                ApproximationWarning,
+            )
 
 
 class MetricState:
@@ -248,13 +314,8 @@ class MetricState:
         if n_rows == 0 and np.asarray(y_true).size == 0:
             return None
         y_true = np.asarray(y_true)
-        if self.labels is None and y_true.size and not _is_integral(y_true.ravel()):
-            raise ValueError(
-                f"A metric state of {self.metric} needs labels=[...] (every "
-                "label in the column order of y_proba) for non-integer labels: "
-                f"a chunk may not hold every class. Got labels like "
-                f"{np.unique(y_true)[:5].tolist()}."
-            )
+        if self.labels is None and y_true.size:
+            self._check_unlabelled(y_true, y_proba)
         proba, y_index, _ = check_proba_targets(
             y_true, y_proba, labels=self.labels, copy=False
         )
@@ -269,6 +330,34 @@ class MetricState:
                 "column per class."
             )
         return proba, y_index, w
+
+    def _check_unlabelled(self, y_true: np.ndarray, y_proba: np.ndarray) -> None:
+        """Without ``labels``, only integer labels ``0..C-1`` have a column.
+
+        The batch metrics map other labels to columns in sorted order, which
+        needs every class in the data; a chunk may lack some, so the state
+        refuses them rather than map a chunk's labels differently.
+        """
+        n_columns = y_proba.shape[1] if y_proba.ndim == 2 else 2
+        if n_columns == 1:
+            n_columns = 2
+        values = y_true.ravel()
+        if _is_integral(values):
+            low, high = values.min(), values.max()
+            if low >= 0 and high < n_columns:
+                return
+            problem = (
+                f"integer labels from {low} to {high}, but label k is column k, "
+                f"so they must lie in 0..{n_columns - 1} for {n_columns} columns"
+            )
+        else:
+            problem = f"labels like {np.unique(values)[:5].tolist()}"
+        raise ValueError(
+            f"A metric state of {self.metric} got {problem}: a chunk may not "
+            "hold every class, so the state cannot tell which column is which "
+            "label. Pass labels=[...] listing every label in the column order "
+            "of y_proba (e.g. labels=np.unique(y) over all the rows)."
+        )
 
     def _init_classes(self, n_classes: int) -> None:
         self.n_classes_ = int(n_classes)
@@ -634,13 +723,18 @@ def metric_state(metric, **params) -> MetricState:
 
     **Equal-mass bins** (``strategy="quantile"``) take two passes over the
     same rows: the first fills a sketch of the scores, ``next_pass()``
-    turns it into edges, the second bins the rows on them. The sketch is a
+    turns it into edges, the second bins the rows on them. Up to 2**20
+    scores in all (that many rows for top-label errors, ``2**20 /
+    n_classes`` for classwise ones) the sketch keeps them, and the edges and
+    the metric are exactly those of the function. Beyond, the sketch is a
     histogram over the float64 bit patterns of the scores (12 mantissa bits
     for the top-label confidence; for classwise errors about ``2**22 /
     n_classes`` buckets per class, at least 4 bits), so each inner edge is
     within a relative ``2**-bits`` of the exact quantile edge (0.02% for
-    top-label) and the extreme edges are exact; the error given those edges
-    is exact.
+    top-label) where the scores are dense, and the extreme edges are exact;
+    an edge that may fall in a wider gap between scores raises an
+    :class:`~skcal.exceptions.ApproximationWarning`. The error given the
+    edges is exact.
 
     Parameters
     ----------
