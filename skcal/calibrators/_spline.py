@@ -11,7 +11,9 @@ from .._torch.kernels import softmax_inplace
 from .._torch.kernels._softmax import softmax_into
 from ..base import BaseCalibrator
 from ..utils._proba import interp, replace_top_label, replace_top_label_inplace
-from ..utils._sklearn import Interval
+from ..utils._sklearn import Interval, StrOptions
+from ..utils._validation import effective_sample_size
+from ._scaling import fit_inverse_temperature
 
 __all__ = ["SplineCalibrator"]
 
@@ -67,9 +69,15 @@ class SplineCalibrator(BaseCalibrator):
     Its slope is the local miscalibration, so each calibration confidence
     ``s_i`` maps to ``s_i + E'(t_i)``; a new confidence is mapped by linear
     interpolation between the calibration scores (constant beyond them) and
-    clipped to [0, 1]. The other classes are rescaled to share ``1 - s~`` in
-    their original proportions, computed from the logits (exact even where
-    their probabilities underflow to 0, at logit gaps beyond ~745); in
+    clipped to ``[1 / (n + 2), (n + 1) / (n + 2)]`` (Laplace's rule of
+    succession for ``n`` calibration samples; the paper clips to [0, 1]). The
+    other classes share ``1 - s~``: by default in the
+    proportions of temperature scaling fitted on the same calibration set
+    (``softmax(z / T)`` of their logits), or in their original proportions
+    with ``redistribution="proportional"``; computed from the logits (exact
+    even where their probabilities underflow to 0, at logit gaps beyond
+    ~745). ``s~`` is raised where needed to the largest other class's
+    share, so that the top class keeps the largest probability. In
     :meth:`decision_function` ``s~`` and ``1 - s~`` are floored at 1e-300.
 
     Parameters
@@ -81,6 +89,15 @@ class SplineCalibrator(BaseCalibrator):
     n_knots : int, default=6
         Knots of the natural cubic spline (the paper's 6). At least this
         many calibration samples with positive weight are needed.
+    redistribution : {"temperature", "proportional"}, default="temperature"
+        How the other classes share ``1 - s~`` (the paper calibrates the top
+        label only): ``"temperature"`` in proportion to ``exp(z_j / T)``,
+        ``T`` fitted by temperature scaling on the same calibration set;
+        ``"proportional"`` in proportion to the original probabilities. On
+        an over-confident network with many classes the original
+        proportions keep the true class of a wrong prediction as unlikely
+        as the network made it: on a real 45-class text task, test NLL 1.87
+        against 1.43 for ``"temperature"`` and 1.42 for temperature scaling.
 
     Attributes
     ----------
@@ -91,6 +108,12 @@ class SplineCalibrator(BaseCalibrator):
         clipping; the map interpolates between these points.
     knot_values_ : ndarray of shape (n_knots,)
         Values of the fitted spline ``E`` at its knots.
+    temperature_ : float
+        Temperature of the other classes' shares (1.0 with
+        ``redistribution="proportional"``).
+    confidence_bounds_ : tuple of float
+        ``(1 / (n + 2), (n + 1) / (n + 2))``, ``n`` the effective number of
+        calibration samples (Kish's, with weights): the range of ``s~``.
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
     n_features_in_ : int
@@ -99,10 +122,18 @@ class SplineCalibrator(BaseCalibrator):
     Notes
     -----
     Only the top-label confidence is recalibrated (the method's
-    definition); the fitted map need not be monotone. The rescaled classes
-    can outrank the original top class in :meth:`predict_proba`, so
-    :meth:`predict` returns the original argmax of ``X``, the class whose
-    confidence was calibrated.
+    definition); the fitted map need not be monotone. Its slope near the
+    ends is unconstrained: on drawn 54-class logits it mapped confidences
+    of 0.84 to 1, and with the paper's clip to [0, 1] the wrong predictions
+    among them gave their true class probability 0 (test NLL 2.84 against
+    1.98 for temperature scaling); no finite calibration set supports a
+    confidence beyond ``(n + 1) / (n + 2)``. The calibrated
+    confidence is never below the largest other class's probability, so the
+    argmax of ``X`` keeps the largest calibrated probability (a tie where
+    the map would have put it lower): without this floor, the rescaled
+    classes outranked the top class on 4% of the rows of the 45-class task
+    (accuracy 0.5545 against 0.5936). :meth:`predict` returns the argmax of
+    ``X``.
 
     With sample weights, ``t_i`` is the weighted rank ``(W_i - w_1) / (W -
     w_1)`` (``W_i`` the cumulative weight) and the least squares are
@@ -129,19 +160,23 @@ class SplineCalibrator(BaseCalibrator):
     """
 
     _shift_invariant = True
-    _keeps_argmax = "predict"
+    _keeps_argmax = "proba"
     _softmax_first = True
     _maps_probabilities = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "n_knots": [Interval(Integral, 2, None, closed="left")],
+        "redistribution": [StrOptions({"temperature", "proportional"})],
     }
 
-    def __init__(self, *, input="logits", classes=None, n_knots=6):
+    def __init__(
+        self, *, input="logits", classes=None, n_knots=6, redistribution="temperature"
+    ):
         self.input = input
         self.classes = classes
         self.n_knots = n_knots
+        self.redistribution = redistribution
 
     def _fit(self, logits, y_index, sample_weight):
         P = softmax_inplace(np.array(logits, dtype=np.float64))
@@ -155,6 +190,12 @@ class SplineCalibrator(BaseCalibrator):
                 f"samples or lower n_knots."
             )
         rows = np.flatnonzero(keep)
+        n = effective_sample_size(sample_weight)
+        self.confidence_bounds_ = (1.0 / (n + 2.0), (n + 1.0) / (n + 2.0))
+        self.temperature_ = 1.0
+        if self.redistribution == "temperature":
+            beta = fit_inverse_temperature(logits, y_index, sample_weight, "cpu").x
+            self.temperature_ = float(1.0 / beta)
         self.scores_, self.calibrated_scores_, self.knot_values_ = (
             fit_spline_recalibration(
                 P[rows, top[rows]],
@@ -169,7 +210,7 @@ class SplineCalibrator(BaseCalibrator):
             out = np.full_like(s, self.calibrated_scores_[0])
         else:
             out = interp(s, self.scores_, self.calibrated_scores_)
-        return np.clip(out, 0.0, 1.0)
+        return np.clip(out, *self.confidence_bounds_)
 
     def _calibrated_proba(self, logits):
         P = softmax_into(logits, np.empty(logits.shape))
@@ -178,14 +219,23 @@ class SplineCalibrator(BaseCalibrator):
 
     def _calibrated_proba_of_probabilities(self, P, logits):
         # the argmax of their logs log(max(p, PROBA_EPS)): log is increasing
-        return self._replace_top_label(P, logits, np.argmax(P, axis=1))
+        top = np.argmax(P, axis=1)
+        if self.temperature_ != 1.0:  # the shares need the logs
+            logits = np.log(P)
+        return self._replace_top_label(P, logits, top)
 
     def _replace_top_label(self, P, logits, top):
+        """Calibrate ``P``'s top label in place; ``logits`` give the shares."""
         new = self._calibrated_confidence(
             np.take(P, top + P.shape[1] * np.arange(len(top)))
         )
+        if self.temperature_ != 1.0:  # the others' shares: softmax(z / T)
+            logits = np.asarray(logits, dtype=np.float64) / self.temperature_
+            P = softmax_into(logits, P)
         # c and 1 - c floored at 1e-300 as in decision_function
-        return replace_top_label_inplace(P, logits, top, new, floor=1e-300)
+        return replace_top_label_inplace(
+            P, logits, top, new, floor=1e-300, keep_argmax=True
+        )
 
     def _calibrated_logits(self, logits):
         P = softmax_inplace(np.array(logits, dtype=np.float64))
@@ -193,4 +243,5 @@ class SplineCalibrator(BaseCalibrator):
         new = self._calibrated_confidence(P[np.arange(len(top)), top])
         # in log space from the logits: exact proportions of the other
         # classes even where their probabilities underflow
-        return replace_top_label(logits, top, new, log=True)
+        shares = np.asarray(logits, dtype=np.float64) / self.temperature_
+        return replace_top_label(shares, top, new, log=True, keep_argmax=True)

@@ -76,11 +76,13 @@ def replace_top_label_inplace(
     confidence: np.ndarray,
     *,
     floor: float = 0.0,
+    keep_argmax: bool = False,
 ) -> np.ndarray:
     """:func:`replace_top_label` of ``logits``, computed over their softmax.
 
     With ``floor``, ``c`` and ``1 - c`` are floored there (``floor=1e-300``
-    gives the softmax of ``replace_top_label(..., log=True)``).
+    gives the softmax of ``replace_top_label(..., log=True)``);
+    ``keep_argmax`` as for :func:`replace_top_label`.
 
     ``proba`` (C-contiguous float64, overwritten and returned) holds the
     softmax of ``logits``. The other classes' share of a row is
@@ -91,7 +93,12 @@ def replace_top_label_inplace(
     :func:`replace_top_label`. One pass for the sum and one for the
     rescaling, no temporary array.
     """
-    from .._torch.kernels._softmax import row_min, row_sum, scale_rows_inplace
+    from .._torch.kernels._softmax import (
+        row_max,
+        row_min,
+        row_sum,
+        scale_rows_inplace,
+    )
 
     n, n_classes = proba.shape
     if n == 0:
@@ -105,21 +112,48 @@ def replace_top_label_inplace(
     small = others < _SUM_FLOOR
     if underflow is not None:
         small |= underflow
+    held = None
+    if keep_argmax:  # c >= the largest other's share: 1 / (1 + others / largest)
+        largest = row_max(proba)
+        least = largest / np.maximum(others + largest, _SUM_FLOOR)
+        held = c < least
+        c = np.maximum(c, least)
     rest = np.maximum(1.0 - c, floor)
     scale_rows_inplace(proba, rest / np.where(small, 1.0, others))
     proba.reshape(-1)[flat_top] = np.maximum(c, floor)
+    if held is not None and held.any():
+        _hold_top(proba, top, np.flatnonzero(held))
     if small.any():
         rows = np.flatnonzero(small)
         z = np.array(logits[rows], dtype=np.float64)
+        args = (z, top[rows], c[rows])
         if floor > 0:  # the log path floors, and is the reference
-            proba[rows] = np.exp(replace_top_label(z, top[rows], c[rows], log=True))
+            proba[rows] = np.exp(
+                replace_top_label(*args, log=True, keep_argmax=keep_argmax)
+            )
         else:
-            proba[rows] = replace_top_label(z, top[rows], c[rows])
+            proba[rows] = replace_top_label(*args, keep_argmax=keep_argmax)
     return proba
 
 
+def _hold_top(values: np.ndarray, top: np.ndarray, rows: np.ndarray) -> None:
+    """Raise ``values[row, top]`` to the row's maximum in ``rows``, in place.
+
+    Where the top class was given exactly the largest other's share, the
+    two are equal up to rounding: a tie, never another class ahead.
+    """
+    block = values[rows]
+    block[np.arange(len(rows)), top[rows]] = block.max(axis=1)
+    values[rows] = block
+
+
 def replace_top_label(
-    logits: np.ndarray, top: np.ndarray, confidence: np.ndarray, *, log: bool = False
+    logits: np.ndarray,
+    top: np.ndarray,
+    confidence: np.ndarray,
+    *,
+    log: bool = False,
+    keep_argmax: bool = False,
 ) -> np.ndarray:
     """Give class ``top`` probability ``confidence``; the others share the rest.
 
@@ -132,8 +166,10 @@ def replace_top_label(
     of the other logits, so they stay exact when the other classes'
     probabilities underflow (a logit gap of ~745 or more makes them 0 in
     float64) and no intermediate can overflow: every factor is at most 1.
-    The result may rank another class above ``top``: callers that keep the
-    original label for ``predict`` must say so. ``logits`` is not modified.
+    The result may rank another class above ``top`` (callers that keep the
+    original label for ``predict`` must say so), unless ``keep_argmax``
+    raises ``c`` to the share of the largest other class where it is below
+    (``top`` then ties with it). ``logits`` is not modified.
 
     Parameters
     ----------
@@ -149,6 +185,10 @@ def replace_top_label(
         underflows. ``c`` and ``1 - c`` are then floored at 1e-300 (the
         floor of the one-vs-rest calibrators: a calibrated 0 or 1 gives a
         finite log loss) and the result is finite.
+    keep_argmax : bool, default=False
+        Give ``top`` at least the probability of every other class:
+        ``c >= 1 / (1 + sum_{j != top} exp(z_j - z_2))``, ``z_2`` the
+        largest other logit.
 
     Returns
     -------
@@ -162,14 +202,21 @@ def replace_top_label(
     z[rows, top] = -np.inf
     second = z.max(axis=1, keepdims=True)  # the largest of the others
     z -= second  # <= 0, with 0 at the largest other class: the sum is >= 1
+    total = np.exp(z).sum(axis=1, keepdims=True)
+    held = None
+    if keep_argmax:
+        least = 1.0 / (1.0 + total[:, 0])
+        held = np.flatnonzero(c < least)
+        c = np.maximum(c, least)
     if not log:
-        share = np.exp(z)
-        share /= share.sum(axis=1, keepdims=True)
-        out = share * (1.0 - c)[:, None]
+        out = np.exp(z) / total * (1.0 - c)[:, None]
         out[rows, top] = c
-        return out
-    z -= np.log(np.exp(z).sum(axis=1, keepdims=True))
-    out = z + np.log(np.maximum(1.0 - c, _LOG_FLOOR))[:, None]
-    out[rows, top] = np.log(np.maximum(c, _LOG_FLOOR))
-    # logits spanning more than the float64 range give z = -inf
-    return np.maximum(out, np.finfo(np.float64).min, out=out)
+    else:
+        z -= np.log(total)
+        out = z + np.log(np.maximum(1.0 - c, _LOG_FLOOR))[:, None]
+        out[rows, top] = np.log(np.maximum(c, _LOG_FLOOR))
+        # logits spanning more than the float64 range give z = -inf
+        np.maximum(out, np.finfo(np.float64).min, out=out)
+    if held is not None and held.size:
+        _hold_top(out, top, held)
+    return out

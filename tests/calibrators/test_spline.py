@@ -2,9 +2,11 @@
 
 import numpy as np
 import pytest
-from scipy.special import logsumexp, softmax
+from scipy.optimize import minimize_scalar
+from scipy.special import log_softmax, logsumexp, softmax
 
 from skcal import SplineCalibrator
+from skcal.exceptions import MissingClassWarning
 from skcal.metrics import expected_calibration_error
 from skcal.utils._testing import make_miscalibrated_logits
 
@@ -48,18 +50,39 @@ def _reference_confidence_map(s, correct, n_knots=6):
     return s, s + slope
 
 
-def _reference_predict_proba(X_cal, y_cal, X, n_knots=6):
+def _reference_temperature(X, y):
+    """Temperature scaling by scipy's bounded scalar search on log T."""
+
+    def nll(log_t):
+        return -log_softmax(X / np.exp(log_t), axis=1)[np.arange(len(y)), y].mean()
+
+    return float(
+        np.exp(
+            minimize_scalar(
+                nll, bounds=(-5, 5), method="bounded", options={"xatol": 1e-10}
+            ).x
+        )
+    )
+
+
+def _reference_predict_proba(X_cal, y_cal, X, n_knots=6, temperature=1.0):
+    """The paper's top-label map; the others share ``1 - s~`` by
+    ``softmax(z / temperature)``, and ``s~`` is at least the largest share."""
     P = softmax(X_cal, axis=1)
     top = P.argmax(1)
     rows = np.arange(len(top))
     xs, ys = _reference_confidence_map(P[rows, top], (top == y_cal) * 1.0, n_knots)
     Pt = softmax(X, axis=1)
+    Q = softmax(X / temperature, axis=1)
     out = np.empty_like(Pt)
-    for i, p in enumerate(Pt):
+    for i, (p, q) in enumerate(zip(Pt, Q)):
         k = p.argmax()
-        new = min(max(np.interp(p[k], xs, ys), 0.0), 1.0)
+        n = len(X_cal)  # Laplace's bounds for n samples
+        new = min(max(np.interp(p[k], xs, ys), 1 / (n + 2)), (n + 1) / (n + 2))
         others = np.delete(np.arange(len(p)), k)
-        out[i, others] = p[others] / p[others].sum() * (1 - new)
+        share = q[others] / q[others].sum()
+        new = max(new, share.max() / (1 + share.max()))
+        out[i, others] = share * (1 - new)
         out[i, k] = new
     return out
 
@@ -73,14 +96,35 @@ def data():
 
 def test_matches_independent_reference(data):
     X, y, Xt, _ = data
-    spline = SplineCalibrator().fit(X, y)
+    spline = SplineCalibrator(redistribution="proportional").fit(X, y)
+    assert spline.temperature_ == 1.0
     np.testing.assert_allclose(
         spline.predict_proba(Xt), _reference_predict_proba(X, y, Xt), atol=1e-10
     )
     # the calibration points themselves, and 3 knots
-    spline3 = SplineCalibrator(n_knots=3).fit(X, y)
+    spline3 = SplineCalibrator(n_knots=3, redistribution="proportional").fit(X, y)
     np.testing.assert_allclose(
         spline3.predict_proba(X), _reference_predict_proba(X, y, X, 3), atol=1e-10
+    )
+
+
+def test_default_shares_the_rest_by_temperature_scaling(data):
+    """The same top-label map; the others share by softmax(z / T), T of
+    temperature scaling (scipy's search on the NLL as the reference)."""
+    X, y, Xt, _ = data
+    T = _reference_temperature(X, y)
+    assert T > 1.5  # make_miscalibrated_logits(temperature=2): over-confident
+    spline = SplineCalibrator().fit(X, y)
+    assert spline.temperature_ == pytest.approx(T, rel=1e-6)
+    np.testing.assert_allclose(
+        spline.predict_proba(Xt),
+        _reference_predict_proba(X, y, Xt, temperature=T),
+        atol=1e-6,
+    )
+    proportional = SplineCalibrator(redistribution="proportional").fit(X, y)
+    np.testing.assert_array_equal(proportional.scores_, spline.scores_)
+    np.testing.assert_array_equal(
+        proportional.calibrated_scores_, spline.calibrated_scores_
     )
 
 
@@ -98,6 +142,11 @@ def test_two_knots_is_a_constant_shift_by_the_least_squares_slope(data):
     expected = np.clip(
         np.interp(Pt.max(1), spline.scores_, spline.calibrated_scores_), 0, 1
     )
+    # floored at the largest other class's share of softmax(Xt / T)
+    Q = softmax(Xt / spline.temperature_, axis=1)
+    q_top = Q.max(1)
+    share = np.sort(Q, axis=1)[:, -2] / (1.0 - q_top)
+    expected = np.maximum(expected, share / (1.0 + share))
     top = spline.predict_proba(Xt)[np.arange(len(Xt)), Xt.argmax(1)]
     np.testing.assert_allclose(top, expected, atol=1e-12)
 
@@ -110,9 +159,22 @@ def test_improves_top_label_ece_and_keeps_the_original_label(data):
     assert after < 0.5 * before, (before, after)
     proba = spline.predict_proba(Xt)
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
-    # the rescaled classes do outrank the calibrated one on some rows ...
-    assert (proba.argmax(1) != Xt.argmax(1)).any()
-    # ... but predict is the class whose confidence was calibrated
+    rows = np.arange(len(Xt))
+    top = proba[rows, Xt.argmax(1)]
+    # the map would put the rescaled classes above the top class on some
+    # rows: there the top class ties with the largest of them ...
+    c = np.clip(
+        np.interp(softmax(Xt, 1).max(1), spline.scores_, spline.calibrated_scores_),
+        0,
+        1,
+    )
+    held = c < top - 1e-9
+    assert held.any()
+    others = proba.copy()
+    others[rows, Xt.argmax(1)] = -1
+    np.testing.assert_allclose(top[held], others.max(1)[held], rtol=1e-12)
+    # ... and it is never below one: the argmax of X keeps the largest
+    assert np.all(top >= proba.max(1))
     np.testing.assert_array_equal(spline.predict(Xt), Xt.argmax(1))
 
 
@@ -121,6 +183,35 @@ def test_probabilities_in_same_map(data):
     a = SplineCalibrator().fit(X, y).predict_proba(Xt)
     b = SplineCalibrator(input="proba").fit(softmax(X, 1), y)
     np.testing.assert_allclose(b.predict_proba(softmax(Xt, 1)), a, atol=1e-9)
+
+
+def test_confidence_stays_within_laplace_bounds():
+    """Drawn 54-class logits: the spline's slope mapped confidences of 0.84
+    to 1, and a wrong prediction among them gave its true class 0 (test NLL
+    2.84 against 1.98 for temperature scaling): the map stops at (n + 1) /
+    (n + 2), and no true class is given less than the others' share of
+    1 / (n + 2)."""
+    rng = np.random.default_rng(0)
+
+    def draw(n):
+        y = rng.integers(1, 54, n)
+        return (rng.normal(size=(n, 54)) + 2.17 * np.eye(54)[y]) * 1.6, y
+
+    X, y = draw(2000)
+    Xt, yt = draw(4000)
+    with pytest.warns(MissingClassWarning):  # class 0 is absent
+        spline = SplineCalibrator().fit(X, y)
+    assert spline.confidence_bounds_ == (1 / 2002, 2001 / 2002)
+    s = softmax(Xt, axis=1).max(1)
+    raw = np.interp(s, spline.scores_, spline.calibrated_scores_)
+    assert raw.max() > 1.0  # the case: the unclipped map leaves [0, 1]
+    proba = spline.predict_proba(Xt)
+    top = proba[np.arange(len(Xt)), Xt.argmax(1)]
+    assert top.max() == 2001 / 2002
+    nll = -np.log(proba[np.arange(len(yt)), yt]).mean()
+    ts = _reference_temperature(X, y)
+    nll_ts = -log_softmax(Xt / ts, axis=1)[np.arange(len(yt)), yt].mean()
+    assert nll < nll_ts + 0.05, (nll, nll_ts)
 
 
 def test_tied_scores_do_not_depend_on_row_order():
@@ -183,13 +274,17 @@ def test_too_few_samples_is_a_clear_error():
 
 
 def _top_label_reference_log(Z, confidence):
-    """``log q``: top gets ``c``, the others ``1 - c`` by their logits' softmax."""
+    """``log q``: top gets ``c`` (at least the largest share), the others
+    ``1 - c`` by their logits' softmax."""
     out = np.empty_like(Z)
     for i, z in enumerate(Z):
         k = z.argmax()
         others = np.delete(np.arange(len(z)), k)
-        out[i, others] = np.log1p(-confidence[i]) + z[others] - logsumexp(z[others])
-        out[i, k] = np.log(confidence[i])
+        log_share = z[others] - logsumexp(z[others])
+        share = np.exp(log_share.max())
+        c = max(confidence[i], share / (1 + share))
+        out[i, others] = np.log1p(-c) + log_share
+        out[i, k] = np.log(c)
     return out
 
 
@@ -198,7 +293,7 @@ def test_huge_logit_gaps_keep_the_other_classes_proportions(data, gap):
     # the other classes' mass underflows (subnormal near 720, 0 beyond ~745):
     # the rescale must neither overflow (it gave NaN rows) nor share it equally
     X, y, _, _ = data
-    spline = SplineCalibrator().fit(X, y)
+    spline = SplineCalibrator(redistribution="proportional").fit(X, y)
     Z = np.array(
         [
             [0.0, -gap, -gap - 1.0, -gap - 3.0],
@@ -227,7 +322,9 @@ def test_exact_zero_probabilities_share_by_the_floored_logits(data):
     # input="proba" reads p as log(max(p, tiny)), tiny the smallest normal
     # float64: exact zeros are tiny
     X, y, _, _ = data
-    spline = SplineCalibrator(input="proba").fit(softmax(X, axis=1), y)
+    spline = SplineCalibrator(input="proba", redistribution="proportional").fit(
+        softmax(X, axis=1), y
+    )
     P = np.array([[0.9, 0.1, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
     c = np.clip(np.interp(P.max(1), spline.scores_, spline.calibrated_scores_), 0, 1)
     assert np.all((0.0 < c) & (c < 1.0))
@@ -244,7 +341,7 @@ def test_predict_proba_rescales_the_others_exactly(data):
     # from the logits. Against the reference in log space, on random rows
     # and on gaps on both sides of the threshold (~667), ties included
     X, y, _, _ = data
-    spline = SplineCalibrator().fit(X, y)
+    spline = SplineCalibrator(redistribution="proportional").fit(X, y)
     rng = np.random.default_rng(3)
     Z = rng.normal(size=(300, 4)) * rng.choice([0.1, 2.0, 30.0], size=(300, 1))
     for i, gap in enumerate([600.0, 650.0, 660.0, 670.0, 690.0, 705.0]):
@@ -263,7 +360,7 @@ def test_many_test_rows_match_the_reference():
     # from 4,096 rows the map sorts its queries (skcal.utils._proba.interp)
     X, y = make_miscalibrated_logits(1500, 4, temperature=2.0, random_state=0)
     Xt, _ = make_miscalibrated_logits(6000, 4, temperature=2.0, random_state=2)
-    spline = SplineCalibrator().fit(X, y)
+    spline = SplineCalibrator(redistribution="proportional").fit(X, y)
     np.testing.assert_allclose(
         spline.predict_proba(Xt), _reference_predict_proba(X, y, Xt), atol=1e-10
     )
