@@ -17,8 +17,10 @@ from .utils._dask import lazy_on_dask
 from .utils._sklearn import StrOptions, _fit_context
 from .utils._validation import (
     PROBA_EPS,
+    as_numpy,
     check_embeddings,
     check_finite,
+    check_labels,
     check_probabilities,
     check_sample_weight,
     check_scores_shape,
@@ -97,7 +99,7 @@ def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
     name = type(estimator).__name__
     if y is None:
         raise ValueError(f"{name} requires y to be passed, but the target y is None.")
-    y = np.asarray(y)
+    y, sample_weight = np.asarray(as_numpy(y)), as_numpy(sample_weight)
     if y.ndim == 2 and y.shape[1] == 1:
         y = column_or_1d(y, warn=True)
     if y.ndim != 1:
@@ -300,7 +302,9 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------ validation
     def _score_array(self, X, *, reset: bool) -> tuple[np.ndarray, float]:
         """``X`` as a float32/float64 array checked by scikit-learn, and the
-        row-sum tolerance of its original dtype (see :func:`sum_tolerance`)."""
+        row-sum tolerance of its original dtype (see :func:`sum_tolerance`).
+        A torch tensor becomes a numpy array here, at the edge."""
+        X = as_numpy(X)
         if (
             not reset
             and type(X) is np.ndarray
@@ -445,6 +449,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         is the argmax of ``X`` itself, exactly, whatever the rounding of the
         calibrated probabilities.
         """
+        X = as_numpy(X)
         if self._keeps_argmax is None:
             index = np.argmax(self.decision_function(X), axis=1)
         else:
@@ -558,7 +563,7 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
     def _validate_embeddings(self, X, *, reset: bool) -> np.ndarray:
         X = validate_data(
             self,
-            X,
+            as_numpy(X),
             reset=reset,
             dtype=[np.float64, np.float32],
             ensure_all_finite=False,
@@ -663,7 +668,7 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         elif self.classes is not None:
             n_columns = len(np.atleast_1d(self.classes))
         else:
-            n_columns = len(np.unique(np.asarray(y))) if y is not None else 0
+            n_columns = 0 if y is None else len(np.unique(check_labels(y)))
         self.classes_, y_index, sample_weight = check_fit_targets(
             self, y, X.shape[0], n_columns, self.classes, sample_weight
         )

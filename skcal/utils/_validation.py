@@ -38,6 +38,22 @@ MAX_LOGIT = 1e300
 MAX_EMBEDDING = 1e100
 
 
+def as_numpy(x):
+    """A torch tensor (on any device) as a numpy array; anything else as is.
+
+    Recognised by its type's module, so that nothing here imports torch: a
+    network's logits can be passed as they come, and every result is numpy.
+    Dtypes numpy lacks (bfloat16) become float32.
+    """
+    if type(x).__module__.partition(".")[0] != "torch" or not hasattr(x, "detach"):
+        return x
+    x = x.detach().cpu()
+    try:
+        return x.numpy()
+    except TypeError:  # bfloat16 and other dtypes without a numpy twin
+        return x.float().numpy()
+
+
 def sum_tolerance(dtype) -> float:
     """Tolerance on ``|row sum - 1|`` for probabilities stored in ``dtype``.
 
@@ -354,6 +370,44 @@ def _is_integral(y: np.ndarray) -> bool:
     return False
 
 
+def _label_kind(value) -> str:
+    if isinstance(value, (str, bytes)):
+        return "str"
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, (int, float, np.number)):
+        return "number"
+    return type(value).__name__
+
+
+def check_label_types(y: np.ndarray, name: str = "y") -> None:
+    """Refuse labels that mix types (numbers and strings, say).
+
+    numpy cannot sort them (``'<' not supported``), so no column order
+    exists; a plain list is turned into strings by numpy before this check,
+    an object array or a pandas column is not.
+    """
+    if y.dtype != object or y.size == 0:
+        return
+    kinds: dict[str, object] = {}
+    for value in y.ravel():
+        kinds.setdefault(_label_kind(value), value)
+    if len(kinds) > 1:
+        examples = ", ".join(f"{v!r} ({k})" for k, v in kinds.items())
+        raise ValueError(
+            f"{name} mixes labels of different types: {examples}. Labels must "
+            "be all numbers or all strings to have an order; convert them "
+            f"first, e.g. {name} = np.asarray({name}).astype(str)."
+        )
+
+
+def check_labels(y) -> np.ndarray:
+    """Labels as a numpy array (tensors converted), refusing mixed types."""
+    y = np.asarray(as_numpy(y))
+    check_label_types(y)
+    return y
+
+
 def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
     """Map labels to score columns.
 
@@ -380,11 +434,13 @@ def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
             "y contains NaN or infinite labels; labels must be finite class "
             "identifiers. Drop the rows whose label is missing."
         )
+    check_label_types(y)
     if y.size:
         check_classification_targets(y)
     present = np.unique(y)
     if classes is not None:
         classes_ = np.asarray(classes)
+        check_label_types(classes_, name)
         if classes_.ndim != 1 or len(classes_) != n_columns:
             raise ValueError(
                 f"{name} must list one label per column: expected {n_columns} "
@@ -489,6 +545,7 @@ def check_proba_targets(
     pred, conf : ndarray of shape (n_samples,)
         Only with ``top_label``: each row's argmax and maximum.
     """
+    y_true, y_proba, sample_weight = map(as_numpy, (y_true, y_proba, sample_weight))
     tol = sum_tolerance(getattr(y_proba, "dtype", None))
     y_proba = check_array(
         y_proba,

@@ -23,8 +23,13 @@ import torch
 
 
 def _shared(a: np.ndarray):
-    """``a`` as a tensor sharing its memory, or None if torch cannot share it."""
-    if not a.flags.writeable or a.dtype not in (np.float64, np.float32):
+    """``a`` as a tensor sharing its memory, or None if torch cannot share it
+    (read-only memory, another dtype, or a negative stride, as in ``X[::-1]``)."""
+    if (
+        not a.flags.writeable
+        or a.dtype not in (np.float64, np.float32)
+        or any(stride < 0 for stride in a.strides)
+    ):
         return None
     return torch.from_numpy(a)
 
