@@ -851,12 +851,12 @@ def read_model(path: str, *, trusted=(), allow_pickle: bool = False):
                 "expect these types (for instance the trees of a scikit-learn "
                 f"forest), pass them explicitly: {flags}."
             ) from None
-        except ValueError as exc:
-            raise CLIError(f"--model {path}: {exc}") from None
-        except (OSError, KeyError, zipfile.BadZipFile) as exc:
-            raise CLIError(
-                f"--model {path} is not a readable .skops file: {exc}"
-            ) from None
+        except ValueError as exc:  # load's errors start with the path
+            text = str(exc)
+            where = "--model" if text.startswith(path) else f"--model {path}:"
+            raise CLIError(f"{where} {text}") from None
+        except OSError as exc:
+            raise CLIError(f"--model {path} cannot be read: {exc}") from None
     if not allow_pickle:
         raise CLIError(
             f"--model {path} is not a .skops file, so it is read as a pickle, and "

@@ -715,19 +715,16 @@ def _unusable_model(model, path: str, exc: BaseException) -> CLIError:
     )
 
 
-def _check_model_predicts(model, key: str, path: str) -> None:
-    """Predict one row, so that a broken model fails here with a clear error
-    (a missing or edited fitted attribute) instead of with a traceback."""
-    n = int(getattr(model, "n_features_in_", 0) or 0)
+def _check_model_predicts(model, path: str) -> None:
+    """Predict one row, so that a broken model (a pickle: load checks a
+    .skops file) fails here with a clear error (a missing or edited fitted
+    attribute) instead of with a traceback."""
+    from .utils.persistence import _check_complete
+
     try:
-        row = np.full((1, n), 1.0 / n) if key == "proba" else np.zeros((1, n))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            proba = np.asarray(model.predict_proba(row), dtype=np.float64)
-        if proba.shape != (1, len(model.classes_)) or not np.isfinite(proba).all():
-            raise ValueError(f"a prediction of shape {proba.shape}: {proba}")
-    except Exception as exc:  # noqa: BLE001 - any failure means the same
-        raise _unusable_model(model, path, exc) from None
+        _check_complete(model, f"--model {path}")
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def _model_input(model, path: str) -> str:
@@ -770,7 +767,7 @@ def _cmd_apply(args) -> int:
     key = _model_input(model, args.model)
     if args.device is not None and "device" in model.get_params():
         model.set_params(device=args.device)
-    _check_model_predicts(model, key, args.model)
+    _check_model_predicts(model, args.model)
     name = type(model).__name__
     apply = ArrayFile(args.apply, Columns.from_args(args))
     classes = model.classes_

@@ -197,6 +197,44 @@ def test_calibrated_classifier_and_local_calibrator_on_dask(digits):
         TemperatureScaling().predict_proba(da.zeros((10, 3), chunks=5))
 
 
+def test_lazy_predictions_of_ragged_chunks_with_an_empty_one(digits):
+    """An empty row chunk (after a filter) gives an empty block of the right
+    columns and dtype. Was: ValueError 'Found array with 0 sample(s)'."""
+    X, y, model = digits
+    Z = model.decision_function(X)
+    vs = VectorScaling(device="cpu").fit(Z[900:1400], y[900:1400])
+    procal = ProCalCalibrator(
+        coef=model.coef_, intercept=model.intercept_, device="cpu"
+    ).fit(X[900:1400], y[900:1400])
+    cases = [
+        (vs, Z[1400:], ("predict_proba", "predict_log_proba", "decision_function")),
+        (procal, X[1400:], ("predict_proba", "predict_log_proba")),
+    ]
+    for est, A, names in cases:
+        dA = da.from_array(A, chunks=((100, 0, len(A) - 100), (A.shape[1],)))
+        for name in (*names, "predict"):
+            expected = getattr(est, name)(A)
+            out = getattr(est, name)(dA)
+            empty = out.blocks[1].compute()
+            assert empty.shape == (0, *expected.shape[1:]), name
+            assert empty.dtype == expected.dtype, name
+            np.testing.assert_array_equal(out.compute(), expected)
+    # a filter that empties a whole chunk, then a metric of the predictions
+    cc = CalibratedClassifier(
+        FrozenEstimator(model), calibrator=TemperatureScaling(device="cpu")
+    ).fit(X[900:1400], y[900:1400])
+    keep = (np.arange(len(X)) < 1400) | (np.arange(len(X)) >= 1500)
+    dX = da.from_array(X, chunks=(100, 64))[da.from_array(keep, chunks=100)]
+    dX = dX.compute_chunk_sizes()
+    assert 0 in dX.chunks[0]
+    np.testing.assert_array_equal(cc.predict(dX).compute(), cc.predict(X[keep]))
+    with dask.config.set(scheduler="sync"):
+        got = negative_log_likelihood(y[keep], cc.predict_proba(dX))
+    assert got == pytest.approx(
+        negative_log_likelihood(y[keep], cc.predict_proba(X[keep])), rel=1e-12
+    )
+
+
 def test_metric_of_lazy_predictions(digits):
     X, y, model = digits
     cc = CalibratedClassifier(

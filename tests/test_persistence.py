@@ -173,3 +173,74 @@ def test_trusted_types_cover_every_public_estimator():
     assert "skcal.wrappers._calibrated.CalibratedClassifier" in names
     assert "skcal.model_selection._search.CalibratorSearchCV" in names
     assert not any(".exceptions." in n or "._torch." in n for n in names)
+
+
+def _without_attribute(data: bytes, attribute: str) -> bytes:
+    """The skops bytes ``data`` with ``attribute`` removed from the saved
+    estimator's state: the schema of the file, edited."""
+    import json
+    import zipfile
+
+    source, target = io.BytesIO(data), io.BytesIO()
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w") as new:
+        for item in old.infolist():
+            content = old.read(item.filename)
+            if item.filename == "schema.json":
+                schema = json.loads(content)
+                del schema["content"]["content"][attribute]
+                content = json.dumps(schema).encode()
+            new.writestr(item, content)
+    return target.getvalue()
+
+
+def test_files_that_are_not_skops_give_one_clear_error(tmp_path):
+    """A pickle, a truncated, an empty or a random file. Was: zipfile's
+    BadZipFile 'File is not a zip file' (and skops' 'Exactly one of data or
+    file should be passed.' for empty bytes)."""
+    import pickle
+
+    est, _ = _fitted(TemperatureScaling)
+    data = dumps(est)
+    cases = {
+        "pickle": pickle.dumps(est),
+        "truncated": data[: len(data) // 2],
+        "empty": b"",
+        "random": np.random.default_rng(0).bytes(300),
+    }
+    for label, content in cases.items():
+        path = tmp_path / f"{label}.skops"
+        path.write_bytes(content)
+        for source, name in [(path, str(path)), (content, "the data given")]:
+            for read in (load, untrusted_types):
+                with pytest.raises(ValueError) as info:
+                    read(source)
+                message = str(info.value)
+                assert message.startswith(f"{name} is not a readable .skops file")
+                assert "\n" not in message and "dump" in message, message
+
+
+def test_a_fitted_model_missing_an_attribute_is_refused_at_load(tmp_path):
+    """Deleted before saving, or dropped from the file. Was: an
+    AttributeError at predict time."""
+    est, X = _fitted(TemperatureScaling)
+    path = tmp_path / "edited.skops"
+    path.write_bytes(_without_attribute(dumps(est), "temperature_"))
+    del est.temperature_
+    for source, name in [(dumps(est), "the data given"), (path, str(path))]:
+        with pytest.raises(ValueError) as info:
+            load(source)
+        message = str(info.value)
+        assert message.startswith(f"{name} holds a TemperatureScaling")
+        assert "fitted attribute 'temperature_' is missing" in message
+        assert "\n" not in message
+    # held by a wrapper, and with a device this machine may lack: checked
+    # on the CPU, and the saved device is kept
+    wrapped = CalibratedClassifier(
+        LogisticRegression(), calibrator=TemperatureScaling(device="cpu")
+    ).fit(X, np.argmax(X, axis=1))
+    wrapped.calibrated_classifiers_[0].calibrator.device = "cuda:7"
+    again = load(dumps(wrapped))
+    assert again.calibrated_classifiers_[0].calibrator.device == "cuda:7"
+    del wrapped.calibrated_classifiers_[0].calibrator.temperature_
+    with pytest.raises(ValueError, match="'temperature_' is missing"):
+        load(dumps(wrapped))

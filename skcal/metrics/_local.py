@@ -154,7 +154,27 @@ class LocalSpace(TransformerMixin, BaseEstimator):
         return self.pca_.transform(self.scaler_.transform(X))
 
 
+def _check_features_ndim(features) -> None:
+    """Raise a clear error unless ``features`` (numpy, list or Dask) is 2-D.
+
+    The same error for every input type, before anything is computed: a
+    1-D array is refused rather than guessed to be one feature (or one
+    sample), as scikit-learn does.
+    """
+    try:
+        ndim = np.ndim(features)  # a Dask array's own ndim: nothing computed
+    except ValueError:
+        return  # a ragged list: check_array says so
+    if ndim != 2:
+        raise ValueError(
+            f"features must be a 2-D array of shape (n_samples, n_features); got "
+            f"a {ndim}-D array of shape {np.shape(features)}. For one feature per "
+            "sample pass features.reshape(-1, 1)."
+        )
+
+
 def _features_in_space(features, space, n_samples: int) -> np.ndarray:
+    _check_features_ndim(features)
     features = check_array(
         features, dtype=np.float64, ensure_all_finite=False, input_name="features"
     )
@@ -253,6 +273,7 @@ def local_bandwidth(features, *, space="pca", sample_weight=None) -> float:
     >>> bool(0.8 < h < 1.2)
     True
     """
+    _check_features_ndim(features)
     features = check_array(features, dtype=np.float64, input_name="features")
     n = features.shape[0]
     weight = (

@@ -240,7 +240,7 @@ def dask_local_errors(
         check_proba_targets,
         check_sample_weight,
     )
-    from ._local import LocalSpace, _median_distance_bandwidth
+    from ._local import LocalSpace, _check_features_ndim, _median_distance_bandwidth
 
     if method == "exact":
         raise ValueError(
@@ -249,6 +249,7 @@ def dask_local_errors(
             "method='rff' (or 'auto'), which sums random Fourier features "
             "chunk by chunk."
         )
+    _check_features_ndim(features)  # as the numpy path, before any work
     (y_proba, features, y_true, sample_weight), blocks = aligned_rows(
         y_proba, features, y_true, sample_weight
     )

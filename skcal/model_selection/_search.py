@@ -49,6 +49,7 @@ from ..utils._dask import lazy_on_dask
 from ..utils._sklearn import StrOptions, _fit_context
 from ..utils._validation import (
     check_finite,
+    check_labels,
     check_sample_weight,
     effective_sample_size,
     paired_mean_difference,
@@ -270,6 +271,36 @@ def _row_log_losses(estimator, X, labels, classes) -> np.ndarray:
     if np.isnan(losses).any():
         raise ValueError("predict_proba returned NaN probabilities.")
     return losses
+
+
+def _fold_rows(indices, k: int, part: str, n_rows: int) -> np.ndarray:
+    """The ``part`` rows of split ``k`` of ``cv``, checked against ``n_rows``.
+
+    ``check_cv`` passes an iterable of splits through unchecked: integer
+    positions (negative ones count from the end, as in numpy) and boolean
+    masks of ``n_rows`` entries are accepted, anything else is refused here
+    rather than with an IndexError inside every candidate's fit.
+    """
+    indices = np.asarray(indices)
+    if indices.size == 0:
+        return indices.astype(np.intp).reshape(0)
+    where = f"CalibratorSearchCV: the {part} part of split {k} of cv"
+    if indices.dtype == bool and indices.shape == (n_rows,):
+        return np.flatnonzero(indices)
+    if indices.ndim != 1 or indices.dtype.kind not in "iu":
+        raise ValueError(
+            f"{where} must be a 1-D array of integer row positions (or a boolean "
+            f"mask of the {n_rows} rows); got dtype {indices.dtype} and shape "
+            f"{indices.shape}. Give np.flatnonzero(mask) or integer indices."
+        )
+    bad = (indices < -n_rows) | (indices >= n_rows)
+    if bad.any():
+        raise ValueError(
+            f"{where} holds the index {indices[bad][0]}, out of range for the "
+            f"{n_rows} rows of X (valid: {-n_rows} to {n_rows - 1}). Build the "
+            "splits from the X and y passed to fit."
+        )
+    return indices
 
 
 def _fit_and_score(template, X, labels, classes, sample_weight, train, test, scorer):
@@ -867,13 +898,21 @@ class CalibratorSearchCV(BaseCalibrator):
             folds = list(check_cv(cv, labels, classifier=True).split(X, labels))
         if not folds:
             raise ValueError(f"cv={self.cv!r} gave no split.")
+        n_rows = X.shape[0]
+        folds = [
+            (
+                _fold_rows(train, k, "training", n_rows),
+                _fold_rows(test, k, "test", n_rows),
+            )
+            for k, (train, test) in enumerate(folds)
+        ]
         for k, (train, test) in enumerate(folds):
             if len(train) == 0 or len(test) == 0:
                 raise ValueError(
                     f"fold {k} of cv={self.cv!r} has an empty training or test part; "
                     "every fold needs both."
                 )
-        return [(np.asarray(train), np.asarray(test)) for train, test in folds]
+        return folds
 
     def _validate_fit_inputs(self, X, y, sample_weight):
         """Validated scores (as given), labels, user weights and relative weights."""
@@ -906,7 +945,7 @@ class CalibratorSearchCV(BaseCalibrator):
         elif self.classes is not None:
             n_columns = len(np.atleast_1d(self.classes))
         else:
-            n_columns = len(np.unique(np.asarray(y))) if y is not None else 0
+            n_columns = 0 if y is None else len(np.unique(check_labels(y)))
         self.classes_, y_index, relative = check_fit_targets(
             self, y, X.shape[0], n_columns, self.classes, sample_weight
         )

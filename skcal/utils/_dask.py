@@ -184,7 +184,9 @@ def lazy_on_dask(kind: str):
     ``kind`` is ``"proba"`` (one column per class, float64) or ``"labels"``
     (one label per row). The estimator is checked before anything is
     scheduled; each block of whole rows is then predicted independently,
-    which is what ``dask_ml.wrappers.ParallelPostFit`` does.
+    which is what ``dask_ml.wrappers.ParallelPostFit`` does. An empty block
+    (ragged chunks after a filter) gives an empty block of the same kind,
+    without calling the method: estimators refuse 0 rows, as sklearn's do.
     """
 
     def decorate(method):
@@ -198,10 +200,18 @@ def lazy_on_dask(kind: str):
             if X.ndim == 2:
                 X = X.rechunk({1: -1})
 
+            classes = self.classes_
+            empty = (
+                np.empty((0,), dtype=classes.dtype)
+                if kind == "labels"
+                else np.empty((0, len(classes)), dtype=np.float64)
+            )
+
             def block(x):
+                if x.shape[0] == 0:
+                    return empty.copy()
                 return method(self, x, *args, **kwargs)
 
-            classes = self.classes_
             if kind == "labels":
                 return X.map_blocks(
                     block,

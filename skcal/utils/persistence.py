@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import pkgutil
+import warnings
+import zipfile
 from functools import lru_cache
+
+import numpy as np
 
 from ..exceptions import UntrustedTypesError
 
@@ -118,6 +123,48 @@ def _source(file, *, rewind: bool = False):
     return {"data": bytes(data)}
 
 
+def _name(file) -> str:
+    """How messages name ``file``: its path, the file object's name, or bytes."""
+    if isinstance(file, (str, os.PathLike)):
+        return os.fspath(file)
+    if isinstance(file, (bytes, bytearray)):
+        return "the data given"
+    name = getattr(file, "name", None)
+    return name if isinstance(name, str) else "the file object given"
+
+
+#: What skops raises on a file that is no skops archive: not a zip (a
+#: pickle, a truncated or random file), no or a broken schema.json.
+_NOT_SKOPS = (
+    zipfile.BadZipFile,
+    KeyError,
+    json.JSONDecodeError,
+    EOFError,
+    AttributeError,
+    TypeError,
+)
+
+
+def _read(func, source: dict, name: str, **kwargs):
+    """``func(**source, **kwargs)`` (a skops reader), with one clear error
+    when the file is not a skops archive."""
+    if source.get("data") == b"":
+        raise ValueError(
+            f"{name} is not a readable .skops file: it is empty. Pass a file "
+            "written by skcal.utils.persistence.dump (or skops.io.dump)."
+        )
+    try:
+        return func(**source, **kwargs)
+    except _NOT_SKOPS as exc:
+        raise ValueError(
+            f"{name} is not a readable .skops file ({type(exc).__name__}: {exc}); "
+            "a skops file is a zip archive written by skcal.utils.persistence.dump "
+            "(or skops.io.dump), and a pickle, a joblib file or a truncated copy is "
+            "not one: load a pickle with pickle.load (trusted files only) and save "
+            "the model again with dump."
+        ) from None
+
+
 def untrusted_types(file) -> list[str]:
     """The types in a saved model that :func:`load` does not trust by itself.
 
@@ -145,7 +192,7 @@ def untrusted_types(file) -> list[str]:
     """
     sio = _skops_io()
     ours = set(_trusted_types())
-    found = sio.get_untrusted_types(**_source(file, rewind=True))
+    found = _read(sio.get_untrusted_types, _source(file, rewind=True), _name(file))
     return [name for name in found if name not in ours]
 
 
@@ -239,8 +286,8 @@ def load(file, *, trusted=None):
     True
     """
     sio = _skops_io()
-    source = _source(file)
-    found = sio.get_untrusted_types(**source)
+    source, name = _source(file), _name(file)
+    found = _read(sio.get_untrusted_types, source, name)
     ours, extra = set(_trusted_types()), set(trusted or ())
     refused = [name for name in found if name not in ours and name not in extra]
     if refused:
@@ -253,6 +300,91 @@ def load(file, *, trusted=None):
             f"explicitly: load(file, trusted=[{listed}]).",
             refused,
         )
-    if "data" in source:
-        return sio.loads(source["data"], trusted=found)
-    return sio.load(source["file"], trusted=found)
+    reader = sio.loads if "data" in source else sio.load  # data= or file=
+    model = _read(reader, source, name, trusted=found)
+    _check_complete(model, name)
+    return model
+
+
+def _calibrators(obj, seen: set) -> list:
+    """The skcal calibrators held in ``obj`` (itself included, outermost
+    first), through skcal's and scikit-learn's objects, lists and dicts."""
+    from ..base import BaseCalibrator, BaseLocalCalibrator
+
+    if id(obj) in seen:
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, (list, tuple)):
+        items = obj
+    elif isinstance(obj, dict):
+        items = obj.values()
+    elif type(obj).__module__.partition(".")[0] in ("skcal", "sklearn"):
+        items = getattr(obj, "__dict__", {}).values()
+    else:
+        return []
+    found = [obj] if isinstance(obj, (BaseCalibrator, BaseLocalCalibrator)) else []
+    for item in items:
+        found += _calibrators(item, seen)
+    return found
+
+
+def _is_fitted(estimator) -> bool:
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        return False
+    return True
+
+
+def _probe(calibrator) -> None:
+    """Predict one row with ``calibrator``; raise unless it gives one finite
+    row of ``len(classes_)`` probabilities."""
+    from ..base import BaseLocalCalibrator
+
+    n = calibrator.n_features_in_
+    reads_proba = (
+        not isinstance(calibrator, BaseLocalCalibrator)
+        and not getattr(calibrator, "reads_embeddings_", False)
+        and calibrator.get_params(deep=False).get("input") == "proba"
+    )
+    row = np.full((1, n), 1.0 / n) if reads_proba else np.zeros((1, n))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proba = np.asarray(calibrator.predict_proba(row), dtype=np.float64)
+    if proba.shape != (1, len(calibrator.classes_)) or not np.isfinite(proba).all():
+        raise ValueError(f"a prediction of shape {proba.shape}: {proba}")
+
+
+def _check_complete(model, name: str) -> None:
+    """Raise a ValueError if a fitted skcal calibrator in ``model`` cannot predict.
+
+    check_is_fitted passes as soon as one fitted attribute is there, so each
+    fitted calibrator (the model itself, or one it holds) predicts one row,
+    on the CPU: a missing or edited fitted attribute fails here, naming
+    ``name`` (the file) and the attribute, rather than at predict time.
+    Unfitted calibrators are left alone.
+    """
+    fitted = [c for c in _calibrators(model, set()) if _is_fitted(c)]
+    devices = [(c, c.device) for c in fitted if "device" in vars(c)]
+    try:
+        for calibrator, _ in devices:
+            calibrator.device = "cpu"  # no GPU work, nor error, at load
+        for calibrator in fitted:
+            _probe(calibrator)
+    except Exception as exc:  # noqa: BLE001 - any failure means the same
+        missing = (
+            f"; its fitted attribute {exc.name!r} is missing"
+            if isinstance(exc, AttributeError) and exc.name
+            else ""
+        )
+        raise ValueError(
+            f"{name} holds a {type(calibrator).__name__} that does not work "
+            f"({type(exc).__name__}: {exc}){missing}: the file was written by "
+            "another version of skcal, or edited. Fit the model and save it again."
+        ) from None
+    finally:
+        for calibrator, device in devices:
+            calibrator.device = device

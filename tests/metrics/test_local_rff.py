@@ -217,3 +217,28 @@ def test_dask_and_numpy_estimate_the_same_noise(monkeypatch):
         **kw,
     )
     assert seen[1] == pytest.approx(seen[0], rel=1e-5)
+
+
+@pytest.mark.parametrize("space", [None, "pca"])
+def test_one_dimensional_features_are_refused_alike_with_dask(space):
+    """The numpy path's clear error for Dask inputs too. Was: IndexError
+    'tuple index out of range' for 1-D Dask features and space=None."""
+    da = pytest.importorskip("dask.array")
+    y, proba, phi, _ = _data(600)
+    column = phi[:, 0]
+    kw = dict(bandwidth=1.0, space=space, method="rff", device="cpu")
+    dask_proba = da.from_array(proba, chunks=(200, 3))
+    message = r"2-D array .* got a 1-D array of shape \(600,\).*reshape\(-1, 1\)"
+    for p, features in [
+        (proba, column),
+        (dask_proba, da.from_array(column, chunks=200)),
+        (proba, da.from_array(column, chunks=200)),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            local_calibration_error(y, p, features, **kw)
+    # the fix the message gives works on both paths, with the same result
+    expected = local_calibration_error(y, proba, column.reshape(-1, 1), **kw)
+    got = local_calibration_error(
+        y, dask_proba, da.from_array(column, chunks=200).reshape(-1, 1), **kw
+    )
+    assert got == pytest.approx(expected, rel=1e-5)

@@ -402,6 +402,42 @@ def test_bad_input_gives_a_clear_error_before_any_candidate_runs():
         CalibratorSearchCV().predict_proba(X)
 
 
+def test_cv_splits_out_of_range_are_refused_before_any_candidate_runs():
+    """An iterable ``cv`` is checked against the rows of X. Was: a bare
+    IndexError, or every candidate failing with one."""
+    X, y = make_miscalibrated_logits(60, 3, random_state=0)
+    first, second = np.arange(30), np.arange(30, 60)
+    bad = [
+        (
+            (second, np.append(first, 60)),
+            "test part of split 1 of cv holds the index 60, out of range for "
+            "the 60 rows of X \\(valid: -60 to 59\\)",
+        ),
+        (
+            (np.append(second, -61), first),
+            "training part of split 1 of cv holds the index -61",
+        ),
+        (
+            (second + 0.5, first),
+            "training part of split 1 of cv must be a 1-D array of integer row "
+            "positions .* got dtype float64",
+        ),
+    ]
+    for split, match in bad:
+        with pytest.raises(ValueError, match=match):
+            CalibratorSearchCV([_Broken()], cv=[(first, second), split]).fit(X, y)
+    # in-range negative positions and boolean masks of the rows are valid
+    mask = np.arange(60) < 30
+    masks = CalibratorSearchCV(_cheap()[:2], cv=[(mask, ~mask), (~mask, mask)])
+    positions = CalibratorSearchCV(
+        _cheap()[:2], cv=[(first - 60, second), (second, first)]
+    )
+    np.testing.assert_array_equal(
+        masks.fit(X, y).cv_results_["mean_test_score"],
+        positions.fit(X, y).cv_results_["mean_test_score"],
+    )
+
+
 def test_small_classes_warn_and_every_candidate_keeps_every_column():
     """A class with 1 row and cv=3: the fold that tests it trains without it
     (the candidate's warning says so), yet every fitted candidate has a column
