@@ -740,6 +740,90 @@ def test_affine_fit_is_sane(case, data):
     )
 
 
+#: Score calibrators not held to test_defaults_on_many_classes, and why.
+MANY_CLASSES_EXEMPT = {
+    "IdentityCalibrator": "the uncalibrated baseline itself",
+    # one-vs-rest maps learn each class from its own few positives (25 rows
+    # per class here) and renormalise; their docstrings say they can lose
+    # to the uncalibrated scores on NLL at many classes (CalArena finds the
+    # binning ones catastrophic there), and the search's guard keeps them out
+    "IsotonicCalibrator": "one-vs-rest (documented)",
+    "HistogramBinningCalibrator": "one-vs-rest (documented)",
+    "PlattCalibrator": "one-vs-rest (documented)",
+    "BetaCalibrator": "one-vs-rest (documented)",
+    # the paper's greedy search lowers the calibration set's top-label ECE
+    # class by class (not the NLL) and moves the argmax: its docstring says
+    # accuracy may fall on new data (-4.7 points on 25 rows per class)
+    "ClassTemperatureScaling": "greedy ECE search per class (documented)",
+}
+MANY_CLASSES = [
+    pytest.param(
+        c,
+        id=c.name,
+        marks=pytest.mark.xfail(
+            strict=True,
+            run=False,
+            reason="issue 35: the paper's grid (strongest penalty 0.1) is too "
+            "weak at 20-26 classes with 40 rows per class (test NLL 0.77 against "
+            "0.72 uncalibrated, accuracy -4%), and one fit takes minutes",
+        ),
+    )
+    if c.name == "DirichletCalibratorCV"
+    else pytest.param(c, id=c.name)
+    for c in SCORE
+    if not c.params and c.name not in MANY_CLASSES_EXEMPT
+]
+
+
+def _many_class_logits(rng, n, n_classes, signal, over, absent=None):
+    """Over-confident logits ``over * (noise + signal * onehot(y))``."""
+    y = rng.integers(0, n_classes, n)
+    if absent is not None:
+        y[y == absent] = (absent + 1) % n_classes
+    return over * (rng.normal(size=(n, n_classes)) + signal * np.eye(n_classes)[y]), y
+
+
+@pytest.mark.parametrize("case", MANY_CLASSES)
+@_examples(1)
+@given(data=st.data())
+def test_defaults_on_many_classes(case, data):
+    """No default is catastrophic: over-confident logits of 10-60 classes,
+    25 calibration rows per class, one class absent from the calibration
+    set (but not from the test set). The calibrated test NLL is never
+    clearly above the uncalibrated one (temperature scaling lowers it), and
+    the argmax of the probabilities loses at most 3 points of accuracy (a
+    full map may move the argmax: 2.4 points for SMS on 250 rows of a hard
+    10-class draw; methods that promise the argmax are held to it exactly
+    by the argmax property above). The defaults themselves
+    (no SPEED settings): top-label spline calibration gave NLL 2.84 against
+    2.07 uncalibrated (confidences mapped to 1), Dirichlet calibration with
+    a weak penalty 0.44 against 0.33 (the absent class's row diverged).
+    """
+    n_classes = data.draw(st.integers(10, 60), label="classes")
+    signal = data.draw(_floats(1.0, 4.0), label="signal")
+    over = data.draw(_floats(2.0, 4.0), label="over-confidence")
+    absent = data.draw(st.integers(0, n_classes - 1), label="absent class")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    X, y = _many_class_logits(rng, 25 * n_classes, n_classes, signal, over, absent)
+    Xt, yt = _many_class_logits(rng, 1500, n_classes, signal, over)
+    params = {"random_state": 0} if case.stochastic else {}
+    est = case.cls(**params)
+    if case.uses_torch:
+        est.set_params(device="cpu")
+    with quiet():
+        est.fit(X, y)
+        log_p = est.predict_log_proba(Xt)
+    nll, nll_raw = _nll(log_p, yt), _nll(log_softmax(Xt, axis=1), yt)
+    accuracy = np.mean(log_p.argmax(axis=1) == yt)
+    raw = np.mean(Xt.argmax(axis=1) == yt)
+    note(
+        f"NLL {nll:.4f} (uncalibrated {nll_raw:.4f}), accuracy {accuracy:.4f} "
+        f"(uncalibrated {raw:.4f})"
+    )
+    assert nll <= 1.1 * nll_raw + 0.01
+    assert accuracy >= raw - 0.03
+
+
 SMART = [c for c in SCORE if c.name == "SMARTCalibrator"]
 
 
@@ -1298,8 +1382,11 @@ def test_metric_bad_input_gives_a_clear_error(metric, mutate, match, inp):
 @_examples(4)
 @given(data=st.data())
 def test_metric_states_equal_the_batch_metrics_for_any_chunking(data):
-    """Every mergeable metric: drawn probabilities, labels, weights and cut
-    points (empty chunks included) give the batch value."""
+    """Every mergeable metric: drawn probabilities, label sets (integers
+    0..C-1, shifted integers, strings; some classes absent), weights, bin
+    strategies and cut points (empty chunks included) give the batch value;
+    without ``labels``, labels other than 0..C-1 are refused, never mapped
+    differently from the batch function."""
     import skcal.metrics as metrics
     from skcal.metrics import mergeable_metrics, metric_state
 
@@ -1309,22 +1396,50 @@ def test_metric_states_equal_the_batch_metrics_for_any_chunking(data):
     proba = rng.dirichlet(
         np.full(n_classes, data.draw(st.sampled_from([0.2, 1, 5]))), n
     )
-    y = rng.integers(0, n_classes, n)
+    index = rng.integers(0, data.draw(st.integers(1, n_classes), label="drawn"), n)
+    kind = data.draw(st.sampled_from(["range", "shifted", "strings"]), label="labels")
+    names = {
+        "range": np.arange(n_classes),
+        "shifted": np.arange(n_classes) * 3 + 1,
+        "strings": np.array([f"c{k}" for k in range(n_classes)]),
+    }[kind]
+    y = names[index]
     w = None if data.draw(st.booleans()) else rng.uniform(0.1, 3.0, n)
+    strategy = data.draw(st.sampled_from(["uniform", "quantile"]), label="strategy")
     cuts = np.sort(data.draw(st.lists(st.integers(0, n), max_size=6)))
+    chunks = np.split(np.arange(n), cuts)
     for name in mergeable_metrics():
         if name == "binned_statistics":
             continue  # returns statistics, checked in tests/metrics/test_state.py
-        states = []
-        for rows in np.split(np.arange(n), cuts):
-            states.append(
-                metric_state(name).update(
-                    y[rows], proba[rows], None if w is None else w[rows]
-                )
-            )
-        merged = states[0]
-        for state in states[1:]:
-            merged.merge(state)
-        batch = getattr(metrics, name)(y, proba, sample_weight=w)
-        note(f"{name}: state {merged.compute()!r}, batch {batch!r}")
-        assert merged.compute() == pytest.approx(batch, rel=1e-9, abs=1e-12), name
+        metric = getattr(metrics, name)
+        params = {"labels": names}
+        if "strategy" in inspect.signature(metric).parameters:
+            params["strategy"] = strategy
+        state = _streamed(metric_state, name, params, y, proba, w, chunks)
+        batch = metric(y, proba, sample_weight=w, **params)
+        note(f"{name}: state {state.compute()!r}, batch {batch!r}")
+        assert state.compute() == pytest.approx(batch, rel=1e-9, abs=1e-12), name
+        # without labels: label k is column k, or the state refuses
+        del params["labels"]
+        if kind != "strings" and y.min() >= 0 and y.max() < n_classes:
+            state = _streamed(metric_state, name, params, y, proba, w, chunks)
+            batch = metric(y, proba, sample_weight=w, **params)
+            assert state.compute() == pytest.approx(batch, rel=1e-9, abs=1e-12)
+        else:
+            with pytest.raises(ValueError, match="Pass labels="):
+                _streamed(metric_state, name, params, y, proba, w, chunks)
+
+
+def _streamed(metric_state, name, params, y, proba, w, chunks):
+    """The merged state of ``name`` over ``chunks`` (both passes if needed)."""
+    states = [metric_state(name, **params) for _ in chunks]
+    for state, rows in zip(states, chunks):
+        state.update(y[rows], proba[rows], None if w is None else w[rows])
+    merged = states[0]
+    for state in states[1:]:
+        merged.merge(state)
+    if merged.n_passes == 2:
+        merged.next_pass()
+        for rows in chunks[::-1]:
+            merged.update(y[rows], proba[rows], None if w is None else w[rows])
+    return merged

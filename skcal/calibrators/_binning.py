@@ -252,6 +252,15 @@ class IsotonicCalibrator(_OneVsRest):
     about it, so it is calibrated as the average class, where a fit to its
     all-negative labels would give it probability 0 (1e-12) everywhere.
 
+    **Many classes.** Each class's map is learned from that class's own
+    positives, one-vs-rest: with many classes and few calibration rows per
+    class the renormalised rows can score a higher log loss than the
+    uncalibrated scores (drawn 38-class logits, 53 rows per class: test NLL
+    0.65 against 0.33 uncalibrated and 0.19 for temperature scaling).
+    Prefer temperature scaling or a structured map there, or let
+    :class:`~skcal.CalibratorSearchCV` choose (its guard keeps such maps out
+    when they do not win by more than the noise).
+
     Parameters
     ----------
     input : {"logits", "proba"}, default="logits"
@@ -340,6 +349,15 @@ class HistogramBinningCalibrator(_OneVsRest):
     nothing was learned about it, so it is calibrated as the average class,
     where a fit to its all-negative labels would give it probability 0
     (1e-12) everywhere.
+
+    **Many classes.** Each class's map is learned from that class's own
+    positives, one-vs-rest: with many classes and few calibration rows per
+    class the renormalised rows can score a higher log loss than the
+    uncalibrated scores (drawn 38-class logits, 53 rows per class: test NLL
+    1.15 against 0.33 uncalibrated and 0.19 for temperature scaling).
+    Prefer temperature scaling or a structured map there, or let
+    :class:`~skcal.CalibratorSearchCV` choose (its guard keeps such maps out
+    when they do not win by more than the noise).
 
     Parameters
     ----------

@@ -140,6 +140,14 @@ class PlattCalibrator(BaseCalibrator):
     ``1 / (N- + 2)`` everywhere; keeping its raw probability would keep the
     model's miscalibration for it alone.
 
+    **Many classes.** Each class's map is learned from that class's own
+    positives, one-vs-rest: with many classes and few calibration rows per
+    class the renormalised rows can score a higher log loss than the
+    uncalibrated scores (drawn 15-class logits, 40 rows per class, 98%
+    accuracy: test NLL 0.132 against 0.112 uncalibrated and 0.072 for
+    temperature scaling). Prefer temperature scaling or a structured map
+    there, or let :class:`~skcal.CalibratorSearchCV` choose.
+
     Parameters
     ----------
     input : {"logits", "proba"}, default="logits"
@@ -367,6 +375,14 @@ class BetaCalibrator(BaseCalibrator):
     classes' ``(a, b, c)``, i.e. it is calibrated as the average class (an
     unregularised fit to its all-negative labels would send its
     probability to 0).
+
+    **Many classes.** Each class's map is learned from that class's own
+    positives, one-vs-rest: with many classes and few calibration rows per
+    class the renormalised rows can score a higher log loss than the
+    uncalibrated scores (drawn 15-class logits, 40 rows per class, 98%
+    accuracy: test NLL 0.240 against 0.112 uncalibrated and 0.072 for
+    temperature scaling). Prefer temperature scaling or a structured map
+    there, or let :class:`~skcal.CalibratorSearchCV` choose.
 
     Parameters
     ----------
