@@ -18,13 +18,14 @@ from skcal import (
     VectorScaling,
 )
 from skcal.cli import (
-    _BENCHMARK_COLUMNS,
     format_table,
     main,
     method_aliases,
     mlp_logits,
     resolve_method,
 )
+from skcal.cli._benchmark import _BENCHMARK_COLUMNS
+from skcal.discovery import all_estimators
 from skcal.metrics import (
     brier_score,
     classwise_calibration_error,
@@ -38,7 +39,6 @@ from skcal.metrics import (
     soft_expected_calibration_error,
 )
 from skcal.utils._testing import make_miscalibrated_logits, sample_labels
-from skcal.utils.discovery import all_estimators
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh", "logistic", "identity"])

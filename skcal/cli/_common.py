@@ -1,0 +1,77 @@
+"""Helpers of every command: the input error, close names, stderr reports.
+
+:class:`CLIError` is an error of the input or of the usage, which
+:func:`skcal.cli.main` prints as one line on stderr (exit code 2) instead
+of a traceback. Progress lines and warnings go to stderr, so that stdout
+holds only the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import sys
+import warnings
+
+
+class CLIError(ValueError):
+    """An input or usage error reported as one line, without a traceback."""
+
+
+def did_you_mean(word: str, choices) -> str:
+    """`` (did you mean 'x'?)`` with the choice closest to ``word``, or ``""``.
+
+    Examples
+    --------
+    >>> from skcal.cli._common import did_you_mean
+    >>> did_you_mean("temprature", ["temperature", "vector"])
+    " (did you mean 'temperature'?)"
+    >>> did_you_mean("xyz", ["temperature"])
+    ''
+    """
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def listing(names, limit: int = 12) -> str:
+    """The first ``limit`` names, comma-separated (``"none"`` if there are none)."""
+    names = list(names)
+    shown = ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
+    return shown or "none"
+
+
+def check_device(device: str) -> None:
+    """A clear error now if ``device`` is unavailable (imports torch)."""
+    from .._torch import resolve_device
+
+    resolve_device(device)  # fail fast on an unavailable device
+
+
+def reporter(args):
+    """A function printing progress lines on stderr, silent with --quiet."""
+    if args.quiet:
+        return lambda message: None
+    return lambda message: print(message, file=sys.stderr, flush=True)
+
+
+def _warn_lines(prog: str, caught) -> None:
+    """Print each distinct caught warning as a ``prog: warning:`` line."""
+    for message in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def report_on_stderr(prog: str):
+    """Warnings become ``prog: warning:`` lines; prints go to stderr.
+
+    Anything an estimator prints (``verbose``) goes to stderr, so that
+    stdout holds only the report. The warnings are printed, once each,
+    when the block ends without an error.
+    """
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        contextlib.redirect_stdout(sys.stderr),
+    ):
+        warnings.simplefilter("always")
+        yield
+    _warn_lines(prog, caught)
