@@ -4,7 +4,7 @@ For ``gpu_check.py`` (issue 16: fit and predict times at 50,000 x 1,000 on a
 GPU). Every method of ``--methods`` (default: temperature, vector and matrix
 scaling, structured matrix scaling and the Dirichlet calibrator, with their
 defaults and ``device=--device``) is fitted on ``n`` calibration rows of
-ImageNet-like logits (``score_data`` of ``bench_many_classes.py``: C classes,
+ImageNet-like logits (``_lib/synthetic.py``'s ``score_data``: C classes,
 over-confident, top-1 accuracy about 0.67 at 1,000 classes) and predicts
 ``n`` test rows drawn the same way. Reported per method: the fit time (one
 fit, after an untimed fit of temperature scaling on 1,000 rows that starts
@@ -22,15 +22,12 @@ Run:  python benchmarks/bench_device.py [--device cuda] [--shape 50000x1000]
 
 import argparse
 import json
-import os
 import sys
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import median_time  # noqa: E402
-from bench_many_classes import score_data  # noqa: E402
+from _lib.common import median_time
+from _lib.synthetic import score_data
 
 METHODS = (
     "TemperatureScaling",

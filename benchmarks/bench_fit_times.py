@@ -1,6 +1,6 @@
 """Fit time of every skcal calibrator by calibration-set size, on real tasks.
 
-Each calibrator of ``bench_papers.table_methods`` (its defaults; the local
+Each calibrator of ``_lib/calibrators.py``'s ``table_methods`` (its defaults; the local
 ones on the embeddings, given the network's head) is fitted once per task
 and size on a random calibration subset (seed 0), and its wall-clock fit
 time is printed in seconds: the numbers behind the user guide's "Progress
@@ -20,11 +20,8 @@ import sys
 import time
 import warnings
 
-import torch
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _datasets import load_task  # noqa: E402
-from bench_papers import table_methods  # noqa: E402
+from _lib.calibrators import table_methods
+from _lib.datasets import load_task
 
 DEFAULT_TASKS = ("fashion_mnist", "wordnet_supersenses")
 DEFAULT_SIZES = (500, 2000, 10000)
@@ -54,6 +51,8 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    import torch
+
     if args.threads:
         torch.set_num_threads(args.threads)
     print(

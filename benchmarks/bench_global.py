@@ -11,7 +11,7 @@ every method as softmax probabilities. Prints fit time and test NLL of
 * skcal ``StructuredMatrixScaling`` vs probmetrics ``get_calibrator("sms")``;
 
 and the time ratios (reference / skcal: > 1 means skcal is faster).
-``--tasks`` adds real models (``_datasets.py``: 4,000 calibration rows of the
+``--tasks`` adds real models (``_lib/datasets``: 4,000 calibration rows of the
 task's pool, its whole test set); ``--repeats R`` reports the median of R
 fits; ``--threads N`` sets torch's thread count; ``--sms-tol T`` adds skcal's
 SMS at the gradient tolerance ``T`` (its default is 1e-5; probmetrics solves
@@ -24,24 +24,19 @@ Run:  python benchmarks/bench_global.py [--dirichletcal-python PATH]
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import warnings
 
 import numpy as np
+from _lib.peers import dirichletcal_full
 from scipy.special import softmax
-
-from skcal import DirichletCalibrator, StructuredMatrixScaling
-from skcal.utils._testing import make_miscalibrated_logits
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def make_data(n_classes, seed=0):
+    from skcal.utils._testing import make_miscalibrated_logits
+
     X, y = make_miscalibrated_logits(
         20_000, n_classes, temperature=2.0, random_state=seed
     )
@@ -58,7 +53,7 @@ def nll(proba, y):
 
 
 def real_data(name, n_cal=4000):
-    from _datasets import load_task
+    from _lib.datasets import load_task
 
     task = load_task(name)
     L, _, y = task.calibration_subset(min(n_cal, task.n_cal), random_state=0)
@@ -77,7 +72,7 @@ def timed(fit, predict, repeats=1):
     return fit_s, time.perf_counter() - start, proba
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dirichletcal-python", default=None)
     parser.add_argument("--classes", type=int, nargs="+", default=[10, 100])
@@ -92,7 +87,87 @@ def main(argv=None):
         default=None,
         help="also fit skcal's SMS at this gradient tolerance (e.g. 1e-4)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def fit_case(P, y, Pt, yt, args, get_calibrator, sms_tol_name):
+    """``{method: (fit_s, predict_s, test probabilities or NLL)}`` of one case."""
+    from skcal import DirichletCalibrator, StructuredMatrixScaling
+
+    res = {}
+    res["skcal Dirichlet"] = timed(
+        lambda: DirichletCalibrator(
+            input="proba",
+            reg_lambda=args.reg,
+            reg_mu=args.reg,
+            ref_row=True,
+            device="cpu",
+        ).fit(P, y),
+        lambda m: m.predict_proba(Pt),
+        args.repeats,
+    )
+    if args.dirichletcal_python:
+        res["dirichletcal Full"] = dirichletcal_full(
+            args.dirichletcal_python, P, y, Pt, yt, args.reg, args.timeout
+        )
+    res["skcal SMS"] = timed(
+        lambda: StructuredMatrixScaling(input="proba", device="cpu").fit(P, y),
+        lambda m: m.predict_proba(Pt),
+        args.repeats,
+    )
+    if args.sms_tol:
+        res[sms_tol_name] = timed(
+            lambda: StructuredMatrixScaling(
+                input="proba", device="cpu", tol=args.sms_tol
+            ).fit(P, y),
+            lambda m: m.predict_proba(Pt),
+            args.repeats,
+        )
+    if get_calibrator is not None:
+
+        def fit_pm():
+            cal = get_calibrator("sms")
+            cal.fit(P, y)
+            return cal
+
+        res["probmetrics SMS"] = timed(
+            fit_pm,
+            lambda m: m.predict_proba(Pt),
+            args.repeats,
+        )
+    return res
+
+
+def print_case(c, res, Pt, yt, rows, sms_tol_name):
+    """Print one case's rows (appended to ``rows``) and the ratios to the peers."""
+    for name, (fit_s, pred_s, proba) in res.items():
+        value = proba if isinstance(proba, float) else nll(proba, yt)
+        rows.append((c, name, fit_s, pred_s, value))
+        print(
+            f"C={c!s:>4}  {name:18s} fit {fit_s:9.3f} s  predict {pred_s:7.3f} s  "
+            f"test NLL {value:.5f}",
+            flush=True,
+        )
+    print(f"C={c!s:>4}  uncalibrated       test NLL {nll(Pt, yt):.5f}")
+    d = {name: (f, v) for cc, name, f, _, v in rows if cc == c}
+    for ours, ref in [
+        ("skcal Dirichlet", "dirichletcal Full"),
+        ("skcal SMS", "probmetrics SMS"),
+        (sms_tol_name, "probmetrics SMS"),
+    ]:
+        if ref in d and ours in d:
+            print(
+                f"C={c!s:>4}  {ref} / {ours}: fit time ratio "
+                f"{d[ref][0] / d[ours][0]:.2f}, NLL difference (ours - ref) "
+                f"{d[ours][1] - d[ref][1]:+.5f}",
+                flush=True,
+            )
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    from skcal import DirichletCalibrator
+
     sms_tol_name = f"skcal SMS tol={args.sms_tol:g}" if args.sms_tol else None
     warnings.simplefilter("ignore")
     if args.threads:
@@ -112,91 +187,8 @@ def main(argv=None):
     cases += [(name, lambda name=name: real_data(name)) for name in args.tasks]
     for c, data in cases:
         P, y, Pt, yt = data()
-        res = {}
-        res["skcal Dirichlet"] = timed(
-            lambda: DirichletCalibrator(  # noqa: B023
-                input="proba",
-                reg_lambda=args.reg,
-                reg_mu=args.reg,
-                ref_row=True,
-                device="cpu",
-            ).fit(P, y),  # noqa: B023
-            lambda m: m.predict_proba(Pt),  # noqa: B023
-            args.repeats,
-        )
-        if args.dirichletcal_python:
-            with tempfile.TemporaryDirectory() as tmp:
-                path = os.path.join(tmp, "data.npz")
-                np.savez(path, P_cal=P, y_cal=y, P_test=Pt, y_test=yt)
-                try:
-                    out = subprocess.run(
-                        [
-                            args.dirichletcal_python,
-                            os.path.join(HERE, "_dirichletcal_worker.py"),
-                            path,
-                            str(args.reg),
-                            str(args.reg),
-                        ],
-                        capture_output=True,
-                        text=True,
-                        timeout=args.timeout,
-                        check=True,
-                    )
-                    r = json.loads(out.stdout.strip().splitlines()[-1])
-                    res["dirichletcal Full"] = (r["fit_s"], r["predict_s"], r["nll"])
-                except subprocess.TimeoutExpired:
-                    res["dirichletcal Full"] = (
-                        float("inf"),
-                        float("nan"),
-                        float("nan"),
-                    )
-        res["skcal SMS"] = timed(
-            lambda: StructuredMatrixScaling(input="proba", device="cpu").fit(P, y),  # noqa: B023
-            lambda m: m.predict_proba(Pt),  # noqa: B023
-            args.repeats,
-        )
-        if args.sms_tol:
-            res[sms_tol_name] = timed(
-                lambda: StructuredMatrixScaling(  # noqa: B023
-                    input="proba", device="cpu", tol=args.sms_tol
-                ).fit(P, y),  # noqa: B023
-                lambda m: m.predict_proba(Pt),  # noqa: B023
-                args.repeats,
-            )
-        if get_calibrator is not None:
-
-            def fit_pm():
-                cal = get_calibrator("sms")
-                cal.fit(P, y)  # noqa: B023
-                return cal
-
-            res["probmetrics SMS"] = timed(
-                fit_pm,
-                lambda m: m.predict_proba(Pt),  # noqa: B023
-                args.repeats,
-            )
-        for name, (fit_s, pred_s, proba) in res.items():
-            value = proba if isinstance(proba, float) else nll(proba, yt)
-            rows.append((c, name, fit_s, pred_s, value))
-            print(
-                f"C={c!s:>4}  {name:18s} fit {fit_s:9.3f} s  predict {pred_s:7.3f} s  "
-                f"test NLL {value:.5f}",
-                flush=True,
-            )
-        print(f"C={c!s:>4}  uncalibrated       test NLL {nll(Pt, yt):.5f}")
-        d = {name: (f, v) for cc, name, f, _, v in rows if cc == c}
-        for ours, ref in [
-            ("skcal Dirichlet", "dirichletcal Full"),
-            ("skcal SMS", "probmetrics SMS"),
-            (sms_tol_name, "probmetrics SMS"),
-        ]:
-            if ref in d and ours in d:
-                print(
-                    f"C={c!s:>4}  {ref} / {ours}: fit time ratio "
-                    f"{d[ref][0] / d[ours][0]:.2f}, NLL difference (ours - ref) "
-                    f"{d[ours][1] - d[ref][1]:+.5f}",
-                    flush=True,
-                )
+        res = fit_case(P, y, Pt, yt, args, get_calibrator, sms_tol_name)
+        print_case(c, res, Pt, yt, rows, sms_tol_name)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Approximate LCE / MLCE (random Fourier features) against the exact metric.
 
-On the test embeddings of the real tasks of ``benchmarks/_datasets.py``
+On the test embeddings of the real tasks of ``benchmarks/_lib/datasets``
 (uncalibrated network probabilities, the default space: standardise + PCA
 to 50), at the paper's bandwidth 10 and at ``bandwidth="auto"``: the
 relative error of ``method="rff"`` for several numbers of random
@@ -15,23 +15,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 import warnings
 
 import numpy as np
+from _lib.datasets import load_task
 from scipy.special import softmax
-
-from skcal.metrics import local_bandwidth, local_calibration_errors
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _datasets import load_task  # noqa: E402
 
 COMPONENTS = (256, 1024, 4096)
 
 
 def run(task: str, rows: int, seeds: int) -> list[dict]:
+    from skcal.metrics import local_bandwidth, local_calibration_errors
+
     data = load_task(task)
     emb = np.asarray(data.test_embeddings[:rows], dtype=np.float64)
     proba = softmax(data.test_logits[:rows], axis=1)

@@ -20,9 +20,7 @@ import sys
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(__file__))
-from _common import current_rss_mb  # noqa: E402
+from _lib.common import current_rss_mb
 
 CASES = [(50_000, 10, 50), (20_000, 100, 50)]
 

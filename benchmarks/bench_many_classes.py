@@ -1,6 +1,6 @@
 """Fit and predict time and peak memory of every calibrator at many classes.
 
-Every class of ``skcal.utils.discovery.all_estimators()`` is fitted with its
+Every class of ``skcal.discovery.all_estimators()`` is fitted with its
 default parameters (``device="cpu"``, ``random_state=0`` and
 ``classes=range(C)``, since a few of the ``C`` classes may have no
 calibration sample) on ``n`` calibration samples and then predicts ``n``
@@ -46,12 +46,8 @@ import sys
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import next_record, select_methods, spawn_json_lines  # noqa: E402
-
-LOGIT_MARGIN, LOGIT_SD, OVERCONFIDENCE = 10.0, 2.0, 1.5
-EMBED_DIM = 64
+from _lib.common import next_record, select_methods, spawn_json_lines
+from _lib.synthetic import EMBED_DIM, local_data, score_data
 
 
 def _log(**record):
@@ -69,27 +65,6 @@ def _rss_mb(field="VmRSS", pid="self"):
     return float("nan")
 
 
-def score_data(n, n_classes, rng):
-    """ImageNet-like logits and labels (see the module docstring)."""
-    from skcal.utils._testing import sample_labels, softmax_rows
-
-    true = LOGIT_SD * rng.standard_normal((n, n_classes))
-    true[np.arange(n), rng.integers(n_classes, size=n)] += LOGIT_MARGIN
-    y = sample_labels(softmax_rows(true), rng)
-    return OVERCONFIDENCE * true, y
-
-
-def local_data(n, n_classes, rng, head):
-    """64-d embeddings and labels for the linear ``head = (coef, intercept)``."""
-    from skcal.utils._testing import sample_labels, softmax_rows
-
-    coef, intercept = head
-    means = coef / 2.0  # the head is the LDA rule of these class means
-    X = means[rng.integers(n_classes, size=n)] + rng.standard_normal((n, EMBED_DIM))
-    y = sample_labels(softmax_rows((X @ coef.T + intercept) / OVERCONFIDENCE), rng)
-    return X, y
-
-
 def one(name, n, n_classes, threads, overrides):
     """Child process: generate the data, fit, predict; JSON lines on stdout."""
     import warnings
@@ -99,7 +74,7 @@ def one(name, n, n_classes, threads, overrides):
 
         torch.set_num_threads(threads)
     from skcal.base import BaseLocalCalibrator
-    from skcal.utils.discovery import all_estimators
+    from skcal.discovery import all_estimators
 
     warnings.simplefilter("ignore")
     cls = dict(all_estimators())[name]
@@ -241,7 +216,7 @@ def main(argv=None):
     if args.one:
         name, n, c = args.one
         return one(name, int(n), int(c), args.threads, args.params.get(name, {}))
-    from skcal.utils.discovery import all_estimators
+    from skcal.discovery import all_estimators
 
     names = select_methods(
         parser, [name for name, _ in all_estimators(args.kind)], args.methods

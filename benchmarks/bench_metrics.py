@@ -29,15 +29,15 @@ and can import skcal from this checkout runs every row.
 """
 
 import argparse
+import importlib.util
 import os
 import sys
 
 import numpy as np
+from _lib.common import median_time
+from _lib.common import torchmetrics_ece as common_torchmetrics_ece
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from _common import median_time  # noqa: E402
-from _common import torchmetrics_ece as common_torchmetrics_ece  # noqa: E402
 
 N_BINS = 15
 CASES = {
@@ -87,6 +87,24 @@ def numpy_classwise(y, P):
     return total / P.shape[1]
 
 
+def import_skcal(root):
+    """Import the package ``skcal`` from the folder ``root/skcal``.
+
+    What ``sys.path.insert(0, root); import skcal`` does for skcal alone: its
+    submodules are then found under ``root/skcal`` too.
+    """
+    folder = os.path.join(os.path.abspath(root), "skcal")
+    spec = importlib.util.spec_from_file_location(
+        "skcal",
+        os.path.join(folder, "__init__.py"),
+        submodule_search_locations=[folder],
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["skcal"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def implementations(kind):
     """(name, factory) pairs; a factory returns f(y, P) or raises ImportError."""
     from skcal.metrics import classwise_calibration_error, expected_calibration_error
@@ -126,8 +144,7 @@ def main(argv=None):
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--skcal", default=os.path.dirname(HERE))
     args = parser.parse_args(argv)
-    sys.path.insert(0, os.path.abspath(args.skcal))
-    import skcal
+    skcal = import_skcal(args.skcal)
 
     try:
         import threadpoolctl

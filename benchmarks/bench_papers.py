@@ -1,6 +1,6 @@
 """The seed papers' claims on real data: the VQ paper's Table 6 and SMART's Figure 4.
 
-Both parts run on the real tasks of ``benchmarks/_datasets.py`` (see
+Both parts run on the real tasks of ``benchmarks/_lib/datasets`` (see
 ``DATASETS.md``: tabular, image and text models, 6 to 66 classes, each a
 trained MLP whose last hidden layer gives the embeddings and whose linear head
 gives the logits). Every number is on the task's held-out test set, mean +-
@@ -43,10 +43,9 @@ import warnings
 from datetime import datetime, timezone
 
 import numpy as np
+from _lib.calibrators import table_methods
+from _lib.datasets import available_tasks, load_task
 from scipy.special import softmax
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _datasets import available_tasks, load_task  # noqa: E402
 
 SCORE_COLUMNS = ("ECCE", "ECE", "topECE", "ACC", "NLL")
 #: LCE bandwidths: the paper's 10, and 2 (see the module docstring).
@@ -60,57 +59,6 @@ ACC_TOLERANCE = 0.002
 
 def _softmax(z):
     return softmax(z, axis=1)
-
-
-def table_methods(task, seed):
-    """Every skcal calibrator with its defaults: name -> (input kind, estimator).
-
-    Each is given the task's classes, so that a class absent from a small
-    calibration subset keeps its column.
-    """
-    methods = _table_methods(task, seed)
-    classes = np.arange(task.n_classes)
-    for _, est in methods.values():
-        if "classes" in est.get_params():
-            est.set_params(classes=classes)
-    return methods
-
-
-def _table_methods(task, seed):
-    import skcal
-
-    head = {"coef": task.coef, "intercept": task.intercept}
-    common = {"device": "cpu"}
-    seeded = {"random_state": seed, **common}
-    return {
-        "TS": ("logits", skcal.TemperatureScaling(**common)),
-        "VS": ("logits", skcal.VectorScaling(**common)),
-        "MS": ("logits", skcal.MatrixScaling(**common)),
-        "SMS": ("logits", skcal.StructuredMatrixScaling(**common)),
-        "DC": ("logits", skcal.DirichletCalibrator(**common)),
-        "DC-CV": ("logits", skcal.DirichletCalibratorCV(**seeded)),
-        "CTS": ("logits", skcal.ClassTemperatureScaling(**common)),
-        "PTS": ("logits", skcal.ParameterizedTemperatureScaling(**seeded)),
-        "SMART": ("logits", skcal.SMARTCalibrator(**seeded)),
-        "isotonic": ("logits", skcal.IsotonicCalibrator()),
-        "histogram": ("logits", skcal.HistogramBinningCalibrator()),
-        "Platt": ("logits", skcal.PlattCalibrator()),
-        "beta": ("logits", skcal.BetaCalibrator()),
-        "spline": ("logits", skcal.SplineCalibrator()),
-        "KCal": ("embeddings", skcal.KCalCalibrator(**seeded)),
-        "LN": ("embeddings", skcal.LocalNetCalibrator(**head, **seeded)),
-        "ProCal": ("embeddings", skcal.ProCalCalibrator(**head, **common)),
-        "VQ": ("embeddings", skcal.VQLocalCalibrator(**head, **seeded)),
-        # the paper's VQ (a new head) and its VQ_frz ablation
-        "VQ-new": (
-            "embeddings",
-            skcal.VQLocalCalibrator(head="train", **head, **seeded),
-        ),
-        "VQ-frz": (
-            "embeddings",
-            skcal.VQLocalCalibrator(head="frozen", **head, **seeded),
-        ),
-    }
 
 
 def smart_methods(seed, n_classes):
@@ -328,6 +276,30 @@ def print_smart(results, seeds):
     return {str(k): [sum(v), len(v)] for k, v in wins.items()}
 
 
+def table_part(names, args, record, log):
+    """Part ``table``: each task's table, then the verdicts over the tasks."""
+    verdicts = {}
+    print(f"\n## Table 6 format ({args.size} calibration rows)")
+    for name in names:
+        task = load_task(name)
+        size = min(args.size, task.n_cal)
+        result = run_table(task, size, args.seeds, args.methods, args.bandwidths, log)
+        print_table(task, size, args.seeds, result, args.bandwidths)
+        record["table"][name] = {"size": size, **result}
+        verdicts[name] = table_verdict(result["rows"], args.bandwidths)
+    done = {k: v for k, v in verdicts.items() if v}
+    if done:
+        for col in _local_columns(args.bandwidths)[::2]:
+            lowest = sum(v["vq_lowest"][col] for v in done.values())
+            print(f"\nVQ has the lowest mean {col} on {lowest} of {len(done)}")
+        acc_ok = sum(v["vq_acc_ok"] for v in done.values())
+        print(
+            f"VQ's accuracy is within {ACC_TOLERANCE * 100:.1f} points of the "
+            f"uncalibrated network's on {acc_ok} of {len(done)} tasks."
+        )
+        record["table_verdicts"] = done
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["table", "smart", "both"], default="both")
@@ -361,28 +333,7 @@ def main(argv=None):
     )
     record = {"args": vars(args), "table": {}, "smart": {}}
     if args.part in ("table", "both"):
-        verdicts = {}
-        print(f"\n## Table 6 format ({args.size} calibration rows)")
-        for name in names:
-            task = load_task(name)
-            size = min(args.size, task.n_cal)
-            result = run_table(
-                task, size, args.seeds, args.methods, args.bandwidths, log
-            )
-            print_table(task, size, args.seeds, result, args.bandwidths)
-            record["table"][name] = {"size": size, **result}
-            verdicts[name] = table_verdict(result["rows"], args.bandwidths)
-        done = {k: v for k, v in verdicts.items() if v}
-        if done:
-            for col in _local_columns(args.bandwidths)[::2]:
-                lowest = sum(v["vq_lowest"][col] for v in done.values())
-                print(f"\nVQ has the lowest mean {col} on {lowest} of {len(done)}")
-            acc_ok = sum(v["vq_acc_ok"] for v in done.values())
-            print(
-                f"VQ's accuracy is within {ACC_TOLERANCE * 100:.1f} points of the "
-                f"uncalibrated network's on {acc_ok} of {len(done)} tasks."
-            )
-            record["table_verdicts"] = done
+        table_part(names, args, record, log)
     if args.part in ("smart", "both"):
         for name in names:
             task = load_task(name)

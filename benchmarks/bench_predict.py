@@ -1,9 +1,9 @@
 """Predict time of every score calibrator against one bare softmax pass and the peers.
 
-Every class of ``skcal.utils.discovery.all_estimators("score")`` is fitted
+Every class of ``skcal.discovery.all_estimators("score")`` is fitted
 once with its default parameters (``device="cpu"``, ``random_state=0``,
 ``classes=range(C)``) on ImageNet-like logits (``score_data`` of
-``bench_many_classes.py``), and ``predict_proba`` is then called on ``n`` test
+``_lib/synthetic.py``), and ``predict_proba`` is then called on ``n`` test
 rows: one untimed call, then ``--repeats`` timed ones, of which the **median**
 is reported. The reference rows are one bare softmax pass over the same test
 matrix, in float64:
@@ -23,7 +23,7 @@ the same matrix, timed alternately with it (call for call) in the same
 process, so that the ratio is little affected by a shared machine's load
 (so are the other reference rows; the numpy softmax row is timed on its
 own). Where a peer library implements the same model (see
-``compare_peers.py``, whose method factories are reused), the peer's
+``compare_peers.py``; the method factories are ``_lib/peers.py``'s), the peer's
 predict is timed the same way on the softmax probabilities of the test
 logits, next to skcal's with ``input="proba"`` on those same
 probabilities: ``x skcal`` is the peer's ``x softmax`` divided by
@@ -58,11 +58,8 @@ import sys
 import time
 
 import numpy as np
+from _lib.common import next_record, select_methods, spawn_json_lines
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import next_record, select_methods, spawn_json_lines  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 #: Reference rows beside the softmax pass: the least arithmetic of a map
 #: from probabilities (one log per entry before the softmax) and of a full
 #: affine map (a C x C matrix product before it), in numpy
@@ -70,7 +67,7 @@ FLOOR_LOG = "numpy log + softmax"
 FLOOR_PRODUCT = "numpy C x C product + softmax"
 DEFAULT_SIZES = ["10000x10", "10000x100", "50000x1000"]
 
-#: skcal method -> [(peer label, factory name in compare_peers, args)], the
+#: skcal method -> [(peer label, factory name in _lib.peers, args)], the
 #: peers that implement the same model
 PEERS = {
     "TemperatureScaling": [
@@ -136,8 +133,7 @@ def _median_time(fn, repeats):
 
 
 def _data(n, n_classes):
-    sys.path.insert(0, HERE)
-    from bench_many_classes import score_data
+    from _lib.synthetic import score_data
 
     rng = np.random.default_rng(0)
     X_fit, y_fit = score_data(n, n_classes, rng)
@@ -152,6 +148,57 @@ def _softmax_numpy(X):
     return a
 
 
+def _reference(name, X_test, n_classes, repeats):
+    """Time one reference row (a bare softmax pass); JSON lines on stdout."""
+    from scipy.special import softmax
+
+    P_test = _softmax_numpy(X_test)
+    W = np.random.default_rng(1).normal(size=(n_classes, n_classes))
+    fn = {
+        "numpy softmax": lambda: _softmax_numpy(X_test),
+        "scipy softmax": lambda: softmax(X_test, axis=1),
+        FLOOR_LOG: lambda: _softmax_numpy(np.log(P_test)),
+        FLOOR_PRODUCT: lambda: _softmax_numpy(X_test @ W.T),
+    }[name]
+    if name == "numpy softmax":
+        _emit(event="predict", s=_median_time(fn, repeats))
+    else:  # paired with the softmax pass, as the calibrators
+        s, softmax_s = _paired_times(fn, lambda: _softmax_numpy(X_test), repeats)
+        _emit(event="predict", s=s, softmax_s=softmax_s)
+
+
+def _peer_methods(name):
+    """``(fit, predict)`` of the peer row ``name``; ImportError if not installed."""
+    from _lib import peers as peer_factories
+
+    factory, fargs = next(
+        (f, a) for peers in PEERS.values() for (lbl, f, a) in peers if lbl == name
+    )
+    return getattr(peer_factories, factory)(*fargs)
+
+
+def _skcal_methods(kind, name, n_classes):
+    """``(fit, predict)`` of skcal's ``name`` (``input="proba"`` for skcal-proba)."""
+    from skcal.discovery import all_estimators
+
+    cls = dict(all_estimators("score"))[name]
+    defaults = cls().get_params()
+    params = {"classes": np.arange(n_classes)}
+    params.update(
+        {k: v for k, v in (("device", "cpu"), ("random_state", 0)) if k in defaults}
+    )
+    if kind == "skcal-proba":
+        params["input"] = "proba"
+
+    def fit(X, y):
+        return cls(**params).fit(X, y)
+
+    def predict(model, X):
+        return model.predict_proba(X)
+
+    return fit, predict
+
+
 def child(kind, name, n, n_classes, repeats, threads):
     """One method at one size; JSON lines on stdout."""
     import warnings
@@ -163,51 +210,16 @@ def child(kind, name, n, n_classes, repeats, threads):
     warnings.simplefilter("ignore")
     X_fit, y_fit, X_test = _data(n, n_classes)
     if kind == "softmax":
-        from scipy.special import softmax
-
-        P_test = _softmax_numpy(X_test)
-        W = np.random.default_rng(1).normal(size=(n_classes, n_classes))
-        fn = {
-            "numpy softmax": lambda: _softmax_numpy(X_test),
-            "scipy softmax": lambda: softmax(X_test, axis=1),
-            FLOOR_LOG: lambda: _softmax_numpy(np.log(P_test)),
-            FLOOR_PRODUCT: lambda: _softmax_numpy(X_test @ W.T),
-        }[name]
-        if name == "numpy softmax":
-            _emit(event="predict", s=_median_time(fn, repeats))
-        else:  # paired with the softmax pass, as the calibrators
-            s, softmax_s = _paired_times(fn, lambda: _softmax_numpy(X_test), repeats)
-            _emit(event="predict", s=s, softmax_s=softmax_s)
+        _reference(name, X_test, n_classes, repeats)
         return
     if kind == "peer":
-        sys.path.insert(0, HERE)
-        import compare_peers
-
-        factory, fargs = next(
-            (f, a) for peers in PEERS.values() for (lbl, f, a) in peers if lbl == name
-        )
         try:
-            fit, predict = getattr(compare_peers, factory)(*fargs)
+            fit, predict = _peer_methods(name)
         except ImportError as exc:
             _emit(event="error", error=f"not installed: {exc}"[:300])
             return
     else:
-        from skcal.utils.discovery import all_estimators
-
-        cls = dict(all_estimators("score"))[name]
-        defaults = cls().get_params()
-        params = {"classes": np.arange(n_classes)}
-        params.update(
-            {k: v for k, v in (("device", "cpu"), ("random_state", 0)) if k in defaults}
-        )
-        if kind == "skcal-proba":
-            params["input"] = "proba"
-
-        def fit(X, y):
-            return cls(**params).fit(X, y)
-
-        def predict(model, X):
-            return model.predict_proba(X)
+        fit, predict = _skcal_methods(kind, name, n_classes)
 
     if kind != "skcal":  # the peers' input: probabilities
         from skcal.utils._testing import softmax_rows
@@ -276,6 +288,54 @@ def _fmt(x, spec):
     return format(x, spec) if isinstance(x, float) and x == x else "-"
 
 
+def run_size(size, names, args):
+    """Every reference row and method at one size ``NxC``; rows printed as they come."""
+    n, c = (int(v) for v in size.lower().split("x"))
+    print(f"\n== {n} x {c}")
+    print(
+        f"{'method':40s} {'fit s':>8s} {'predict s':>10s} {'x softmax':>9s} "
+        f"{'x skcal':>8s}  note"
+    )
+    rows = []
+
+    def show(label, r, base, ref=None, rows=rows, size=size):
+        # the softmax pass timed alternately in the same process, if any
+        ratio = r.get("predict_s", float("nan")) / r.get("softmax_s", base)
+        versus = ratio / ref if ref else float("nan")
+        print(
+            f"{label:40s} {_fmt(r.get('fit_s'), '8.2f'):>8s} "
+            f"{_fmt(r.get('predict_s'), '10.4f'):>10s} {_fmt(ratio, '9.2f'):>9s} "
+            f"{_fmt(versus, '8.2f'):>8s}  {r.get('note', '')}",
+            flush=True,
+        )
+        rows.append({"size": size, "method": label, **r, "x_softmax": ratio})
+
+    ref = {
+        k: run("softmax", k, n, c, args)
+        for k in ("numpy softmax", "scipy softmax", FLOOR_LOG, FLOOR_PRODUCT)
+    }
+    base = ref["numpy softmax"].get("predict_s", float("nan"))
+    for k, r in ref.items():
+        show(k, r, base)
+    for name in names:
+        show(name, run("skcal", name, n, c, args), base)
+        if args.no_peers or name not in PEERS:
+            continue
+        mine = run("skcal-proba", name, n, c, args)
+        show(f"  {name} input='proba'", mine, base)
+        for label, _, _ in PEERS[name]:
+            show(
+                f"  {label}",
+                run("peer", label, n, c, args),
+                base,
+                mine.get("predict_s", float("nan")) / mine.get("softmax_s", base),
+            )
+    if args.json:
+        with open(args.json, "a") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES, metavar="NxC")
@@ -293,7 +353,7 @@ def main(argv=None):
         kind, name, n, c = args.one
         return child(kind, name, int(n), int(c), args.repeats, args.threads)
 
-    from skcal.utils.discovery import all_estimators
+    from skcal.discovery import all_estimators
 
     names = select_methods(
         parser, [name for name, _ in all_estimators("score")], args.methods
@@ -305,50 +365,7 @@ def main(argv=None):
         flush=True,
     )
     for size in args.sizes:
-        n, c = (int(v) for v in size.lower().split("x"))
-        print(f"\n== {n} x {c}")
-        print(
-            f"{'method':40s} {'fit s':>8s} {'predict s':>10s} {'x softmax':>9s} "
-            f"{'x skcal':>8s}  note"
-        )
-        rows = []
-
-        def show(label, r, base, ref=None, rows=rows, size=size):
-            # the softmax pass timed alternately in the same process, if any
-            ratio = r.get("predict_s", float("nan")) / r.get("softmax_s", base)
-            versus = ratio / ref if ref else float("nan")
-            print(
-                f"{label:40s} {_fmt(r.get('fit_s'), '8.2f'):>8s} "
-                f"{_fmt(r.get('predict_s'), '10.4f'):>10s} {_fmt(ratio, '9.2f'):>9s} "
-                f"{_fmt(versus, '8.2f'):>8s}  {r.get('note', '')}",
-                flush=True,
-            )
-            rows.append({"size": size, "method": label, **r, "x_softmax": ratio})
-
-        ref = {
-            k: run("softmax", k, n, c, args)
-            for k in ("numpy softmax", "scipy softmax", FLOOR_LOG, FLOOR_PRODUCT)
-        }
-        base = ref["numpy softmax"].get("predict_s", float("nan"))
-        for k, r in ref.items():
-            show(k, r, base)
-        for name in names:
-            show(name, run("skcal", name, n, c, args), base)
-            if args.no_peers or name not in PEERS:
-                continue
-            mine = run("skcal-proba", name, n, c, args)
-            show(f"  {name} input='proba'", mine, base)
-            for label, _, _ in PEERS[name]:
-                show(
-                    f"  {label}",
-                    run("peer", label, n, c, args),
-                    base,
-                    mine.get("predict_s", float("nan")) / mine.get("softmax_s", base),
-                )
-        if args.json:
-            with open(args.json, "a") as f:
-                for r in rows:
-                    f.write(json.dumps(r) + "\n")
+        run_size(size, names, args)
     print(f"\nload average {os.getloadavg()}")
     return 0
 

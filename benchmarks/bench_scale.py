@@ -28,19 +28,22 @@ import time
 import numpy as np
 from scipy.special import softmax
 
-from skcal.metrics import (
-    classwise_calibration_error,
-    expected_calibration_error,
-    metric_state,
-    negative_log_likelihood,
-)
-
 N_CLASSES = 10
-METRICS = {
-    "ece": expected_calibration_error,
-    "cw_ece": classwise_calibration_error,
-    "nll": negative_log_likelihood,
-}
+
+
+def metrics() -> dict:
+    """The three metrics, by name (skcal is imported here, not at start-up)."""
+    from skcal.metrics import (
+        classwise_calibration_error,
+        expected_calibration_error,
+        negative_log_likelihood,
+    )
+
+    return {
+        "ece": expected_calibration_error,
+        "cw_ece": classwise_calibration_error,
+        "nll": negative_log_likelihood,
+    }
 
 
 def block(seed: int, rows: int):
@@ -54,8 +57,10 @@ def block(seed: int, rows: int):
 
 
 def states_of_block(seed: int, rows: int):
+    from skcal.metrics import metric_state
+
     labels, proba = block(seed, rows)
-    return {k: metric_state(m).update(labels, proba) for k, m in METRICS.items()}
+    return {k: metric_state(m).update(labels, proba) for k, m in metrics().items()}
 
 
 def merge_all(*parts):
@@ -98,8 +103,10 @@ def read_sampler(dask_worker):
 
 
 def streaming(n_rows: int, rows: int) -> dict:
+    from skcal.metrics import metric_state
+
     sampler = PeakRSS()
-    states = {k: metric_state(m) for k, m in METRICS.items()}
+    states = {k: metric_state(m) for k, m in metrics().items()}
     gen_s = upd_s = 0.0
     for b in range(n_rows // rows):
         t0 = time.perf_counter()
@@ -123,10 +130,11 @@ def streaming(n_rows: int, rows: int) -> dict:
 
 def batch_reference(rows: int) -> dict:
     labels, proba = block(0, rows)
-    for m in METRICS.values():  # warm up (first calls import and allocate)
+    named = metrics()
+    for m in named.values():  # warm up (first calls import and allocate)
         m(labels[:1000], proba[:1000])
     t0 = time.perf_counter()
-    values = {k: m(labels, proba) for k, m in METRICS.items()}
+    values = {k: m(labels, proba) for k, m in named.items()}
     elapsed = time.perf_counter() - t0
     return {
         "rows": rows,
@@ -260,7 +268,7 @@ def dask_lce(n_rows: int, rows: int, workers: int, n_components: int) -> dict:
     }
 
 
-def main(argv=None) -> None:
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000_000)
     parser.add_argument("--block", type=int, default=1_000_000)
@@ -276,7 +284,11 @@ def main(argv=None) -> None:
         help="also the random-feature LCE of this many rows as a Dask array on "
         "the cluster (e.g. 10000000; two passes, generation included)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    args = build_parser().parse_args(argv)
     if args.dask_lce_rows:
         out = dask_lce(args.dask_lce_rows, 250_000, args.workers, args.lce_components)
         print(

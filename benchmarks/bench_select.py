@@ -1,6 +1,6 @@
 """CalibratorSearchCV on real data: the selector against every candidate and the oracle.
 
-For every real task of ``benchmarks/_datasets.py`` (see ``DATASETS.md``) and
+For every real task of ``benchmarks/_lib/datasets`` (see ``DATASETS.md``) and
 every calibration size the pool allows (100, 500, 2,000, 10,000 rows), on
 several random calibration subsets (``--repeats`` seeds at 100 and 500 rows,
 one at 2,000 and 10,000), on the network's logits:
@@ -57,10 +57,8 @@ from collections import Counter
 from datetime import datetime, timezone
 
 import numpy as np
+from _lib.datasets import DEFAULT_CAL_SIZES, available_tasks, load_task
 from scipy.special import softmax
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _datasets import DEFAULT_CAL_SIZES, available_tasks, load_task  # noqa: E402
 
 #: Seeds at the small sizes (``--repeats``); one seed above.
 SMALL_SIZES = (100, 500)
@@ -151,27 +149,16 @@ def _refit_templates(search, estimators):
     return templates
 
 
-def run_case(task, n, seed, args):
-    """Search, refits and test scores of one task / size / seed."""
+def _refit_candidates(search, logits, y, z_test, y_test, args, seed):
+    """Every default candidate refitted on the subset and scored on the test set.
+
+    The refit the search would do: the same clone, with the search's classes
+    and input and the seed the search gives it.
+    """
     from sklearn.base import clone
 
-    from skcal import CalibratorSearchCV
-    from skcal.metrics import paired_comparison
-
-    logits, _, y = task.calibration_subset(n, random_state=seed)
-    y_test, z_test = task.test_labels, task.test_logits
-    search = CalibratorSearchCV(random_state=seed, n_jobs=args.n_jobs)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        start = time.perf_counter()
-        search.fit(logits, y)
-        search_s = time.perf_counter() - start
-    search_warnings = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
     res = search.cv_results_
     names = [str(c) for c in res["candidate"]]
-
-    # the refit the search would do, for every candidate: the same clone,
-    # with the search's classes and input and the seed the search gives it
     templates = _refit_templates(search, default_candidates())
     candidates = {}
     for name, template, cv_score, reason in zip(
@@ -201,6 +188,24 @@ def run_case(task, n, seed, args):
         if proba is not None:
             entry.update(_scores(y_test, proba, args.n_resamples, seed))
         candidates[name] = entry
+    return candidates
+
+
+def run_case(task, n, seed, args):
+    """Search, refits and test scores of one task / size / seed."""
+    from skcal import CalibratorSearchCV
+    from skcal.metrics import paired_comparison
+
+    logits, _, y = task.calibration_subset(n, random_state=seed)
+    y_test, z_test = task.test_labels, task.test_logits
+    search = CalibratorSearchCV(random_state=seed, n_jobs=args.n_jobs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        search.fit(logits, y)
+        search_s = time.perf_counter() - start
+    search_warnings = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    candidates = _refit_candidates(search, logits, y, z_test, y_test, args, seed)
 
     p_uncal = _softmax(z_test)
     p_sel = search.predict_proba(z_test)
@@ -345,8 +350,8 @@ def run_local(name, args):
 
 
 # ------------------------------------------------------------------ summary
-def summarise(cases, local, candidate_names):
-    """The summary table and the targets, as text lines and a dict."""
+def _summary_table(cases):
+    """Text lines and rows of the summary table: one per task and size."""
     lines, cells = [], {}
     for r in cases:
         cells.setdefault((r["task"], r["size"]), []).append(r)
@@ -387,6 +392,12 @@ def summarise(cases, local, candidate_names):
             f"{row['oracle_nll']:8.4f} {row['gap_pct']:+7.2f} "
             f"{row['n_significantly_worse']:>5}  {picks}"
         )
+    return lines, table
+
+
+def _summary_totals(cases, table, candidate_names):
+    """The targets over every case, as text lines and a dict."""
+    lines = []
     gaps = np.array([r["gap_pct"] for r in cases])
     cell_gaps = np.array([row["gap_pct"] for row in table])
     worse = [
@@ -441,35 +452,50 @@ def summarise(cases, local, candidate_names):
         )
     )
     lines.append("never selected: " + (", ".join(never) if never else "none"))
-    if local:
-        lines.append(
-            f"\nLocal calibration at {LOCAL_SIZE} rows (seed 0), test NLL / ECE "
-            "[90% CI]: VQLocalCalibrator on the embeddings vs the oracle of the "
-            "score calibrators"
+    return lines, out
+
+
+def _local_lines(local, cases):
+    """Text lines of the local-calibration comparison (VQ against the oracle)."""
+    lines = []
+    lines.append(
+        f"\nLocal calibration at {LOCAL_SIZE} rows (seed 0), test NLL / ECE "
+        "[90% CI]: VQLocalCalibrator on the embeddings vs the oracle of the "
+        "score calibrators"
+    )
+    for task, lr in local.items():
+        case = next(
+            (
+                r
+                for r in cases
+                if r["task"] == task and r["size"] == LOCAL_SIZE and r["seed"] == 0
+            ),
+            None,
         )
-        for task, lr in local.items():
-            case = next(
-                (
-                    r
-                    for r in cases
-                    if r["task"] == task and r["size"] == LOCAL_SIZE and r["seed"] == 0
-                ),
-                None,
+        ref = ""
+        if case is not None:
+            o = case["candidates"][case["oracle"]]
+            ref = (
+                f" | oracle {_short(case['oracle'])} NLL {_ci(o['nll'])} "
+                f"ECE {_ci(o['ece'])}"
             )
-            ref = ""
-            if case is not None:
-                o = case["candidates"][case["oracle"]]
-                ref = (
-                    f" | oracle {_short(case['oracle'])} NLL {_ci(o['nll'])} "
-                    f"ECE {_ci(o['ece'])}"
-                )
-            if "skipped" in lr:
-                lines.append(f"{task:<20} VQ skipped: {lr['skipped']}{ref}")
-            else:
-                lines.append(
-                    f"{task:<20} VQ NLL {_ci(lr['nll'])} ECE {_ci(lr['ece'])} "
-                    f"acc {lr['acc']:.4f} (fit {lr['fit_s']:.0f} s){ref}"
-                )
+        if "skipped" in lr:
+            lines.append(f"{task:<20} VQ skipped: {lr['skipped']}{ref}")
+        else:
+            lines.append(
+                f"{task:<20} VQ NLL {_ci(lr['nll'])} ECE {_ci(lr['ece'])} "
+                f"acc {lr['acc']:.4f} (fit {lr['fit_s']:.0f} s){ref}"
+            )
+    return lines
+
+
+def summarise(cases, local, candidate_names):
+    """The summary table and the targets, as text lines and a dict."""
+    lines, table = _summary_table(cases)
+    total_lines, out = _summary_totals(cases, table, candidate_names)
+    lines += total_lines
+    if local:
+        lines += _local_lines(local, cases)
     return lines, out
 
 
@@ -524,7 +550,7 @@ def rst_table(record) -> str:
 
 
 # ------------------------------------------------------------------ main
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--tasks", nargs="+", default=None, help="default: all available"
@@ -559,22 +585,15 @@ def main(argv=None):
     parser.add_argument(
         "--rst-from", default=None, help="print the docs' table of a saved --json run"
     )
-    args = parser.parse_args(argv)
-    if args.rst_from is not None:
-        with open(args.rst_from) as f:
-            print(rst_table(json.load(f)))
-        return
+    return parser
 
+
+def start_record(args, names):
+    """Print the run's header; the record that ``--json`` writes, without cases."""
     import torch
-
-    torch.set_num_threads(args.threads)
-    if args.local_case is not None:
-        print(json.dumps(local_case(args.local_case, args.threads, args.n_resamples)))
-        return
 
     import skcal
 
-    names = args.tasks or list(available_tasks())
     started = datetime.now(timezone.utc)
     print(
         f"bench_select {started:%Y-%m-%d %H:%M} UTC; skcal {skcal.__version__}, "
@@ -609,33 +628,39 @@ def main(argv=None):
         "cases": [],
         "local": {},
     }
-    large = set(args.large_tasks)
-    for name in names:
-        task = load_task(name)
-        sizes = task.calibration_sizes(args.sizes or DEFAULT_CAL_SIZES)
-        if args.sizes is None and "all" not in large and name not in large:
-            if LARGE_SIZE in sizes:
-                record["cut"].append(
-                    f"{name}: {LARGE_SIZE} rows not run (not in --large-tasks)"
-                )
-                print(f"\n{name}: {LARGE_SIZE} rows not run (not in --large-tasks)")
-            sizes = tuple(s for s in sizes if s != LARGE_SIZE)
-        for n in sizes:
-            for seed in range(args.repeats if n in SMALL_SIZES else 1):
-                r = run_case(task, n, seed, args)
-                record["cases"].append(r)
-                print_case(r)
-                if args.json:
-                    _write(args.json, record)
-        if not args.skip_local and LOCAL_SIZE <= task.n_cal:
-            record["local"][name] = lr = run_local(name, args)
-            print(f"\n{name}: VQLocalCalibrator at {LOCAL_SIZE} rows: {lr}")
-        elif args.skip_local:
-            pass
-        else:
-            record["local"][name] = {"skipped": f"pool smaller than {LOCAL_SIZE}"}
-        sys.stdout.flush()
+    return started, record
 
+
+def run_task(name, args, record, large):
+    """Every case of one task, then its local comparison, into ``record``."""
+    task = load_task(name)
+    sizes = task.calibration_sizes(args.sizes or DEFAULT_CAL_SIZES)
+    if args.sizes is None and "all" not in large and name not in large:
+        if LARGE_SIZE in sizes:
+            record["cut"].append(
+                f"{name}: {LARGE_SIZE} rows not run (not in --large-tasks)"
+            )
+            print(f"\n{name}: {LARGE_SIZE} rows not run (not in --large-tasks)")
+        sizes = tuple(s for s in sizes if s != LARGE_SIZE)
+    for n in sizes:
+        for seed in range(args.repeats if n in SMALL_SIZES else 1):
+            r = run_case(task, n, seed, args)
+            record["cases"].append(r)
+            print_case(r)
+            if args.json:
+                _write(args.json, record)
+    if not args.skip_local and LOCAL_SIZE <= task.n_cal:
+        record["local"][name] = lr = run_local(name, args)
+        print(f"\n{name}: VQLocalCalibrator at {LOCAL_SIZE} rows: {lr}")
+    elif args.skip_local:
+        pass
+    else:
+        record["local"][name] = {"skipped": f"pool smaller than {LOCAL_SIZE}"}
+    sys.stdout.flush()
+
+
+def finish(record, started, args):
+    """The summary, printed and added to ``record`` (written with ``--json``)."""
     candidate_names = [type(c).__name__ for c in default_candidates()]
     lines, summary = summarise(record["cases"], record["local"], candidate_names)
     record["summary"] = summary
@@ -651,6 +676,28 @@ def main(argv=None):
     if args.json:
         _write(args.json, record)
         print(f"wrote {args.json}")
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.rst_from is not None:
+        with open(args.rst_from) as f:
+            print(rst_table(json.load(f)))
+        return
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    if args.local_case is not None:
+        print(json.dumps(local_case(args.local_case, args.threads, args.n_resamples)))
+        return
+
+    names = args.tasks or list(available_tasks())
+    started, record = start_record(args, names)
+    large = set(args.large_tasks)
+    for name in names:
+        run_task(name, args, record, large)
+    finish(record, started, args)
 
 
 def _code_version():

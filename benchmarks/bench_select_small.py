@@ -4,7 +4,7 @@ At 100 calibration rows, :class:`skcal.CalibratorSearchCV` may only return
 identity (no calibration) or temperature scaling (TS): every richer candidate
 is skipped by its small-data guard. This benchmark measures how well *any*
 rule of the guard's form could choose between those two from the rows
-alone, on the real tasks of ``benchmarks/_datasets.py`` (``DATASETS.md``).
+alone, on the real tasks of ``benchmarks/_lib/datasets`` (``DATASETS.md``).
 
 For every task and ``--seeds`` random calibration subsets of ``--size`` rows
 (the same subsets as ``bench_select.py``'s, seeds 0, 1, ...):
@@ -42,10 +42,8 @@ import warnings
 from datetime import datetime, timezone
 
 import numpy as np
+from _lib.datasets import available_tasks, load_task
 from scipy.special import log_softmax
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _datasets import available_tasks, load_task  # noqa: E402
 
 #: The grid of rules: minimum events, and the multiple of the standard error.
 EVENT_THRESHOLDS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15)
@@ -116,19 +114,8 @@ def score_rule(cases, e0, k, always=None):
     return 100 * float(np.mean(gaps)), int(harm)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=None, help="default: all")
-    parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args(argv)
-
-    import torch
-
-    torch.set_num_threads(args.threads)
-    start = time.perf_counter()
+def collect_cases(args):
+    """Every task's cases (``run_case``), printed one line each."""
     cases = []
     print(
         f"{'task':<20} {'seed':>4} {'events':>6} {'T':>6} {'d':>8} {'se':>7} "
@@ -149,7 +136,11 @@ def main(argv=None):
                 f"{c['search_selected']}",
                 flush=True,
             )
+    return cases
 
+
+def score_rules(cases):
+    """Score the grid of rules and the search's; print them, return the results."""
     from skcal.model_selection._search import TEMPERATURE_EVENTS as E0
 
     # the replica of the search's rule must give the search's choices
@@ -190,6 +181,33 @@ def main(argv=None):
         f"({grid[best][1]} harm); always identity {always_id[0]:.2f}%, always TS "
         f"{always_ts[0]:.2f}% ({always_ts[1]} harm)"
     )
+    return {
+        "E0": E0,
+        "mismatches": mismatches,
+        "grid": grid,
+        "best": best,
+        "always_id": always_id,
+        "always_ts": always_ts,
+        "search_rule": search_rule,
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=None, help="default: all")
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    cases = collect_cases(args)
+    rules = score_rules(cases)
+    E0, grid, best = rules["E0"], rules["grid"], rules["best"]
     wall = time.perf_counter() - start
     print(f"wall time {wall:.0f} s; load average {os.getloadavg()}")
     if args.json:
@@ -202,11 +220,11 @@ def main(argv=None):
                 {"e0": e0, "k": k, "mean_gap_pct": g, "harm": h}
                 for (e0, k), (g, h) in grid.items()
             ],
-            "search_rule": {"e0": E0, "k": 1.0, "result": search_rule},
+            "search_rule": {"e0": E0, "k": 1.0, "result": rules["search_rule"]},
             "best_rule": {"e0": best[0], "k": best[1], "result": grid[best]},
-            "always_identity": always_id,
-            "always_ts": always_ts,
-            "replica_mismatches": mismatches,
+            "always_identity": rules["always_id"],
+            "always_ts": rules["always_ts"],
+            "replica_mismatches": rules["mismatches"],
             "wall_s": wall,
         }
         with open(args.json, "w") as f:

@@ -19,30 +19,23 @@ Run:  python benchmarks/bench_smart.py [--seeds 5] [--device cpu] [--skip-speed]
 
 import argparse
 import functools
-import os
-import sys
 import time
 import warnings
 
 import numpy as np
-import torch
+from _lib.common import best_time
 from scipy.special import softmax
-
-sys.path.insert(0, os.path.dirname(__file__))
-from _common import best_time  # noqa: E402
-
-from skcal import SMARTCalibrator, TemperatureScaling  # noqa: E402
-from skcal.metrics import (  # noqa: E402
-    expected_calibration_error,
-    negative_log_likelihood,
-    soft_expected_calibration_error,
-)
-from skcal.utils._testing import make_gap_miscalibrated_logits  # noqa: E402
 
 N_TEST = 20_000
 
 
 def scores(y, proba):
+    from skcal.metrics import (
+        expected_calibration_error,
+        negative_log_likelihood,
+        soft_expected_calibration_error,
+    )
+
     return (
         expected_calibration_error(y, proba),
         soft_expected_calibration_error(y, proba),
@@ -52,6 +45,9 @@ def scores(y, proba):
 
 
 def evidence(n_cal, n_classes, seeds, device):
+    from skcal import SMARTCalibrator, TemperatureScaling
+    from skcal.utils._testing import make_gap_miscalibrated_logits
+
     rows = {m: [] for m in ("uncalibrated", "TS", "SMART", "SMART h=()", "oracle")}
     fit_times = {"TS": [], "SMART": [], "SMART h=()": []}
     for seed in range(seeds):
@@ -94,6 +90,9 @@ def evidence(n_cal, n_classes, seeds, device):
 
 
 def speed(device, repeat, seeds):
+    from skcal import SMARTCalibrator, TemperatureScaling
+    from skcal.utils._testing import make_gap_miscalibrated_logits
+
     n, c = 50_000, 1_000
     X, y, _ = make_gap_miscalibrated_logits(n, c, max_margin=14.0, random_state=0)
     # warm-up: torch's first optimiser construction imports compile machinery
@@ -138,6 +137,8 @@ def main(argv=None):
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-evidence", action="store_true")
     args = parser.parse_args(argv)
+    import torch
+
     print(f"torch {torch.__version__} threads={torch.get_num_threads()}")
     if not args.skip_evidence:
         for n_cal, n_classes in ((50, 10), (500, 10), (5000, 10), (5000, 100)):

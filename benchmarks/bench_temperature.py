@@ -11,19 +11,8 @@ Run:  python benchmarks/bench_temperature.py [--device cpu] [--repeat 5]
 """
 
 import argparse
-import os
-import sys
 
-import threadpoolctl
-import torch
-from sklearn.calibration import CalibratedClassifierCV
-from sklearn.frozen import FrozenEstimator
-
-sys.path.insert(0, os.path.dirname(__file__))
-from _common import median_time  # noqa: E402
-
-from skcal import TemperatureScaling  # noqa: E402
-from skcal.utils._testing import FixedLogits, make_miscalibrated_logits  # noqa: E402
+from _lib.common import median_time
 
 SHAPES = ["20000x100", "50000x1000", "200000x10"]
 
@@ -36,6 +25,14 @@ def main(argv=None):
     parser.add_argument("--shapes", nargs="+", default=SHAPES)
     parser.add_argument("--dtype", default="float64", choices=["float32", "float64"])
     args = parser.parse_args(argv)
+    import threadpoolctl
+    import torch
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.frozen import FrozenEstimator
+
+    from skcal import TemperatureScaling
+    from skcal.utils._testing import FixedLogits, make_miscalibrated_logits
+
     if args.threads:  # torch's and BLAS's (scikit-learn's numpy) alike
         torch.set_num_threads(args.threads)
         threadpoolctl.threadpool_limits(args.threads)

@@ -23,7 +23,6 @@ Run:  python benchmarks/bench_vq.py [--seeds 5] [--skip-speed] [--skip-evidence]
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -31,9 +30,7 @@ import time
 import warnings
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(__file__))
-from _common import current_rss_mb  # noqa: E402
+from _lib.common import current_rss_mb
 
 SPEED_CASES = [(20_000, 10, 512), (20_000, 100, 512)]
 

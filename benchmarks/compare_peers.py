@@ -59,7 +59,7 @@ same model (the first row of a table is skcal, the reference):
   skcal, times.
 
 dirichletcal needs Python >= 3.12, so it runs in a subprocess
-(``_peer_dirichletcal.py``) with the interpreter given by
+(``_lib/peer_dirichletcal.py``) with the interpreter given by
 ``--dirichletcal-python``, else ``$SKCAL_DIRICHLETCAL_PYTHON``, else the first
 of this Python, ``python3.13``, ``python3.12``, ``python3`` on ``PATH`` that
 has it; its times include the subprocess's own work only (not its start).
@@ -82,42 +82,31 @@ scaling has warmed) and dirichletcal.
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.metadata
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 import warnings
 
 import numpy as np
-import torch
-from scipy.special import softmax
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.metaestimators import available_if
-
-from skcal import (
-    BetaCalibrator,
-    DirichletCalibrator,
-    HistogramBinningCalibrator,
-    IsotonicCalibrator,
-    MatrixScaling,
-    PlattCalibrator,
-    TemperatureScaling,
-    VectorScaling,
+from _lib.common import timed
+from _lib.common import torchmetrics_ece as common_torchmetrics_ece
+from _lib.peers import (
+    betacal_ovr,
+    find_dirichletcal_python,
+    netcal_method,
+    probmetrics_ms,
+    probmetrics_ts,
+    probmetrics_vs,
+    run_dirichletcal,
+    short_error,
+    skcal_method,
+    sklearn_calibrated,
 )
-from skcal.metrics import expected_calibration_error, negative_log_likelihood
-from skcal.utils._testing import make_miscalibrated_logits
+from scipy.special import softmax
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import timed  # noqa: E402
-from _common import torchmetrics_ece as common_torchmetrics_ece  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 ODIR_REG = 1e-3
 N_BINS = 15
 WARM_UP_ROWS = 300
@@ -125,10 +114,19 @@ WARM_UP_ROWS = 300
 #: with numerical gradients over pyro model calls), and netcal's
 #: TemperatureScaling, fitted before them, already warms the shared code path.
 NO_WARM_UP = {"netcal LogisticCalibration", "netcal BetaCalibration"}
+VERSIONED = (
+    "skcal",
+    "torch",
+    "scikit-learn",
+    "netcal",
+    "probmetrics",
+    "torchmetrics",
+    "betacal",
+)
 
 
 # ----------------------------------------------------------------------------
-# data, timing, metrics
+# data, metrics
 
 
 def make_data(n_cal, n_test, n_classes, seed, logit_scale=1.0):
@@ -137,6 +135,8 @@ def make_data(n_cal, n_test, n_classes, seed, logit_scale=1.0):
     ``logit_scale`` multiplies the logits before the softmax (badly scaled,
     far more confident scores; a calibrator's fit should not slow down).
     """
+    from skcal.utils._testing import make_miscalibrated_logits
+
     offsets = np.random.default_rng(seed).normal(0.0, 1.0, n_classes)
     z_cal, y_cal = make_miscalibrated_logits(
         n_cal, n_classes, temperature=2.0, random_state=seed + 1
@@ -154,16 +154,13 @@ def make_data(n_cal, n_test, n_classes, seed, logit_scale=1.0):
 
 def common_metrics(y, proba):
     """Test NLL and top-label ECE by skcal's functions, the same for every row."""
+    from skcal.metrics import expected_calibration_error, negative_log_likelihood
+
     proba = np.asarray(proba, dtype=np.float64)
     return (
         float(negative_log_likelihood(y, proba)),
         float(expected_calibration_error(y, proba, n_bins=N_BINS)),
     )
-
-
-def short_error(exc):
-    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-    return text if len(text) <= 110 else text[:107] + "..."
 
 
 def version(dist):
@@ -174,334 +171,193 @@ def version(dist):
 
 
 # ----------------------------------------------------------------------------
-# scikit-learn pass-through classifiers (prefit, frozen): the calibrator sees
-# exactly the scores of the given probabilities
+# the families: (title, [(label, factory, note), ...]); skcal's row first
 
 
-def _log(P):
-    return np.log(np.clip(P, np.finfo(np.float64).tiny, None))
+def _temperature_family():
+    from skcal import TemperatureScaling
 
-
-class ScoresOf(ClassifierMixin, BaseEstimator):
-    """A 'classifier' whose outputs are computed from probabilities ``X``.
-
-    ``score="proba"``: ``predict_proba(X) = X``; ``"log"``:
-    ``decision_function(X) = log X``; ``"log_odds"``: ``decision_function(X) =
-    log X - log(1 - X)`` column by column.
-    """
-
-    def __init__(self, score="proba"):
-        self.score = score
-
-    def fit(self, X, y):
-        self.classes_ = np.unique(y)
-        return self
-
-    def _has_proba(self):
-        return self.score == "proba"
-
-    def _has_decision(self):
-        return self.score != "proba"
-
-    @available_if(_has_proba)
-    def predict_proba(self, X):
-        return np.asarray(X)
-
-    @available_if(_has_decision)
-    def decision_function(self, X):
-        X = np.asarray(X)
-        if self.score == "log":
-            return _log(X)
-        return _log(X) - _log(1.0 - X)
-
-    def predict(self, X):
-        return self.classes_[np.argmax(X, axis=1)]
-
-
-def sklearn_calibrated(method, score):
-    from sklearn.calibration import CalibratedClassifierCV
-    from sklearn.frozen import FrozenEstimator
-
-    def fit(P, y):
-        base = FrozenEstimator(ScoresOf(score).fit(P, y))
-        return CalibratedClassifierCV(base, method=method).fit(P, y)
-
-    return fit, lambda m, P: m.predict_proba(P)
-
-
-# ----------------------------------------------------------------------------
-# method factories: each returns (fit(P, y) -> model, predict(model, P) -> proba)
-# and raises if the peer is not available
-
-
-def skcal_method(cls, **params):
-    def fit(P, y):
-        return cls(input="proba", **params).fit(P, y)
-
-    return fit, lambda m, P: m.predict_proba(P)
-
-
-def netcal_method(module, name, **params):
-    mod = importlib.import_module(f"netcal.{module}")
-    cls = getattr(mod, name)
-
-    def fit(P, y):
-        model = cls(**params)
-        model.fit(P, y)
-        return model
-
-    return fit, lambda m, P: np.asarray(m.transform(P), dtype=np.float64)
-
-
-def probmetrics_method(make):
-    def fit(P, y):
-        return make().fit(P, y)
-
-    return fit, lambda m, P: np.asarray(m.predict_proba(P), dtype=np.float64)
-
-
-def probmetrics_ts():
-    from probmetrics.calibrators import get_calibrator
-
-    return probmetrics_method(lambda: get_calibrator("temp-scaling"))
-
-
-def probmetrics_vs():
-    from probmetrics.calibrators import VectorScalingCalibrator
-
-    return probmetrics_method(VectorScalingCalibrator)
-
-
-def probmetrics_ms():
-    from probmetrics.calibrators import MatrixScalingCalibrator
-
-    return probmetrics_method(MatrixScalingCalibrator)
-
-
-def betacal_ovr():
-    from betacal import BetaCalibration
-
-    def fit(P, y):
-        return [
-            BetaCalibration(parameters="abm").fit(P[:, k], (y == k).astype(int))
-            for k in range(P.shape[1])
-        ]
-
-    def predict(models, P):
-        Q = np.column_stack([m.predict(P[:, k]) for k, m in enumerate(models)])
-        Q = np.maximum(Q, 1e-12)  # skcal's one-vs-rest floor
-        return Q / Q.sum(axis=1, keepdims=True)
-
-    return fit, predict
-
-
-# ----------------------------------------------------------------------------
-# dirichletcal, in a subprocess
-
-
-def find_dirichletcal_python(explicit):
-    """Interpreter whose environment has dirichletcal, and how it was found."""
-    env = os.environ.get("SKCAL_DIRICHLETCAL_PYTHON")
-    if explicit or env:
-        return explicit or env, None
-    candidates = [sys.executable] + [
-        shutil.which(n) for n in ("python3.13", "python3.12", "python3")
-    ]
-    probe = (
-        "import importlib.util as u, sys; sys.exit(u.find_spec('dirichletcal') is None)"
-    )
-    seen = set()
-    for exe in candidates:
-        if not exe or exe in seen:
-            continue
-        seen.add(exe)
-        try:
-            ok = subprocess.run([exe, "-c", probe], capture_output=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if ok.returncode == 0:
-            return exe, None
-    return None, (
-        "no interpreter with dirichletcal found (it needs Python >= 3.12): pass "
-        "--dirichletcal-python or set SKCAL_DIRICHLETCAL_PYTHON"
+    return (
+        "Temperature scaling",
+        [
+            (
+                "skcal TemperatureScaling",
+                lambda: skcal_method(TemperatureScaling, device="cpu"),
+                "",
+            ),
+            (
+                "sklearn CCV temperature",
+                lambda: sklearn_calibrated("temperature", "log"),
+                "frozen pass-through, decision_function = log p",
+            ),
+            (
+                "netcal TemperatureScaling",
+                lambda: netcal_method("scaling", "TemperatureScaling"),
+                "method='mle' (scipy, numerical gradient)",
+            ),
+            ("probmetrics temp-scaling", probmetrics_ts, "bisection"),
+        ],
     )
 
 
-def run_dirichletcal(python, specs, P, y, Pt, repeats, budget, timeout):
-    """``{name: {"fit_s", "predict_s", "runs", "proba"} or {"error"}}``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        data, out = os.path.join(tmp, "data.npz"), os.path.join(tmp, "out.npz")
-        np.savez(data, P_cal=P, y_cal=y, P_test=Pt)
-        cmd = [
-            python,
-            os.path.join(HERE, "_peer_dirichletcal.py"),
-            data,
-            out,
-            json.dumps(specs),
-            str(repeats),
-            str(budget),
-        ]
-        try:
-            res = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired:
-            return {s["name"]: {"error": f"timed out after {timeout} s"} for s in specs}
-        except OSError as exc:
-            return {s["name"]: {"error": short_error(exc)} for s in specs}
-        lines = res.stdout.strip().splitlines()
-        if res.returncode != 0 or not lines:
-            tail = (res.stderr.strip().splitlines() or ["no output"])[-1]
-            return {s["name"]: {"error": f"worker failed: {tail}"} for s in specs}
-        report = json.loads(lines[-1])
-        if os.path.exists(out):
-            with np.load(out) as arrays:
-                for name, r in report.items():
-                    if "proba_" + name in arrays:
-                        r["proba"] = arrays["proba_" + name]
-        return report
+def _vector_family():
+    from skcal import VectorScaling
+
+    return (
+        "Vector scaling (unregularised)",
+        [
+            (
+                "skcal VectorScaling reg_lambda=0",
+                lambda: skcal_method(VectorScaling, reg_lambda=0.0, device="cpu"),
+                "",
+            ),
+            (
+                "skcal VectorScaling default",
+                lambda: skcal_method(VectorScaling, device="cpu"),
+                "reg_lambda='auto' = C/n ridge (not the same objective)",
+            ),
+            (
+                "netcal LogisticCalibration",
+                lambda: netcal_method("scaling", "LogisticCalibration"),
+                "multiclass = vector scaling of log p; scipy, numerical grad",
+            ),
+            ("probmetrics VectorScaling", probmetrics_vs, "torchmin BFGS"),
+        ],
+    )
 
 
-# ----------------------------------------------------------------------------
-# the comparison
+def _matrix_family():
+    from skcal import MatrixScaling
+
+    return (
+        "Matrix scaling (unregularised)",
+        [
+            (
+                "skcal MatrixScaling reg_lambda=0",
+                lambda: skcal_method(MatrixScaling, reg_lambda=0.0, device="cpu"),
+                "",
+            ),
+            (
+                "skcal MatrixScaling default",
+                lambda: skcal_method(MatrixScaling, device="cpu"),
+                "reg_lambda='auto' = C/n ridge (not the same objective)",
+            ),
+            ("probmetrics MatrixScaling", probmetrics_ms, "torchmin BFGS"),
+        ],
+    )
+
+
+def _dirichlet_family():
+    from skcal import DirichletCalibrator
+
+    return (
+        f"Dirichlet calibration, ODIR reg_lambda = reg_mu = {ODIR_REG:g}",
+        [
+            (
+                "skcal DirichletCalibrator",
+                lambda: skcal_method(
+                    DirichletCalibrator,
+                    reg_lambda=ODIR_REG,
+                    reg_mu=ODIR_REG,
+                    ref_row=True,
+                    device="cpu",
+                ),
+                "ref_row=True",
+            ),
+        ],
+    )
+
+
+def _isotonic_family():
+    from skcal import IsotonicCalibrator
+
+    return (
+        "Isotonic regression, one-vs-rest",
+        [
+            (
+                "skcal IsotonicCalibrator",
+                lambda: skcal_method(IsotonicCalibrator),
+                "",
+            ),
+            (
+                "sklearn CCV isotonic",
+                lambda: sklearn_calibrated("isotonic", "proba"),
+                "frozen pass-through, predict_proba = p",
+            ),
+            (
+                "netcal IsotonicRegression",
+                lambda: netcal_method("binning", "IsotonicRegression"),
+                "",
+            ),
+        ],
+    )
+
+
+def _histogram_family():
+    from skcal import HistogramBinningCalibrator
+
+    return (
+        f"Histogram binning, {N_BINS} equal-width bins, one-vs-rest",
+        [
+            (
+                "skcal HistogramBinning",
+                lambda: skcal_method(HistogramBinningCalibrator, n_bins=N_BINS),
+                "",
+            ),
+            (
+                "netcal HistogramBinning",
+                lambda: netcal_method("binning", "HistogramBinning", bins=N_BINS),
+                "",
+            ),
+        ],
+    )
+
+
+def _platt_family():
+    from skcal import PlattCalibrator
+
+    return (
+        "Platt scaling of the log-odds, one-vs-rest",
+        [
+            ("skcal PlattCalibrator", lambda: skcal_method(PlattCalibrator), ""),
+            (
+                "sklearn CCV sigmoid",
+                lambda: sklearn_calibrated("sigmoid", "log_odds"),
+                "pass-through, decision_function = log-odds",
+            ),
+        ],
+    )
+
+
+def _beta_family():
+    from skcal import BetaCalibrator
+
+    return (
+        "Beta calibration (abm)",
+        [
+            ("skcal BetaCalibrator", lambda: skcal_method(BetaCalibrator), ""),
+            ("betacal one-vs-rest", betacal_ovr, "renormalised as skcal"),
+            (
+                "netcal BetaCalibration",
+                lambda: netcal_method("scaling", "BetaCalibration"),
+                "joint softmax of beta features: a different model",
+            ),
+        ],
+    )
 
 
 def build_families(args, dc_reason):
     """Families of (label, factory or None, note); the first label is skcal's."""
     dc = "dirichletcal (subprocess)"
     families = [
-        (
-            "Temperature scaling",
-            [
-                (
-                    "skcal TemperatureScaling",
-                    lambda: skcal_method(TemperatureScaling, device="cpu"),
-                    "",
-                ),
-                (
-                    "sklearn CCV temperature",
-                    lambda: sklearn_calibrated("temperature", "log"),
-                    "frozen pass-through, decision_function = log p",
-                ),
-                (
-                    "netcal TemperatureScaling",
-                    lambda: netcal_method("scaling", "TemperatureScaling"),
-                    "method='mle' (scipy, numerical gradient)",
-                ),
-                ("probmetrics temp-scaling", probmetrics_ts, "bisection"),
-            ],
-        ),
-        (
-            "Vector scaling (unregularised)",
-            [
-                (
-                    "skcal VectorScaling reg_lambda=0",
-                    lambda: skcal_method(VectorScaling, reg_lambda=0.0, device="cpu"),
-                    "",
-                ),
-                (
-                    "skcal VectorScaling default",
-                    lambda: skcal_method(VectorScaling, device="cpu"),
-                    "reg_lambda='auto' = C/n ridge (not the same objective)",
-                ),
-                (
-                    "netcal LogisticCalibration",
-                    lambda: netcal_method("scaling", "LogisticCalibration"),
-                    "multiclass = vector scaling of log p; scipy, numerical grad",
-                ),
-                ("probmetrics VectorScaling", probmetrics_vs, "torchmin BFGS"),
-            ],
-        ),
-        (
-            "Matrix scaling (unregularised)",
-            [
-                (
-                    "skcal MatrixScaling reg_lambda=0",
-                    lambda: skcal_method(MatrixScaling, reg_lambda=0.0, device="cpu"),
-                    "",
-                ),
-                (
-                    "skcal MatrixScaling default",
-                    lambda: skcal_method(MatrixScaling, device="cpu"),
-                    "reg_lambda='auto' = C/n ridge (not the same objective)",
-                ),
-                ("probmetrics MatrixScaling", probmetrics_ms, "torchmin BFGS"),
-            ],
-        ),
-        (
-            f"Dirichlet calibration, ODIR reg_lambda = reg_mu = {ODIR_REG:g}",
-            [
-                (
-                    "skcal DirichletCalibrator",
-                    lambda: skcal_method(
-                        DirichletCalibrator,
-                        reg_lambda=ODIR_REG,
-                        reg_mu=ODIR_REG,
-                        ref_row=True,
-                        device="cpu",
-                    ),
-                    "ref_row=True",
-                ),
-            ],
-        ),
-        (
-            "Isotonic regression, one-vs-rest",
-            [
-                (
-                    "skcal IsotonicCalibrator",
-                    lambda: skcal_method(IsotonicCalibrator),
-                    "",
-                ),
-                (
-                    "sklearn CCV isotonic",
-                    lambda: sklearn_calibrated("isotonic", "proba"),
-                    "frozen pass-through, predict_proba = p",
-                ),
-                (
-                    "netcal IsotonicRegression",
-                    lambda: netcal_method("binning", "IsotonicRegression"),
-                    "",
-                ),
-            ],
-        ),
-        (
-            f"Histogram binning, {N_BINS} equal-width bins, one-vs-rest",
-            [
-                (
-                    "skcal HistogramBinning",
-                    lambda: skcal_method(HistogramBinningCalibrator, n_bins=N_BINS),
-                    "",
-                ),
-                (
-                    "netcal HistogramBinning",
-                    lambda: netcal_method("binning", "HistogramBinning", bins=N_BINS),
-                    "",
-                ),
-            ],
-        ),
-        (
-            "Platt scaling of the log-odds, one-vs-rest",
-            [
-                ("skcal PlattCalibrator", lambda: skcal_method(PlattCalibrator), ""),
-                (
-                    "sklearn CCV sigmoid",
-                    lambda: sklearn_calibrated("sigmoid", "log_odds"),
-                    "pass-through, decision_function = log-odds",
-                ),
-            ],
-        ),
-        (
-            "Beta calibration (abm)",
-            [
-                ("skcal BetaCalibrator", lambda: skcal_method(BetaCalibrator), ""),
-                ("betacal one-vs-rest", betacal_ovr, "renormalised as skcal"),
-                (
-                    "netcal BetaCalibration",
-                    lambda: netcal_method("scaling", "BetaCalibration"),
-                    "joint softmax of beta features: a different model",
-                ),
-            ],
-        ),
+        _temperature_family(),
+        _vector_family(),
+        _matrix_family(),
+        _dirichlet_family(),
+        _isotonic_family(),
+        _histogram_family(),
+        _platt_family(),
+        _beta_family(),
     ]
     # dirichletcal rows: ("family index", label, worker spec, note)
     dc_rows = [(3, "dirichletcal FullDirichlet", "odir", "full", ODIR_REG, ODIR_REG)]
@@ -523,6 +379,10 @@ def build_families(args, dc_reason):
             }
         )
     return families, specs
+
+
+# ----------------------------------------------------------------------------
+# the comparison
 
 
 def run_row(label, factory, P, y, Pt, args):
@@ -550,6 +410,10 @@ def score(row, yt):
 
 def compare_ece(y, P_list, repeats, budget):
     """Top-label ECE (15 equal-width bins) by each library, on each input."""
+    import torch
+
+    from skcal.metrics import expected_calibration_error
+
     impls = [
         (
             "skcal expected_calibration_error",
@@ -644,7 +508,7 @@ def print_ece(rows):
             )
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-cal", type=int, default=10_000)
     parser.add_argument("--n-test", type=int, default=10_000)
@@ -683,62 +547,16 @@ def main(argv=None):
     parser.add_argument(
         "--json", action="store_true", help="print one JSON document, no tables"
     )
-    args = parser.parse_args(argv)
-    warnings.simplefilter("ignore")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    start = time.perf_counter()
-    log = sys.stderr if args.json else sys.stdout
+    return parser
 
-    P, y, Pt, yt = make_data(
-        args.n_cal, args.n_test, args.n_classes, args.seed, args.logit_scale
-    )
-    dc_python, dc_reason = find_dirichletcal_python(args.dirichletcal_python)
-    families, dc_specs = build_families(args, dc_reason)
-    versions = {
-        d: version(d)
-        for d in (
-            "skcal",
-            "torch",
-            "scikit-learn",
-            "netcal",
-            "probmetrics",
-            "torchmetrics",
-            "betacal",
-        )
-    }
-    nll0, ece0 = common_metrics(yt, Pt)
-    installed = ", ".join(f"{k} {v or 'not installed'}" for k, v in versions.items())
-    print(
-        f"data: {args.n_cal} calibration / {args.n_test} test samples, "
-        f"{args.n_classes} classes, seed {args.seed}, logits x "
-        f"{args.logit_scale:g}; uncalibrated test NLL "
-        f"{nll0:.5f}, ECE {ece0:.4f}\n"
-        f"versions: {installed}; torch threads {torch.get_num_threads()}\n"
-        f"dirichletcal: {dc_python or dc_reason}",
-        file=log,
-        flush=True,
-    )
 
-    dc_results = {}
-    dc_specs = [s for s in dc_specs if not any(t in s["label"] for t in args.skip)]
-    if dc_python and dc_specs:
-        print(
-            f"running dirichletcal ({len(dc_specs)} fits) in a subprocess ...",
-            file=log,
-            flush=True,
-        )
-        dc_results = run_dirichletcal(
-            dc_python,
-            dc_specs,
-            P,
-            y,
-            Pt,
-            args.repeats,
-            args.budget,
-            args.dirichletcal_timeout,
-        )
+def run_families(families, dc, data, args):
+    """Every row of every family: ``[(title, rows)]``, each row scored.
 
+    ``dc`` is ``(python, reason, results)`` of dirichletcal, run before.
+    """
+    dc_python, dc_reason, dc_results = dc
+    P, y, Pt, yt = data
     results = []
     for title, entries in families:
         rows = []
@@ -764,21 +582,36 @@ def main(argv=None):
             score(row, yt)
             rows.append(row)
         results.append((title, rows))
+    return results
 
-    ts_proba = (
-        TemperatureScaling(input="proba", device="cpu").fit(P, y).predict_proba(Pt)
-    )
-    ece_rows = compare_ece(
-        yt,
-        [
-            ("uncalibrated test probabilities", Pt),
-            ("temperature-scaled test", ts_proba),
-        ],
-        args.repeats,
-        args.budget,
-    )
-    total = time.perf_counter() - start
 
+def run_dirichletcal_rows(dc_python, dc_specs, data, args, log):
+    """dirichletcal's rows (not skipped), fitted in one subprocess, by name."""
+    P, y, Pt, _ = data
+    dc_results = {}
+    dc_specs = [s for s in dc_specs if not any(t in s["label"] for t in args.skip)]
+    if dc_python and dc_specs:
+        print(
+            f"running dirichletcal ({len(dc_specs)} fits) in a subprocess ...",
+            file=log,
+            flush=True,
+        )
+        dc_results = run_dirichletcal(
+            dc_python,
+            dc_specs,
+            P,
+            y,
+            Pt,
+            args.repeats,
+            args.budget,
+            args.dirichletcal_timeout,
+        )
+    return dc_results
+
+
+def report(args, versions, dc_python, uncalibrated, results, ece_rows, total):
+    """Print the tables, or with ``--json`` one JSON document; exit status 0."""
+    nll0, ece0 = uncalibrated
     if args.json:
         doc = {
             "args": vars(args),
@@ -796,6 +629,58 @@ def main(argv=None):
     print_ece(ece_rows)
     print(f"\ntotal wall time {total:.0f} s")
     return 0
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    import torch
+
+    from skcal import TemperatureScaling
+
+    warnings.simplefilter("ignore")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    log = sys.stderr if args.json else sys.stdout
+
+    P, y, Pt, yt = make_data(
+        args.n_cal, args.n_test, args.n_classes, args.seed, args.logit_scale
+    )
+    dc_python, dc_reason = find_dirichletcal_python(args.dirichletcal_python)
+    families, dc_specs = build_families(args, dc_reason)
+    versions = {d: version(d) for d in VERSIONED}
+    nll0, ece0 = common_metrics(yt, Pt)
+    installed = ", ".join(f"{k} {v or 'not installed'}" for k, v in versions.items())
+    print(
+        f"data: {args.n_cal} calibration / {args.n_test} test samples, "
+        f"{args.n_classes} classes, seed {args.seed}, logits x "
+        f"{args.logit_scale:g}; uncalibrated test NLL "
+        f"{nll0:.5f}, ECE {ece0:.4f}\n"
+        f"versions: {installed}; torch threads {torch.get_num_threads()}\n"
+        f"dirichletcal: {dc_python or dc_reason}",
+        file=log,
+        flush=True,
+    )
+
+    dc_results = run_dirichletcal_rows(dc_python, dc_specs, (P, y, Pt, yt), args, log)
+    results = run_families(
+        families, (dc_python, dc_reason, dc_results), (P, y, Pt, yt), args
+    )
+    ts_proba = (
+        TemperatureScaling(input="proba", device="cpu").fit(P, y).predict_proba(Pt)
+    )
+    ece_rows = compare_ece(
+        yt,
+        [
+            ("uncalibrated test probabilities", Pt),
+            ("temperature-scaled test", ts_proba),
+        ],
+        args.repeats,
+        args.budget,
+    )
+    total = time.perf_counter() - start
+
+    return report(args, versions, dc_python, (nll0, ece0), results, ece_rows, total)
 
 
 if __name__ == "__main__":

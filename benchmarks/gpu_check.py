@@ -1,4 +1,4 @@
-"""One short command for a CUDA machine: GPU tests, then the GPU benchmark.
+r"""One short command for a CUDA machine: GPU tests, then the GPU benchmark.
 
 Runs every test that the ``device`` fixture parametrises on CUDA (``-k cuda``)
 and, with ``--device cuda``, the temperature-scaling benchmark, the fit and
@@ -26,17 +26,23 @@ then, as the device command (``carry: [".whl"]``)::
         python3 benchmarks/gpu_check.py
 """
 
+import argparse
 import os
 import subprocess
 import sys
-
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.parse_args(argv)
+    import torch
+
     if not torch.cuda.is_available():
         print("gpu_check: CUDA is not available on this machine", file=sys.stderr)
         return 1

@@ -1,4 +1,8 @@
-"""Helpers shared by the benchmark scripts (not part of the package)."""
+"""Timing, memory and child-process helpers of the benchmark scripts.
+
+Standard library only (torch and torchmetrics inside ``torchmetrics_ece``):
+``peer_dirichletcal`` imports it under another interpreter.
+"""
 
 import time
 

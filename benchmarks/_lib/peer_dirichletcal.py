@@ -1,8 +1,9 @@
 """Fit dirichletcal calibrators on an npz file for compare_peers.py.
 
-Run by compare_peers.py with the interpreter of an environment where
-dirichletcal installs (it needs Python >= 3.12):
-``python _peer_dirichletcal.py data.npz out.npz SPEC_JSON REPEATS BUDGET_S``.
+Run by ``peers.run_dirichletcal`` (compare_peers.py), from ``benchmarks/``,
+with the interpreter of an environment where dirichletcal installs (it needs
+Python >= 3.12): ``python -m _lib.peer_dirichletcal data.npz out.npz
+SPEC_JSON REPEATS BUDGET_S``.
 
 ``data.npz`` holds ``P_cal``, ``y_cal``, ``P_test`` (probabilities and
 labels). ``SPEC_JSON`` is a list of ``{"name", "kind", "reg_lambda",
@@ -21,13 +22,11 @@ import warnings
 
 import numpy as np
 
-# run as a script, so its folder is on sys.path; _common is stdlib-only
-from _common import timed  # noqa: E402
-
-warnings.simplefilter("ignore")
+from .common import timed  # stdlib only: fine under the other interpreter
 
 
 def main():
+    warnings.simplefilter("ignore")
     data = np.load(sys.argv[1])
     out_path, spec = sys.argv[2], json.loads(sys.argv[3])
     repeats, budget = int(sys.argv[4]), float(sys.argv[5])
