@@ -31,6 +31,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skcal.base import BaseLocalCalibrator
 from skcal.cli import format_table
+from skcal.discovery import all_estimators
 from skcal.display import ReliabilityDisplay
 from skcal.metrics import (
     brier_score,
@@ -40,7 +41,6 @@ from skcal.metrics import (
     negative_log_likelihood,
     smooth_expected_calibration_error,
 )
-from skcal.utils.discovery import all_estimators
 from skcal.wrappers import extract_embeddings
 
 X, y = make_classification(

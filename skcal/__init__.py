@@ -7,9 +7,27 @@ calibrator, a metric or a subpackage is actually reached.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import os
 
 __version__ = "0.1.0.dev0"
+
+
+def _public_names(subpackage: str) -> list[str]:
+    """The ``__all__`` of a subpackage, read from its source without
+    importing it (which would import torch): one export list, the
+    subpackage's own."""
+    path = os.path.join(os.path.dirname(__file__), subpackage, "__init__.py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            getattr(target, "id", None) == "__all__" for target in node.targets
+        ):
+            return list(ast.literal_eval(node.value))
+    raise ImportError(f"skcal.{subpackage} has no literal __all__")
+
 
 #: public name -> the submodule that defines it
 _EXPORTS = {
@@ -17,36 +35,14 @@ _EXPORTS = {
     "BaseLocalCalibrator": ".base",
     "CalibratedClassifier": ".wrappers",
     "CalibratorSearchCV": ".model_selection",
-    **{
-        name: ".calibrators"
-        for name in (
-            "BetaCalibrator",
-            "ClassTemperatureScaling",
-            "DirichletCalibrator",
-            "DirichletCalibratorCV",
-            "HistogramBinningCalibrator",
-            "IdentityCalibrator",
-            "IsotonicCalibrator",
-            "KCalCalibrator",
-            "LocalNetCalibrator",
-            "MatrixScaling",
-            "ParameterizedTemperatureScaling",
-            "PlattCalibrator",
-            "ProCalCalibrator",
-            "SMARTCalibrator",
-            "SplineCalibrator",
-            "StructuredMatrixScaling",
-            "TemperatureScaling",
-            "VectorScaling",
-            "VQLocalCalibrator",
-        )
-    },
+    **{name: ".calibrators" for name in _public_names("calibrators")},
 }
 
 #: subpackages reachable as attributes after ``import skcal``
 _SUBMODULES = (
     "base",
     "calibrators",
+    "discovery",
     "display",
     "exceptions",
     "metrics",

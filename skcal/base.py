@@ -243,6 +243,28 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     def _fit(self, logits: np.ndarray, y_index: np.ndarray, sample_weight):
         raise NotImplementedError
 
+    def n_free_parameters(self, n_classes: int, n_features=None) -> float:
+        """Free parameters this calibrator fits for ``n_classes`` classes.
+
+        What :class:`~skcal.CalibratorSearchCV`'s small-data guard reads (one
+        free parameter needs 10 events, see its Notes). Every skcal
+        calibrator states its own count, with these parameters; this
+        default, for a subclass that does not, is that of a full affine map
+        of the scores, ``C^2 + C``, so that the guard stays on for it.
+
+        Parameters
+        ----------
+        n_classes : int
+            Number of classes (columns of ``X``).
+        n_features : int, default=None
+            Columns of ``X`` (the classes, for a score calibrator).
+
+        Returns
+        -------
+        float
+        """
+        return n_classes * (n_classes + 1)
+
     def _calibrated_logits(self, logits: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
@@ -520,6 +542,29 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ hooks
     def _fit(self, X: np.ndarray, y_index: np.ndarray, sample_weight: np.ndarray):
         raise NotImplementedError
+
+    def n_free_parameters(self, n_classes: int, n_features=None) -> float:
+        """Free parameters this calibrator fits for ``n_classes`` classes.
+
+        Every skcal local calibrator states its own count; this default, for
+        a subclass that does not, is that of a linear head on the
+        embeddings, ``C (n_features + 1)``. (:class:`~skcal.CalibratorSearchCV`
+        does not hold local calibrators to its parameter count: see its
+        Notes.)
+
+        Parameters
+        ----------
+        n_classes : int
+            Number of classes.
+        n_features : int, default=None
+            Width of the embeddings (``n_classes`` when None).
+
+        Returns
+        -------
+        float
+        """
+        n_features = n_classes if n_features is None else n_features
+        return n_classes * (n_features + 1)
 
     def _predict_proba(self, X: np.ndarray) -> np.ndarray:
         raise NotImplementedError

@@ -23,14 +23,14 @@ def all_estimators(kind: str | None = None) -> list[tuple[str, type]]:
 
     Examples
     --------
-    >>> from skcal.utils.discovery import all_estimators
+    >>> from skcal.discovery import all_estimators
     >>> "TemperatureScaling" in [name for name, _ in all_estimators("score")]
     True
     >>> "ProCalCalibrator" in [name for name, _ in all_estimators("local")]
     True
     """
-    from .. import calibrators
-    from ..base import BaseCalibrator, BaseLocalCalibrator
+    from . import calibrators
+    from .base import BaseCalibrator, BaseLocalCalibrator
 
     bases = {
         "score": (BaseCalibrator,),

@@ -11,9 +11,9 @@ from sklearn.base import clone
 from sklearn.metrics import log_loss
 
 from skcal import TemperatureScaling
+from skcal.discovery import all_estimators
 from skcal.exceptions import InputWarning, MissingClassWarning
 from skcal.utils._testing import make_estimator, make_miscalibrated_logits
-from skcal.utils.discovery import all_estimators
 
 ESTIMATORS = [cls for _, cls in all_estimators("score")]
 # Top-label calibrators whose predict is the argmax of X by definition: the

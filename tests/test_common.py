@@ -5,9 +5,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skcal import IdentityCalibrator, TemperatureScaling
 from skcal.base import BaseCalibrator
+from skcal.discovery import all_estimators
 from skcal.model_selection import CalibratorSearchCV
 from skcal.utils._testing import make_estimator
-from skcal.utils.discovery import all_estimators
 
 # Score calibrators read column j of X as the score of class j. sklearn's generic
 # checks feed arbitrary feature matrices whose number of columns is unrelated to

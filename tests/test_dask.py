@@ -10,6 +10,7 @@ from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.frozen import FrozenEstimator  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
+import skcal.metrics._dask as metric_dask  # noqa: E402
 import skcal.utils._dask as skdask  # noqa: E402
 from skcal import (  # noqa: E402
     CalibratedClassifier,
@@ -66,13 +67,13 @@ def no_gathering(monkeypatch):
         raise AssertionError("the whole dask array was materialised")
 
     monkeypatch.setattr(da.Array, "__array__", refuse)
-    original = skdask._chunk_state
+    original = metric_dask._chunk_state
 
     def record(template, y_true, y_proba, sample_weight):
         seen.append(len(y_true))
         return original(template, y_true, y_proba, sample_weight)
 
-    monkeypatch.setattr(skdask, "_chunk_state", record)
+    monkeypatch.setattr(metric_dask, "_chunk_state", record)
     return seen
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from skcal import CalibratorSearchCV, IdentityCalibrator, TemperatureScaling
+from skcal.discovery import all_estimators
 from skcal.utils._testing import make_estimator, make_miscalibrated_logits
-from skcal.utils.discovery import all_estimators
 
 SCORE = [cls for _, cls in all_estimators("score")]
 LOCAL = [cls for _, cls in all_estimators("local")]

@@ -48,7 +48,7 @@ def test_every_path_contributing_names_exists():
     # the parsers found what the page draws (a broken regex would pass
     # vacuously)
     assert {"skcal/base.py", "skcal/_torch/kernels/_affine.py"} <= set(inline)
-    assert {"skcal/_torch/kernels", "skcal/cli.py", "benchmarks"} <= set(tree)
+    assert {"skcal/_torch/kernels", "skcal/cli", "benchmarks"} <= set(tree)
     missing = sorted(
         {path for path in inline + tree if not (ROOT / path.rstrip("/")).exists()}
     )
@@ -136,3 +136,187 @@ def test_skcal_torch_imports_nothing_from_the_rest_of_skcal():
         "skcal/_torch/ imports from the rest of skcal; kernels take and "
         "return plain arrays:\n" + "\n".join(sorted(outside))
     )
+
+
+# ------------------------------------------------------------ import rules
+#: Where each part of the package may import from, lowest first: a part
+#: sees the ones below it, never the ones above (CONTRIBUTING.md, "Import
+#: directions").
+ALLOWED = {
+    "skcal.utils": {"skcal.utils", "skcal._torch", "skcal.exceptions"},
+    "skcal.metrics": {
+        "skcal.metrics",
+        "skcal.utils",
+        "skcal._torch",
+        "skcal.exceptions",
+    },
+}
+#: What no module of a part may import.
+FORBIDDEN = {
+    "skcal.calibrators": (
+        "skcal.model_selection",
+        "skcal.wrappers",
+        "skcal.cli",
+        "skcal.display",
+    ),
+    "skcal.metrics": ("skcal.calibrators", "skcal.base"),
+}
+
+
+def _skcal_imports(path):
+    """``(module, imported)`` for every skcal module that ``path`` imports."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    package = ".".join(parts[:-1])  # where its relative imports start
+    source = path.read_text(encoding="utf-8")
+    return [
+        name
+        for name in _imported_modules(source, package)
+        if name.split(".")[0] == "skcal"
+    ]
+
+
+def _part_files(part):
+    return _python_files(ROOT / Path(*part.split(".")))
+
+
+def _within(name, parts) -> bool:
+    return any(name == part or name.startswith(part + ".") for part in parts)
+
+
+@pytest.mark.parametrize("part", sorted(ALLOWED))
+def test_the_ground_imports_nothing_above_it(part):
+    above = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in _part_files(part)
+        for name in _skcal_imports(path)
+        if not _within(name, ALLOWED[part]) and name != "skcal"
+    ]
+    assert not above, f"{part} imports from above it:\n" + "\n".join(above)
+
+
+@pytest.mark.parametrize("part", sorted(FORBIDDEN))
+def test_no_import_runs_back_up(part):
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in _part_files(part)
+        for name in _skcal_imports(path)
+        if _within(name, FORBIDDEN[part])
+    ]
+    assert not found, f"{part} imports what sits on top of it:\n" + "\n".join(found)
+
+
+def test_no_calibrator_module_imports_a_private_name_of_a_sibling():
+    found = []
+    for path in _part_files("skcal.calibrators"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                if private:
+                    found.append(f"{path.relative_to(ROOT)}: {node.module} {private}")
+    assert not found, (
+        "calibrator modules import private names of their siblings (move the "
+        "shared piece to a module of its own, or to skcal/utils/):\n" + "\n".join(found)
+    )
+
+
+def test_the_top_level_exports_the_subpackages_names():
+    """One export list: ``skcal.__all__`` takes the calibrators' from
+    ``skcal.calibrators.__all__`` (read without importing it)."""
+    import skcal
+    import skcal.calibrators
+
+    assert set(skcal.calibrators.__all__) <= set(skcal.__all__)
+    for name in skcal.__all__:
+        if name != "__version__":
+            assert getattr(skcal, name) is not None
+    for name in skcal.calibrators.__all__:
+        assert getattr(skcal, name) is getattr(skcal.calibrators, name)
+
+
+# --------------------------------------------- the "add a calibrator" recipe
+def _calibrator_classes():
+    """Every concrete, public calibrator class defined in skcal/calibrators/,
+    with the stem of its module (found by import, not by the export list)."""
+    import importlib
+    import inspect
+
+    from skcal.base import BaseCalibrator, BaseLocalCalibrator
+
+    found = []
+    for path in sorted((PACKAGE / "calibrators").glob("_*.py")):
+        module = importlib.import_module(f"skcal.calibrators.{path.stem}")
+        for name, obj in vars(module).items():
+            if (
+                inspect.isclass(obj)
+                and obj.__module__ == module.__name__
+                and issubclass(obj, (BaseCalibrator, BaseLocalCalibrator))
+                and not inspect.isabstract(obj)
+                and not name.startswith("_")
+            ):
+                found.append((name, path.stem))
+    return found
+
+
+def test_the_recipe_finds_the_calibrators():
+    names = {name for name, _ in _calibrator_classes()}
+    assert {"PlattCalibrator", "IsotonicCalibrator", "VQLocalCalibrator"} <= names
+    assert "OneVsRestCalibrator" not in names  # an abstract base
+
+
+def test_every_calibrator_class_is_exported():
+    import skcal.calibrators
+
+    missing = [
+        n for n, _ in _calibrator_classes() if n not in skcal.calibrators.__all__
+    ]
+    assert not missing, (
+        f"{missing} are not in skcal/calibrators/__init__.py's __all__ (step 3 "
+        "of CONTRIBUTING.md's recipe)"
+    )
+
+
+def test_every_calibrator_module_has_its_test_module():
+    missing = sorted(
+        {
+            f"tests/calibrators/test{stem}.py"
+            for _, stem in _calibrator_classes()
+            if not (ROOT / "tests" / "calibrators" / f"test{stem}.py").exists()
+        }
+    )
+    assert not missing, f"calibrator modules without their tests: {missing}"
+
+
+def test_every_public_calibrator_is_in_the_api_reference():
+    import skcal.calibrators
+
+    api = (ROOT / "doc" / "api.rst").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\s+(\w+)\s*$", api, re.M))
+    missing = [n for n in skcal.calibrators.__all__ if n not in listed]
+    assert not missing, f"doc/api.rst does not list {missing}"
+
+
+def test_every_calibrator_is_in_the_changelog():
+    import skcal.calibrators
+
+    notes = (ROOT / "doc" / "whats_new.rst").read_text(encoding="utf-8")
+    missing = [n for n in skcal.calibrators.__all__ if f"skcal.{n}`" not in notes]
+    assert not missing, f"doc/whats_new.rst has no entry for {missing}"
+
+
+def test_the_recipe_names_files_that_exist():
+    """The recipe's fixed files, and the checks its table names."""
+    text = _text()
+    recipe = text[text.index("## Recipe: add a calibrator") :]
+    recipe = recipe[: recipe.index("\n## ", 1)]
+    for path in (
+        "skcal/calibrators/__init__.py",
+        "skcal/calibrators/_one_vs_rest.py",
+        "skcal/utils/_constraints.py",
+        "skcal/discovery.py",
+        "doc/api.rst",
+        "doc/whats_new.rst",
+    ):
+        assert f"`{path}`" in recipe and (ROOT / path).exists(), path
+    tests = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
+    for name in re.findall(r"`(test_\w+)`", recipe):
+        assert f"def {name}(" in tests, f"the recipe names a missing test {name}"

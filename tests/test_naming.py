@@ -10,7 +10,7 @@ import skcal
 import skcal.metrics
 import skcal.wrappers
 from skcal.cli import build_parser
-from skcal.utils.discovery import all_estimators
+from skcal.discovery import all_estimators
 
 #: names the scheme replaced, with the name to use instead
 RETIRED = {

@@ -25,12 +25,12 @@ from skcal import (  # noqa: E402
     TemperatureScaling,
 )
 from skcal.base import BaseLocalCalibrator  # noqa: E402
+from skcal.discovery import all_estimators  # noqa: E402
 from skcal.utils._testing import (  # noqa: E402
     make_estimator,
     make_miscalibrated_logits,
     make_region_miscalibrated_embeddings,
 )
-from skcal.utils.discovery import all_estimators  # noqa: E402
 from skcal.utils.persistence import (  # noqa: E402
     dump,
     dumps,

@@ -9,12 +9,12 @@ import pytest
 
 from skcal._torch._progress import Progress
 from skcal.cli import main
+from skcal.discovery import all_estimators
 from skcal.utils._testing import (
     make_estimator,
     make_miscalibrated_logits,
     make_region_miscalibrated_embeddings,
 )
-from skcal.utils.discovery import all_estimators
 
 #: Every estimator with ``verbose``: the phase names its bars show, and a
 #: pattern of its ``verbose=2`` lines.

@@ -2,7 +2,7 @@
 
 Hypothesis draws the inputs (sizes, classes, logits, embeddings, labels,
 weights, shifts, scales, dtypes, permutations); nothing here is a fixed list
-of cases. Every estimator returned by :func:`skcal.utils.discovery.all_estimators`
+of cases. Every estimator returned by :func:`skcal.discovery.all_estimators`
 (plus the variants whose guarantees differ: ``ClassTemperatureScaling(mode=
 "predicted")`` and ``VQLocalCalibrator(head="frozen")``) and every public
 metric function of :mod:`skcal.metrics` that takes ``(y_true, y_proba, ...)``
@@ -52,9 +52,9 @@ from sklearn.base import clone
 import skcal
 import skcal.metrics
 from skcal.base import BaseCalibrator, BaseLocalCalibrator
+from skcal.discovery import all_estimators
 from skcal.exceptions import MissingClassWarning
 from skcal.utils._testing import make_estimator
-from skcal.utils.discovery import all_estimators
 
 CUDA = torch.cuda.is_available()
 

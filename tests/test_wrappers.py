@@ -39,9 +39,9 @@ from skcal import (
     VQLocalCalibrator,
 )
 from skcal.base import BaseLocalCalibrator
+from skcal.discovery import all_estimators
 from skcal.metrics import get_scorer
 from skcal.utils._testing import make_estimator
-from skcal.utils.discovery import all_estimators
 from skcal.wrappers import extract_embeddings
 
 TS = TemperatureScaling(device="cpu")

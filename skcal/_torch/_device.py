@@ -55,3 +55,34 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
             f"are visible (valid: {valid})."
         )
     return torch.device(device)
+
+
+def check_device(device: str | torch.device | None) -> str:
+    """Validate an estimator's ``device`` parameter; the type of its device.
+
+    Estimators call it where ``fit`` starts to use the device, so that an
+    unrecognised or unavailable device is the clear error of
+    :func:`resolve_device` before any work, and pass the parameter itself
+    to the kernels, which resolve it at their edge.
+
+    Parameters
+    ----------
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device or None
+
+    Returns
+    -------
+    {"cpu", "cuda"}
+        The type of the device it names (``"auto"`` resolved).
+
+    Raises
+    ------
+    ValueError
+        As :func:`resolve_device`.
+
+    Examples
+    --------
+    >>> from skcal._torch import check_device
+    >>> check_device("cpu")
+    'cpu'
+    """
+    return resolve_device(device).type

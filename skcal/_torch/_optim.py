@@ -16,8 +16,10 @@ Three solvers, each deterministic for a given input and device:
 :func:`train_adam` is the mini-batch counterpart with a validation loss.
 
 The first two report convergence in an :class:`OptimResult`, which callers
-turn into a ``ConvergenceWarning`` on failure; the Adam loops return their
-best epoch (or step) instead.
+turn into a ``ConvergenceWarning`` on failure; the Adam loops read their
+step size, budget and patience from a
+:class:`~skcal._torch._options.TrainingOptions` and return an
+:class:`AdamResult` (the best epoch, restored, and the loss curve).
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ._device import resolve_device
+from ._options import TrainingOptions
 from ._progress import Progress
 
 
-@dataclass
+@dataclass(frozen=True)
 class OptimResult:
     """Outcome of a solver run.
 
@@ -59,6 +63,30 @@ class OptimResult:
     at_bound: str | None = None
     loss: float | None = None
     grad_max: float | None = None
+
+
+@dataclass(frozen=True)
+class AdamResult:
+    """Outcome of :func:`train_adam` or :func:`minimize_adam`.
+
+    Attributes
+    ----------
+    best_epoch : int
+        Epoch whose parameters were kept and restored (0: the initial ones).
+    n_epochs : int
+        Epochs run (:func:`minimize_adam`: Adam steps taken).
+    best_loss : float
+        The monitored loss at the kept parameters (``inf`` when no finite
+        loss was seen).
+    loss_curve : list of float
+        The monitored loss at each epoch's parameters, starting with the
+        initial ones (``loss_curve[best_epoch]`` is ``best_loss``).
+    """
+
+    best_epoch: int
+    n_epochs: int
+    best_loss: float
+    loss_curve: list
 
 
 def newton_root_1d(
@@ -521,40 +549,43 @@ def train_adam(
     params: Sequence[torch.Tensor],
     *,
     n_samples: int,
-    batch_size: int,
-    max_iter: int,
-    lr: float,
-    weight_decay: float = 0.0,
-    n_iter_no_change: int = 10,
+    options: TrainingOptions,
     generator: torch.Generator,
-    device: torch.device,
-    verbose: int = 0,
     desc: str = "training",
-) -> tuple[int, int, float]:
+) -> AdamResult:
     """Mini-batch Adam with early stopping that restores the best parameters.
 
     Each epoch shuffles ``range(n_samples)`` with ``generator`` and calls
-    ``loss_fn(batch_indices)`` per mini-batch; after each epoch
-    ``val_loss_fn()`` is evaluated (without gradients). Training stops after
-    ``n_iter_no_change`` epochs without improvement, and the parameters of the best
-    epoch (a deep copy, not an alias of the live tensors) are put back.
-    ``params`` may include buffers without gradient that ``loss_fn`` updates
-    itself (e.g. an EMA codebook): Adam skips them, but they are saved and
-    restored with the rest. ``verbose`` shows the phase ``desc`` as a
-    :class:`~skcal._torch._progress.Progress` bar (2: and a line per epoch).
+    ``loss_fn(batch_indices)`` per mini-batch of ``options.batch_size``
+    rows (None: one batch of all rows); after each epoch ``val_loss_fn()``
+    is evaluated (without gradients). Training stops after
+    ``options.n_iter_no_change`` epochs without improvement, and the
+    parameters of the best epoch (a deep copy, not an alias of the live
+    tensors) are put back. ``params`` may include buffers without gradient
+    that ``loss_fn`` updates itself (e.g. an EMA codebook): Adam skips them,
+    but they are saved and restored with the rest. ``options.verbose`` shows
+    the phase ``desc`` as a :class:`~skcal._torch._progress.Progress` bar
+    (2: and a line per epoch).
 
     Returns
     -------
-    best_epoch, n_epochs, best_val_loss
+    AdamResult
+        ``loss_curve`` holds the validation loss of the initial parameters,
+        then of each epoch.
     """
     params = list(params)
-    optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    device = resolve_device(options.device)
+    batch_size = n_samples if options.batch_size is None else options.batch_size
+    optimizer = torch.optim.Adam(
+        params, lr=options.learning_rate, weight_decay=options.weight_decay
+    )
     with torch.no_grad():
         best_val = float(val_loss_fn())
+    curve = [best_val]
     best_state = _snapshot(params)
     best_epoch, waited, epoch = 0, 0, 0
-    with Progress(verbose, max_iter, desc) as progress:
-        for epoch in range(1, max_iter + 1):
+    with Progress(options.verbose, options.max_iter, desc) as progress:
+        for epoch in range(1, options.max_iter + 1):
             order = torch.randperm(
                 n_samples, generator=generator, device=generator.device
             )
@@ -567,6 +598,7 @@ def train_adam(
                     optimizer.step()
             with torch.no_grad():
                 val = float(val_loss_fn())
+            curve.append(val)
             progress.step(
                 f"{desc}: epoch {epoch}: validation loss {val:.6g}", val_loss=val
             )
@@ -575,51 +607,54 @@ def train_adam(
                 best_state = _snapshot(params)
             else:
                 waited += 1
-                if waited >= n_iter_no_change:
+                if waited >= options.n_iter_no_change:
                     break
     _restore(params, best_state)
-    return best_epoch, epoch, best_val
+    return AdamResult(
+        best_epoch=best_epoch, n_epochs=epoch, best_loss=best_val, loss_curve=curve
+    )
 
 
 def minimize_adam(
     loss_fn: Callable[[], torch.Tensor],
     params: Sequence[torch.Tensor],
     *,
-    max_iter: int,
-    lr: float,
-    n_iter_no_change: int,
+    options: TrainingOptions,
     tol: float = 0.0,
-    verbose: int = 0,
     desc: str = "training",
-) -> tuple[int, int, list[float]]:
+) -> AdamResult:
     """Full-batch Adam with early stopping on the training loss.
 
     Each epoch evaluates ``loss_fn()`` at the current parameters, records it,
     and takes one Adam step. The parameters with the lowest recorded loss are
     kept as a deep copy (``clone``, never an alias of the live tensors) and
-    restored at the end. Training stops after ``n_iter_no_change`` epochs without a
-    drop of more than ``tol`` below the loss of the last such drop (Keras'
-    ``min_delta`` rule). One loss
-    evaluation per epoch: the loss of the final parameters is evaluated only
-    if training ran out of epochs. ``verbose`` shows the phase ``desc`` as a
+    restored at the end. Training stops after ``options.n_iter_no_change``
+    epochs without a drop of more than ``tol`` below the loss of the last
+    such drop (Keras' ``min_delta`` rule). One loss evaluation per epoch:
+    the loss of the final parameters is evaluated only if training ran out
+    of epochs (``options.max_iter``). ``options.batch_size``, ``seed`` and
+    ``device`` are not used (the caller's tensors are the batch).
+    ``options.verbose`` shows the phase ``desc`` as a
     :class:`~skcal._torch._progress.Progress` bar (2: and a line per epoch).
 
     Returns
     -------
-    best_epoch : int
-        Number of Adam steps taken before the kept parameters (0: initial).
-    n_epochs : int
-        Adam steps taken.
-    loss_curve : list of float
-        Loss at the parameters of each epoch (before its step).
+    AdamResult
+        ``best_epoch`` counts the Adam steps taken before the kept
+        parameters (0: the initial ones), ``n_epochs`` the steps taken, and
+        ``loss_curve`` holds the loss at the parameters of each epoch
+        (before its step).
     """
     params = list(params)
-    optimizer = torch.optim.Adam(params, lr=lr)
+    max_iter, patience = options.max_iter, options.n_iter_no_change
+    optimizer = torch.optim.Adam(
+        params, lr=options.learning_rate, weight_decay=options.weight_decay
+    )
     best_loss = ref_loss = math.inf
     best_state = _snapshot(params)
     best_epoch, waited, n_steps = 0, 0, 0
     curve: list[float] = []
-    with Progress(verbose, max_iter, desc) as progress:
+    with Progress(options.verbose, max_iter, desc) as progress:
         for epoch in range(max_iter + 1):
             optimizer.zero_grad()
             loss = loss_fn()
@@ -636,7 +671,7 @@ def minimize_adam(
             if value < best_loss:
                 best_loss, best_epoch = value, epoch
                 best_state = _snapshot(params)
-            if waited >= n_iter_no_change:
+            if waited >= patience:
                 break
             if epoch == max_iter:
                 break
@@ -645,4 +680,6 @@ def minimize_adam(
             n_steps += 1
             progress.step(f"{desc}: epoch {epoch}: loss {value:.6g}", loss=value)
     _restore(params, best_state)
-    return best_epoch, n_steps, curve
+    return AdamResult(
+        best_epoch=best_epoch, n_epochs=n_steps, best_loss=best_loss, loss_curve=curve
+    )

@@ -7,84 +7,13 @@ from numbers import Integral
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-from .._torch.kernels import softmax_inplace
-from .._torch.kernels._softmax import normalize_rows_inplace, row_sum, softmax_into
 from ..base import BaseCalibrator
 from ..metrics._binning import assign_bins, bin_edges
 from ..utils._proba import interp
 from ..utils._sklearn import Interval, StrOptions
+from ._one_vs_rest import OneVsRestCalibrator, map_transposed
 
 __all__ = ["HistogramBinningCalibrator", "IsotonicCalibrator"]
-
-#: One-vs-rest values are floored here before the rows are renormalised: a
-#: class never seen positive in a region would otherwise get probability 0
-#: and an infinite log loss (scikit-learn's log_loss clips at ~2e-16).
-_PROBA_FLOOR = 1e-12
-#: Rows per block of the transposed copy in :func:`_map_transposed`.
-_TRANSPOSE_ROWS = 512
-
-
-def _renormalize(Q: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """Rows of ``Q`` (floored) divided by their sums; all-zero rows keep ``P``."""
-    empty = Q.sum(axis=1) <= 0
-    Q = np.maximum(Q, _PROBA_FLOOR)
-    Q /= Q.sum(axis=1, keepdims=True)
-    Q[empty] = P[empty]
-    return Q
-
-
-def _renormalize_inplace(Q: np.ndarray, logits: np.ndarray) -> np.ndarray:
-    """:func:`_renormalize` in place, the softmax of ``logits`` for empty rows.
-
-    ``Q`` (C-contiguous float64, overwritten and returned) holds the
-    one-vs-rest values of the rows of ``logits``; only rows whose values
-    are all 0 need the original probabilities, so their softmax is computed
-    for them alone, and the row sums are only looked at when some value
-    is 0. ``logits`` may be any object whose ``logits[rows]`` gives those
-    rows (see ``BaseCalibrator._calibrated_proba_of_probabilities``).
-    """
-    empty = None
-    if Q.size and not Q.min() > 0:
-        empty = np.flatnonzero(row_sum(Q) <= 0)
-    normalize_rows_inplace(Q, _PROBA_FLOOR)
-    if empty is not None and empty.size:
-        Q[empty] = softmax_into(logits[empty], np.empty((empty.size, Q.shape[1])))
-    return Q
-
-
-def _map_transposed(Q: np.ndarray, logits: np.ndarray, map_column) -> np.ndarray:
-    """One-vs-rest values of the softmax ``Q``, renormalised, in place.
-
-    ``map_column(k, p)`` maps the probabilities ``p`` of class ``k``. The
-    columns of ``Q`` are copied into the rows of a transposed array (by
-    blocks of rows, whose cache lines serve the next columns), so that each
-    map reads contiguous memory (a strided column costs more than the
-    copy); the values are floored as they are written back, and divided by
-    their row sums as they are transposed into ``Q`` (C-contiguous float64,
-    returned): :func:`_renormalize_inplace`'s result, computed in that
-    layout (``logits`` as there).
-    """
-    n, n_classes = Q.shape
-    if Q.size == 0:
-        return Q
-    QT = np.empty((n_classes, n))
-    for start in range(0, n, _TRANSPOSE_ROWS):
-        QT[:, start : start + _TRANSPOSE_ROWS] = Q[start : start + _TRANSPOSE_ROWS].T
-    for k in range(n_classes):
-        np.maximum(map_column(k, QT[k]), _PROBA_FLOOR, out=QT[k])
-    sums = QT.sum(axis=0)
-    # a row whose values are all 0 keeps its softmax: its floored values all
-    # equal the floor, so only rows of so small a sum are looked at again,
-    # on their values before the floor (Q still holds the softmax)
-    rows = np.flatnonzero(sums <= 2 * n_classes * _PROBA_FLOOR)
-    if rows.size:
-        positive = [map_column(k, Q[rows, k]) > 0 for k in range(n_classes)]
-        rows = rows[~np.any(positive, axis=0)]
-    np.divide(QT.T, sums[:, None], out=Q)
-    if rows.size:
-        Q[rows] = softmax_into(logits[rows], np.empty((rows.size, n_classes)))
-    return Q
-
 
 #: ``x + 2^52`` holds ``round(x)`` in its low mantissa bits for 0 <= x < 2^51:
 #: its bit pattern minus this one's is that integer (a float-to-int cast
@@ -151,11 +80,6 @@ def _step_map_inplace(P: np.ndarray, edges: np.ndarray, values: np.ndarray) -> N
         np.take(flat_values, i, out=p, mode="clip")
 
 
-def _present_classes(y_index, sample_weight, n_classes: int) -> np.ndarray:
-    """Whether each class has a calibration sample of positive weight."""
-    return np.bincount(y_index[sample_weight > 0], minlength=n_classes) > 0
-
-
 def _mean_step_map(maps):
     """The mean of step maps ``(edges, values)`` (bins ``[l, u)``, clipped).
 
@@ -207,35 +131,7 @@ def _isotonic_knots(x, target, weight):
     return knots, values
 
 
-class _OneVsRest(BaseCalibrator):
-    """One-vs-rest map of each class's probability, then row renormalisation."""
-
-    _shift_invariant = True
-    _softmax_first = True
-    _maps_probabilities = True
-
-    def _fit(self, logits, y_index, sample_weight):
-        P = softmax_inplace(np.array(logits, dtype=np.float64))
-        self._fit_columns(P, y_index, sample_weight)
-
-    def _calibrated_proba(self, logits):
-        Q = softmax_into(logits, np.empty(logits.shape))
-        return self._calibrated_proba_of_probabilities(Q, logits)
-
-    def _calibrated_proba_of_probabilities(self, P, logits):
-        self._map_columns(P)
-        return _renormalize_inplace(P, logits)
-
-    def _calibrated_logits(self, logits):
-        return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
-
-    def _map_columns(self, P):
-        """Replace each column ``P[:, k]`` by its one-vs-rest value, in place."""
-        for k in range(P.shape[1]):
-            P[:, k] = self._map_column(k, P[:, k])
-
-
-class IsotonicCalibrator(_OneVsRest):
+class IsotonicCalibrator(OneVsRestCalibrator):
     """One-vs-rest isotonic regression of each class's probability.
 
     For each class ``k``, a non-decreasing step map of ``p_k`` is fitted to
@@ -303,30 +199,33 @@ class IsotonicCalibrator(_OneVsRest):
         self.input = input
         self.classes = classes
 
-    def _fit_columns(self, P, y_index, sample_weight):
-        n_classes = P.shape[1]
-        present = _present_classes(y_index, sample_weight, n_classes)
+    def n_free_parameters(self, n_classes, n_features=None):
+        """``C``: at least one step per class (non-parametric: the steps
+        grow with the data)."""
+        return n_classes
+
+    def _start_maps(self, n_classes):
         self.thresholds_, self.values_ = [None] * n_classes, [None] * n_classes
-        PT = np.ascontiguousarray(P.T)  # contiguous columns for the sorts
-        for k in np.flatnonzero(present):
-            target = (y_index == k).astype(np.float64)
-            self.thresholds_[k], self.values_[k] = _isotonic_knots(
-                PT[k], target, sample_weight
-            )
-        if not present.all():
-            # no positive example: the mean of the other classes' maps, a
-            # piecewise-linear map on the union of their knots
-            knots = np.unique(
-                np.concatenate([self.thresholds_[k] for k in np.flatnonzero(present)])
-            )
-            values = np.mean(
-                [self._map_column(k, knots) for k in np.flatnonzero(present)], axis=0
-            )
-            for k in np.flatnonzero(~present):
-                self.thresholds_[k], self.values_[k] = knots, values
+
+    def _fit_class(self, k, scores, positive, sample_weight):
+        self.thresholds_[k], self.values_[k] = _isotonic_knots(
+            scores, positive.astype(np.float64), sample_weight
+        )
+        return True
+
+    def _fill_absent(self, present):
+        # a piecewise-linear map on the union of the present classes' knots
+        knots = np.unique(
+            np.concatenate([self.thresholds_[k] for k in np.flatnonzero(present)])
+        )
+        values = np.mean(
+            [self._map_column(k, knots) for k in np.flatnonzero(present)], axis=0
+        )
+        for k in np.flatnonzero(~present):
+            self.thresholds_[k], self.values_[k] = knots, values
 
     def _calibrated_proba_of_probabilities(self, P, logits):
-        return _map_transposed(P, logits, self._map_column)
+        return map_transposed(P, logits, self._map_column)
 
     def _map_column(self, k, p):
         x, v = self.thresholds_[k], self.values_[k]
@@ -335,7 +234,7 @@ class IsotonicCalibrator(_OneVsRest):
         return interp(p, x, v)
 
 
-class HistogramBinningCalibrator(_OneVsRest):
+class HistogramBinningCalibrator(OneVsRestCalibrator):
     """One-vs-rest histogram binning of each class's probability.
 
     For each class ``k``, ``p_k`` is binned (equal-width or equal-mass bins,
@@ -407,31 +306,30 @@ class HistogramBinningCalibrator(_OneVsRest):
         self.n_bins = n_bins
         self.strategy = strategy
 
-    def _fit_columns(self, P, y_index, sample_weight):
-        n_classes = P.shape[1]
-        present = _present_classes(y_index, sample_weight, n_classes)
+    def n_free_parameters(self, n_classes, n_features=None):
+        """``C n_bins``: one frequency per bin and class."""
+        return n_classes * int(self.n_bins)
+
+    def _start_maps(self, n_classes):
         self.bin_edges_, self.bin_values_ = [None] * n_classes, [None] * n_classes
-        for k in np.flatnonzero(present):
-            edges = bin_edges(P[:, k], self.n_bins, self.strategy, sample_weight)
-            idx = assign_bins(P[:, k], edges, "left")
-            total = np.bincount(idx, weights=sample_weight, minlength=self.n_bins)
-            hits = np.bincount(
-                idx, weights=sample_weight * (y_index == k), minlength=self.n_bins
-            )
-            centre = (edges[:-1] + edges[1:]) / 2
-            values = np.divide(hits, total, out=centre.copy(), where=total > 0)
+
+    def _fit_class(self, k, scores, positive, sample_weight):
+        edges = bin_edges(scores, self.n_bins, self.strategy, sample_weight)
+        idx = assign_bins(scores, edges, "left")
+        total = np.bincount(idx, weights=sample_weight, minlength=self.n_bins)
+        hits = np.bincount(idx, weights=sample_weight * positive, minlength=self.n_bins)
+        centre = (edges[:-1] + edges[1:]) / 2
+        values = np.divide(hits, total, out=centre.copy(), where=total > 0)
+        self.bin_edges_[k], self.bin_values_[k] = edges, values
+        return True
+
+    def _fill_absent(self, present):
+        # a step map on the union of the present classes' edges
+        edges, values = _mean_step_map(
+            [(self.bin_edges_[k], self.bin_values_[k]) for k in np.flatnonzero(present)]
+        )
+        for k in np.flatnonzero(~present):
             self.bin_edges_[k], self.bin_values_[k] = edges, values
-        if not present.all():
-            # no positive example: the mean of the other classes' maps, a
-            # step map on the union of their edges
-            edges, values = _mean_step_map(
-                [
-                    (self.bin_edges_[k], self.bin_values_[k])
-                    for k in np.flatnonzero(present)
-                ]
-            )
-            for k in np.flatnonzero(~present):
-                self.bin_edges_[k], self.bin_values_[k] = edges, values
 
     def _map_columns(self, P):
         edges = self.bin_edges_

@@ -6,7 +6,6 @@ from numbers import Integral
 
 import numpy as np
 
-from .._torch import resolve_device
 from .._torch.kernels import class_temperature_search
 from ..base import BaseCalibrator
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
@@ -137,6 +136,10 @@ class ClassTemperatureScaling(BaseCalibrator):
         self.device = device
         self.verbose = verbose
 
+    def n_free_parameters(self, n_classes, n_features=None):
+        """``C``: one temperature per class."""
+        return n_classes
+
     def _fit(self, logits, y_index, sample_weight):
         grid = (
             np.round(np.arange(0.5, 5.0 + 1e-9, 0.1), 10)
@@ -166,7 +169,7 @@ class ClassTemperatureScaling(BaseCalibrator):
             predicted=self.mode == "predicted",
             # visit classes in label order: the result ignores the column order
             order=np.argsort(self.classes_, kind="stable"),
-            device=resolve_device(self.device),
+            device=self.device,
             verbose=self.verbose,
         )
 

@@ -10,18 +10,18 @@ import numpy as np
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.parallel import Parallel, delayed
 
-from .._torch import resolve_device
+from .._torch import check_device
 from .._torch._progress import Progress
 from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator
 from ..exceptions import GridEdgeWarning
+from ..utils._constraints import LBFGS_CONSTRAINTS
+from ..utils._parameters import dirichlet_count
 from ..utils._sklearn import Interval, StrOptions
 from ..utils._validation import effective_sample_size
-from ..utils._warnings import warn
+from ..utils._warnings import warn, warn_unconverged
+from ._affine_map import AffineMap
 from ._scaling import (
-    _LBFGS_CONSTRAINTS,
-    _AffineMap,
-    _warn_unconverged,
     fit_inverse_temperature,
 )
 
@@ -76,7 +76,7 @@ def log_probabilities(logits: np.ndarray) -> np.ndarray:
     return softmax_inplace(np.array(logits, dtype=np.float64, order="C"), log=True)
 
 
-class DirichletCalibrator(_AffineMap, BaseCalibrator):
+class DirichletCalibrator(AffineMap, BaseCalibrator):
     """Dirichlet calibration: ``softmax(W log p + b)``.
 
     A multinomial logistic regression on the log-probabilities of the
@@ -202,7 +202,7 @@ class DirichletCalibrator(_AffineMap, BaseCalibrator):
         "reg_mu": [Interval(Real, 0, None, closed="left"), None],
         "reg_norm": ["boolean"],
         "ref_row": ["boolean"],
-        **_LBFGS_CONSTRAINTS,
+        **LBFGS_CONSTRAINTS,
     }
 
     def __init__(
@@ -231,6 +231,12 @@ class DirichletCalibrator(_AffineMap, BaseCalibrator):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
+
+    def n_free_parameters(self, n_classes, n_features=None):
+        """The unpenalised entries of the map (ODIR leaves the diagonal
+        free), at least ``ceil(C / 5)``; ``ceil(C / 5)`` with the "auto"
+        ridge toward temperature scaling."""
+        return dirichlet_count(self.matrix, self.reg_lambda, self.reg_mu, n_classes)
 
     def _penalties(self, n_classes: int, beta: float, n_samples: float) -> dict:
         """The penalties on ``W`` and ``b``, written for ``W / beta``.
@@ -303,14 +309,14 @@ class DirichletCalibrator(_AffineMap, BaseCalibrator):
             scale=beta,
             ref_row=self.ref_row,
             init=init,
-            device=resolve_device(self.device),
+            device=self.device,
             tol=self.tol,
             max_iter=self.max_iter,
             verbose=self.verbose,
             desc=type(self).__name__,
             **self._penalties(n_classes, beta, n_samples),
         )
-        _warn_unconverged(type(self).__name__, fit.result, self.max_iter)
+        warn_unconverged(type(self).__name__, fit.result, self.max_iter)
         coef = fit.coef
         self.coef_ = coef if coef.ndim == 2 else np.diag(coef)
         self.intercept_ = fit.intercept
@@ -420,7 +426,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
-        **_LBFGS_CONSTRAINTS,
+        **LBFGS_CONSTRAINTS,
     }
 
     def __init__(
@@ -453,6 +459,17 @@ class DirichletCalibratorCV(BaseCalibrator):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
+
+    def n_free_parameters(self, n_classes, n_features=None):
+        """Those of the least penalised point of the grid, which the inner
+        search may pick (``C``, the diagonal ODIR leaves free, by default)."""
+        mus = self.reg_mus
+        return dirichlet_count(
+            self.matrix,
+            min(float(v) for v in self.reg_lambdas),
+            None if mus is None else min(float(v) for v in mus),
+            n_classes,
+        )
 
     def _candidate(self, tol, **regs) -> DirichletCalibrator:
         return DirichletCalibrator(
@@ -503,29 +520,54 @@ class DirichletCalibratorCV(BaseCalibrator):
         )
         grid = [{"reg_lambda": lam, "reg_mu": mu} for lam, mu in product(lambdas, mus)]
         n_classes = logits.shape[1]
+        self._check_cost(logits.shape, len(grid))
+        scores = self._cv_scores(
+            (logits, y_index, sample_weight), self._folds(logits, y_index), grid
+        )
+        mean = scores.mean(axis=1)
+        best = int(np.argmin(mean))  # first minimum: strongest regularisation
+        self.cv_results_ = {
+            "params": grid,
+            "mean_test_nll": mean,
+            "std_test_nll": scores.std(axis=1),
+        }
+        self.reg_lambda_ = grid[best]["reg_lambda"]
+        self.reg_mu_ = grid[best]["reg_mu"]
+        self._warn_grid_edge(lambdas, mus, mean, best)
+        final = self._candidate(self.tol, **grid[best])
+        final._fit(logits, y_index, sample_weight)
+        final.classes_, final.n_features_in_ = self.classes_, n_classes
+        self.calibrator_ = final
+        self.coef_, self.intercept_ = final.coef_, final.intercept_
+        self.n_iter_ = final.n_iter_
+
+    def _check_cost(self, shape, n_candidates):
+        """A clear error for a search that would take hours on the CPU."""
+        n_rows, n_classes = shape
         work = (
-            len(grid)
+            n_candidates
             * self.cv
-            * logits.shape[0]
+            * n_rows
             * n_classes**2
             * min(self.max_iter, 1000)
             / 1000
         )
-        if resolve_device(self.device).type == "cpu" and work > _MAX_CPU_CV_WORK:
+        if check_device(self.device) == "cpu" and work > _MAX_CPU_CV_WORK:
             raise ValueError(
-                f"DirichletCalibratorCV fits {len(grid)} candidates x {self.cv} "
-                f"folds of a {n_classes} x {n_classes} map on {logits.shape[0]} "
+                f"DirichletCalibratorCV fits {n_candidates} candidates x {self.cv} "
+                f"folds of a {n_classes} x {n_classes} map on {n_rows} "
                 f"rows: on the CPU this takes hours (one fit took 45 s at 5,000 x "
                 f"1,000). Use DirichletCalibrator, regularised by default, or "
                 f"StructuredMatrixScaling; or a smaller grid, fewer folds, or "
                 f"device='cuda'."
             )
+
+    def _cv_scores(self, data, folds, grid) -> np.ndarray:
+        """Held-out NLL of every grid point (rows) on every fold (columns)."""
         scores = np.zeros((len(grid), self.cv))
-        folds = self._folds(logits, y_index)
         progress = Progress(
             self.verbose, len(grid) * len(folds), "DirichletCalibratorCV", "fit"
         )
-        data = (logits, y_index, sample_weight)
         with progress:
             if self.n_jobs in (None, 1):  # a bar step per fit
                 for f, fold in enumerate(folds):
@@ -549,22 +591,7 @@ class DirichletCalibratorCV(BaseCalibrator):
                             f"fold {f + 1}/{len(folds)} {regs}: held-out log "
                             f"loss {nll:.6g}"
                         )
-        mean = scores.mean(axis=1)
-        best = int(np.argmin(mean))  # first minimum: strongest regularisation
-        self.cv_results_ = {
-            "params": grid,
-            "mean_test_nll": mean,
-            "std_test_nll": scores.std(axis=1),
-        }
-        self.reg_lambda_ = grid[best]["reg_lambda"]
-        self.reg_mu_ = grid[best]["reg_mu"]
-        self._warn_grid_edge(lambdas, mus, mean, best)
-        final = self._candidate(self.tol, **grid[best])
-        final._fit(logits, y_index, sample_weight)
-        final.classes_, final.n_features_in_ = self.classes_, n_classes
-        self.calibrator_ = final
-        self.coef_, self.intercept_ = final.coef_, final.intercept_
-        self.n_iter_ = final.n_iter_
+        return scores
 
     def _fold_path(self, data, fold, grid, step=None) -> np.ndarray:
         """Held-out NLL of every grid point on one fold, warm-started along

@@ -78,6 +78,10 @@ class IdentityCalibrator(BaseCalibrator):
         self.input = input
         self.classes = classes
 
+    def n_free_parameters(self, n_classes, n_features=None):
+        """0: the scores are returned as they are."""
+        return 0
+
     def _fit(self, logits, y_index, sample_weight):
         """Nothing to learn: the base class validated the data and set ``classes_``."""
 

@@ -8,12 +8,13 @@ import numpy as np
 from sklearn.model_selection import KFold
 from sklearn.utils import check_random_state
 
-from .._torch import resolve_device
 from .._torch.kernels import fit_kcal, kcal_proba, kcal_project, select_kcal_bandwidth
 from ..base import BaseLocalCalibrator
 from ..exceptions import GridEdgeWarning, MissingClassWarning
-from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
+from ..utils._constraints import MINIBATCH_CONSTRAINTS, TRAINING_CONSTRAINTS
+from ..utils._sklearn import Interval, StrOptions
 from ..utils._split import stratified_split
+from ..utils._training import training_options
 from ..utils._warnings import warn
 
 #: KCal warns below this many memory samples per class, on average.
@@ -168,14 +169,11 @@ class KCalCalibrator(BaseLocalCalibrator):
         "projection_fraction": [Interval(Real, 0, 1, closed="neither")],
         "bandwidth": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "cv": [Interval(Integral, 2, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        # mini-batches, but no weight decay, and projection_fraction instead
+        # of a validation_fraction
+        "batch_size": MINIBATCH_CONSTRAINTS["batch_size"],
         "n_per_class": [Interval(Integral, 1, None, closed="left")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
-        "device": DEVICE_CONSTRAINT,
-        "verbose": ["verbose"],
+        **TRAINING_CONSTRAINTS,
     }
 
     def __init__(
@@ -209,6 +207,13 @@ class KCalCalibrator(BaseLocalCalibrator):
         self.device = device
         self.verbose = verbose
 
+    def n_free_parameters(self, n_classes, n_features=None):
+        """The projection's weights (batch norm, a linear map to
+        ``n_components`` and its skip layer) and the bandwidth."""
+        n_features = n_classes if n_features is None else int(n_features)
+        d = int(self.n_components)
+        return 2 * n_features + (n_features + 1) * d + d * d + 1
+
     def _fit(self, X, y_index, sample_weight):
         rng = check_random_state(self.random_state)
         split_seed, torch_seed, fold_seed = rng.randint(np.iinfo(np.int32).max, size=3)
@@ -217,7 +222,6 @@ class KCalCalibrator(BaseLocalCalibrator):
         X = np.asarray(X, dtype=np.float64)
         self._fit_standardisation(X[train], sample_weight[train])
         Z = (X - self.mean_) / self.scale_
-        dev = resolve_device(self.device)
         fit = fit_kcal(
             Z[train],
             y_index[train],
@@ -227,19 +231,13 @@ class KCalCalibrator(BaseLocalCalibrator):
             sample_weight[memory],
             n_classes=len(self.classes_),
             n_components=self.n_components,
-            batch_size=self.batch_size,
             n_per_class=self.n_per_class,
-            lr=self.learning_rate,
-            max_iter=self.max_iter,
-            n_iter_no_change=self.n_iter_no_change,
-            seed=int(torch_seed),
-            device=dev,
-            verbose=self.verbose,
+            options=training_options(self, torch_seed),
         )
         self.projection_ = list(fit.projection)
         self.bandwidth_init_ = fit.bandwidth
         self.best_iter_, self.n_iter_ = fit.best_epoch, fit.n_epochs
-        self.memory_ = kcal_project(self.projection_, Z[memory], dev)
+        self.memory_ = kcal_project(self.projection_, Z[memory], self.device)
         self.memory_labels_ = y_index[memory]
         self.memory_weights_ = sample_weight[memory]
         folds = np.empty(memory.size, dtype=np.int64)
@@ -256,7 +254,7 @@ class KCalCalibrator(BaseLocalCalibrator):
             n_classes=len(self.classes_),
             init=self.bandwidth_init_,
             fixed=None if self.bandwidth == "auto" else self.bandwidth,
-            device=dev,
+            device=self.device,
         )
         self.bandwidth_, self.cv_log_loss_ = chosen.bandwidth, chosen.cv_log_loss
         if self.bandwidth == "auto":
@@ -363,5 +361,5 @@ class KCalCalibrator(BaseLocalCalibrator):
             self.memory_weights_,
             self.bandwidth_,
             n_classes=len(self.classes_),
-            device=resolve_device(self.device),
+            device=self.device,
         )

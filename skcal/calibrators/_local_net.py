@@ -8,11 +8,13 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._torch import resolve_device
 from .._torch.kernels import fit_local_net, local_net_predict
 from ..base import BaseLocalCalibrator
-from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
+from ..utils._constraints import MINIBATCH_CONSTRAINTS, TRAINING_CONSTRAINTS
+from ..utils._parameters import hidden_sizes, mlp_count
+from ..utils._sklearn import Interval
 from ..utils._split import stratified_split
+from ..utils._training import training_options
 from ..utils._validation import check_hidden_layer_sizes
 from ._vq_local import warn_accuracy_drop
 
@@ -182,15 +184,11 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         "bandwidth": [Interval(Real, 0, None, closed="neither")],
         "lambda_js": [Interval(Real, 0, None, closed="left")],
         "alpha_ce": [Interval(Real, 0, None, closed="left")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        **TRAINING_CONSTRAINTS,
+        **MINIBATCH_CONSTRAINTS,
+        # at least 2: a row's kernel estimate is over the other rows of its
+        # batch (leave-one-out), so a batch of one has no target
         "batch_size": [Interval(Integral, 2, None, closed="left")],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
-        "device": DEVICE_CONSTRAINT,
-        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -234,23 +232,33 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         self.device = device
         self.verbose = verbose
 
+    def n_free_parameters(self, n_classes, n_features=None):
+        """The network's weights: the hidden layers, the similarity head to
+        ``n_components`` and the class head, with their affine maps of the
+        PCA features and the logits (vectors above 10 classes)."""
+        n_features = n_classes if n_features is None else int(n_features)
+        hidden = hidden_sizes(self.hidden_layer_sizes)
+        width, d = hidden[-1], int(self.n_components)
+        affine = (d + n_classes) if n_classes > 10 else 2
+        return (
+            mlp_count([n_features, *hidden])
+            + (width + 1) * d
+            + (width + 1) * n_classes
+            + 2 * affine
+        )
+
     def _inputs(self, X):
         X = np.asarray(X, dtype=np.float64)
         h = self.space_.scaler_.transform(X)
         return h, self._logits(X), self.space_.pca_.transform(h)
 
-    def _fit(self, X, y_index, sample_weight):
-        from ..metrics import LocalSpace
-
-        n_samples = X.shape[0]
-        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
-        rng = check_random_state(self.random_state)
-        split_seed, torch_seed = rng.randint(np.iinfo(np.int32).max, size=2)
+    def _split(self, y_index, sample_weight, seed):
+        """Rows that train and rows that validate (of positive weight)."""
         val, train = stratified_split(
             y_index,
             self.validation_fraction,
-            n_samples,
-            split_seed,
+            len(y_index),
+            seed,
             "LocalNetCalibrator",
             sample_weight,
         )
@@ -262,6 +270,15 @@ class LocalNetCalibrator(BaseLocalCalibrator):
                 f"({train.size} to train, {val.size} to validate); give more "
                 "samples a positive weight."
             )
+        return train, val
+
+    def _fit(self, X, y_index, sample_weight):
+        from ..metrics import LocalSpace
+
+        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
+        rng = check_random_state(self.random_state)
+        split_seed, torch_seed = rng.randint(np.iinfo(np.int32).max, size=2)
+        train, val = self._split(y_index, sample_weight, split_seed)
         self.space_ = LocalSpace(n_components=self.n_components).fit(X[train])
         self.present_classes_ = (
             np.bincount(
@@ -286,14 +303,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
             lambda_js=float(self.lambda_js),
             alpha_ce=float(self.alpha_ce),
             vector_affine=len(self.classes_) > 10,
-            lr=float(self.learning_rate),
-            weight_decay=float(self.weight_decay),
-            batch_size=self.batch_size,
-            max_iter=self.max_iter,
-            n_iter_no_change=self.n_iter_no_change,
-            seed=int(torch_seed),
-            device=resolve_device(self.device),
-            verbose=self.verbose,
+            options=training_options(self, torch_seed),
             present=self.present_classes_,
         )
         self.network_ = fit.network
@@ -314,9 +324,7 @@ class LocalNetCalibrator(BaseLocalCalibrator):
             )
 
     def _predict_proba(self, X):
-        return local_net_predict(
-            self.network_, *self._inputs(X), resolve_device(self.device)
-        )
+        return local_net_predict(self.network_, *self._inputs(X), self.device)
 
     def embed(self, X) -> np.ndarray:
         """Similarity embedding ``e`` of each sample (the Local Net's space).
@@ -336,6 +344,6 @@ class LocalNetCalibrator(BaseLocalCalibrator):
         return local_net_predict(
             self.network_,
             *self._inputs(X),
-            resolve_device(self.device),
+            self.device,
             embedding=True,
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, log_expit
 
-from .._torch.kernels import softmax_inplace
 from .._torch.kernels._softmax import (
     affine_columns,
     clip_inplace,
@@ -19,11 +18,9 @@ from .._torch.kernels._softmax import (
     sigmoid_inplace,
 )
 from ..base import BaseCalibrator
-from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import StrOptions
 from ..utils._validation import effective_sample_size
-from ..utils._warnings import warn
-from ._binning import _present_classes, _renormalize_inplace
+from ._one_vs_rest import OneVsRestCalibrator, renormalize_inplace
 
 __all__ = ["BetaCalibrator", "PlattCalibrator"]
 
@@ -112,7 +109,7 @@ def fit_platt(s, positive, w):
     return coef[0], b, ok
 
 
-class PlattCalibrator(BaseCalibrator):
+class PlattCalibrator(OneVsRestCalibrator):
     """Platt scaling of each class, one-vs-rest, on the class's log-odds.
 
     For class ``k`` with ``s_k = log p_k - log(1 - p_k)`` (the log-odds of
@@ -182,38 +179,37 @@ class PlattCalibrator(BaseCalibrator):
     True
     """
 
-    _shift_invariant = True
-    _maps_probabilities = True
+    #: the maps read the class log-odds, computed from shifted logits
+    _softmax_first = False
 
     def __init__(self, *, input="logits", classes=None):
         self.input = input
         self.classes = classes
 
-    def _fit(self, logits, y_index, sample_weight):
-        S = _class_log_odds(logits)
-        n_classes = S.shape[1]
+    def n_free_parameters(self, n_classes, n_features=None):
+        """``2C``: a slope and an intercept per class."""
+        return 2 * n_classes
+
+    def _class_scores(self, logits):
+        return _class_log_odds(logits)
+
+    def _start_maps(self, n_classes):
         self.coef_, self.intercept_ = np.empty(n_classes), np.empty(n_classes)
-        failed = []
-        present = _present_classes(y_index, sample_weight, n_classes)
-        for k in np.flatnonzero(present):
-            a, b, ok = fit_platt(S[:, k], y_index == k, sample_weight)
-            self.coef_[k], self.intercept_[k] = a, b
-            if not ok:
-                failed.append(int(k))
-        # no positive example: the mean of the other classes' maps
+
+    def _fit_class(self, k, scores, positive, sample_weight):
+        self.coef_[k], self.intercept_[k], ok = fit_platt(
+            scores, positive, sample_weight
+        )
+        return ok
+
+    def _fill_absent(self, present):
         self.coef_[~present] = self.coef_[present].mean()
         self.intercept_[~present] = self.intercept_[present].mean()
-        if failed:
-            warn(
-                f"PlattCalibrator: Newton's method did not converge for classes "
-                f"{failed[:10]} in 100 iterations.",
-                ConvergenceWarning,
-            )
 
     def _calibrated_proba(self, logits):
         Q = _class_log_odds(logits, out=np.empty(logits.shape))
         affine_columns(Q, self.coef_, self.intercept_, out=Q)
-        return _renormalize_inplace(sigmoid_inplace(Q), logits)
+        return renormalize_inplace(sigmoid_inplace(Q), logits)
 
     def _calibrated_proba_of_probabilities(self, P, logits):
         """:meth:`_calibrated_proba` of the probabilities ``P`` themselves.
@@ -244,10 +240,7 @@ class PlattCalibrator(BaseCalibrator):
             log_inplace(np.divide(f, s, out=f))
             affine_columns(f, self.coef_, self.intercept_, out=f)
             sigmoid_inplace(f)
-        return _renormalize_inplace(P, logits)
-
-    def _calibrated_logits(self, logits):
-        return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
+        return renormalize_inplace(P, logits)
 
 
 def _backtrack(loss, theta, step, current):
@@ -359,7 +352,7 @@ def fit_beta(s, positive, w, parameters):
     return coef[0], coef[1], c, ok
 
 
-class BetaCalibrator(BaseCalibrator):
+class BetaCalibrator(OneVsRestCalibrator):
     """Beta calibration of each class, one-vs-rest (Kull et al. 2017).
 
     For class ``k`` with ``s = p_k`` (clipped to ``[eps, 1 - eps]``), the
@@ -421,9 +414,7 @@ class BetaCalibrator(BaseCalibrator):
     (3, 2)
     """
 
-    _shift_invariant = True
-    _softmax_first = True
-    _maps_probabilities = True
+    _unconverged_hint = " (separable scores?)"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -435,29 +426,22 @@ class BetaCalibrator(BaseCalibrator):
         self.classes = classes
         self.parameters = parameters
 
-    def _fit(self, logits, y_index, sample_weight):
-        P = softmax_inplace(np.array(logits, dtype=np.float64))
-        n_classes = P.shape[1]
+    def n_free_parameters(self, n_classes, n_features=None):
+        """``3C`` for "abm", ``2C`` for "am" and "ab"."""
+        return (3 if self.parameters == "abm" else 2) * n_classes
+
+    def _start_maps(self, n_classes):
         self.coef_ = np.empty((n_classes, 2))
         self.intercept_ = np.empty(n_classes)
-        failed = []
-        present = _present_classes(y_index, sample_weight, n_classes)
-        for k in np.flatnonzero(present):
-            a, b, c, ok = fit_beta(
-                P[:, k], y_index == k, sample_weight, self.parameters
-            )
-            self.coef_[k], self.intercept_[k] = (a, b), c
-            if not ok:
-                failed.append(int(k))
-        # no positive example: the mean of the other classes' maps
+
+    def _fit_class(self, k, scores, positive, sample_weight):
+        a, b, c, ok = fit_beta(scores, positive, sample_weight, self.parameters)
+        self.coef_[k], self.intercept_[k] = (a, b), c
+        return ok
+
+    def _fill_absent(self, present):
         self.coef_[~present] = self.coef_[present].mean(axis=0)
         self.intercept_[~present] = self.intercept_[present].mean()
-        if failed:
-            warn(
-                f"BetaCalibrator: Newton's method did not converge for classes "
-                f"{failed[:10]} in 100 iterations (separable scores?).",
-                ConvergenceWarning,
-            )
 
     def _calibrated_proba(self, logits):
         """The beta map of each class's softmax probability, renormalised.
@@ -488,7 +472,7 @@ class BetaCalibrator(BaseCalibrator):
             clip_inplace(f, _LOG_EPS, _LOG_ONE_MINUS_EPS)
             log_inplace(clip_inplace(one_minus_into(s, s), _EPS, 1.0 - _EPS))
             self._beta_map(f, s, a, minus_b)
-        return _renormalize_inplace(out, logits)
+        return renormalize_inplace(out, logits)
 
     def _calibrated_proba_of_probabilities(self, P, logits):
         """:meth:`_calibrated_proba` of the probabilities ``P`` themselves.
@@ -509,7 +493,7 @@ class BetaCalibrator(BaseCalibrator):
             log_inplace(clip_inplace(one_minus_into(f, s), _EPS, 1.0 - _EPS))
             log_inplace(clip_inplace(f, _EPS, 1.0 - _EPS))
             self._beta_map(f, s, a, minus_b)
-        return _renormalize_inplace(P, logits)
+        return renormalize_inplace(P, logits)
 
     def _beta_map(self, f, s, a, minus_b):
         """``sigmoid(a ln s - b ln(1 - s) + c)`` into ``f`` (holding ``ln s``;
@@ -517,6 +501,3 @@ class BetaCalibrator(BaseCalibrator):
         affine_columns(f, a, self.intercept_, out=f)  # a ln s + c
         affine_columns(s, minus_b, f, out=f)  # - b ln(1 - s)
         sigmoid_inplace(f)
-
-    def _calibrated_logits(self, logits):
-        return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))

@@ -7,7 +7,6 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .._torch import resolve_device
 from .._torch.kernels import density_ratio_confidence, knn_proximity, softmax_inplace
 from ..base import BaseLocalCalibrator
 from ..utils._dask import lazy_on_dask
@@ -172,6 +171,11 @@ class ProCalCalibrator(BaseLocalCalibrator):
         self.device = device
         self.verbose = verbose
 
+    def n_free_parameters(self, n_classes, n_features=None):
+        """5: the two 2-D densities' bandwidths and the error ratio (the
+        densities themselves are non-parametric)."""
+        return 5
+
     def _proximity(self, E: np.ndarray | None) -> np.ndarray:
         """Proximity of ``E`` to the memory (None: of the memory, leave-one-out).
 
@@ -181,7 +185,7 @@ class ProCalCalibrator(BaseLocalCalibrator):
             self.embeddings_,
             E,
             self.n_neighbors_,
-            device=resolve_device(self.device),
+            device=self.device,
             verbose=self.verbose if E is None else 0,
         )
 
@@ -228,7 +232,7 @@ class ProCalCalibrator(BaseLocalCalibrator):
             weights_wrong=self.weights_wrong_,
             bandwidth_wrong=self.bandwidth_wrong_,
             ratio=self.ratio_,
-            device=resolve_device(self.device),
+            device=self.device,
         )
 
     def _predict_proba(self, X):

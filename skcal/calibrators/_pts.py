@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._torch import resolve_device
 from .._torch.kernels import fit_pts, pts_predict_logits, softmax_inplace
 from ..base import BaseCalibrator
-from ..utils._sklearn import DEVICE_CONSTRAINT, Interval
+from ..utils._constraints import MINIBATCH_CONSTRAINTS, TRAINING_CONSTRAINTS
+from ..utils._parameters import hidden_sizes, mlp_count
+from ..utils._sklearn import Interval
 from ..utils._split import split_rows
+from ..utils._training import training_options
 from ..utils._validation import check_hidden_layer_sizes
 from ._scaling import fit_inverse_temperature
 
@@ -124,15 +126,8 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         **BaseCalibrator._parameter_constraints,
         "n_top": [Interval(Integral, 1, None, closed="left")],
         "hidden_layer_sizes": ["array-like"],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "weight_decay": [Interval(Real, 0, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
-        "device": DEVICE_CONSTRAINT,
-        "verbose": ["verbose"],
+        **TRAINING_CONSTRAINTS,
+        **MINIBATCH_CONSTRAINTS,
     }
 
     def __init__(
@@ -166,6 +161,15 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         self.device = device
         self.verbose = verbose
 
+    def n_free_parameters(self, n_classes, n_features=None):
+        """The weights and biases of the temperature network on the top
+        ``min(n_top, C)`` sorted logits."""
+        sizes = [
+            min(int(self.n_top), n_classes),
+            *hidden_sizes(self.hidden_layer_sizes),
+        ]
+        return mlp_count([*sizes, 1])
+
     def _fit(self, logits, y_index, sample_weight):
         n_samples, n_classes = logits.shape
         if n_samples < 4:
@@ -188,14 +192,7 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
             initial_temperature=1.0,
             train_idx=train_idx,
             val_idx=val_idx,
-            lr=self.learning_rate,
-            weight_decay=self.weight_decay,
-            batch_size=self.batch_size,
-            max_iter=self.max_iter,
-            n_iter_no_change=self.n_iter_no_change,
-            seed=int(torch_seed),
-            device=resolve_device(self.device),
-            verbose=self.verbose,
+            options=training_options(self, torch_seed),
         )
         self.coefs_ = fitted.coefs
         self.intercepts_ = fitted.intercepts
@@ -225,7 +222,7 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
             logits,
             self.temperature_init_,
             self.n_top_,
-            resolve_device(self.device),
+            self.device,
             out=out,
         )
 

@@ -11,19 +11,21 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .._torch import newton_root_1d, resolve_device
+from .._torch import newton_root_1d
 from .._torch.kernels import (
     TemperatureObjective,
-    affine_rows,
     fit_affine_softmax,
     logit_scale,
     softmax_inplace,
 )
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
+from ..utils._constraints import LBFGS_CONSTRAINTS
+from ..utils._parameters import affine_count, is_zero
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._validation import effective_sample_size
-from ..utils._warnings import warn
+from ..utils._warnings import warn, warn_unconverged
+from ._affine_map import AffineMap
 
 __all__ = [
     "MatrixScaling",
@@ -31,26 +33,8 @@ __all__ = [
     "VectorScaling",
 ]
 
-#: Constraints shared by the calibrators fitted with L-BFGS.
-_LBFGS_CONSTRAINTS = {
-    "device": DEVICE_CONSTRAINT,
-    "tol": [Interval(Real, 0, None, closed="neither")],
-    "max_iter": [Interval(Integral, 1, None, closed="left")],
-    "verbose": ["verbose"],
-}
-
 #: Inverse temperatures times the logits' scale are searched in [exp(-16), exp(16)].
 _LOG_BETA_BOUND = 16.0
-
-
-def _warn_unconverged(name: str, result, max_iter: int) -> None:
-    if not result.converged:
-        warn(
-            f"{name} did not converge in max_iter={max_iter} iterations (largest "
-            f"gradient entry {result.grad_max:.3g}). Increase max_iter, add "
-            "regularisation, or check the scores for extreme values.",
-            ConvergenceWarning,
-        )
 
 
 def fit_inverse_temperature(
@@ -72,9 +56,7 @@ def fit_inverse_temperature(
         ``result.x`` is ``beta``, in the units of ``logits``.
     """
     scale = logit_scale(logits)
-    objective = TemperatureObjective(
-        logits, y_index, sample_weight, resolve_device(device), scale
-    )
+    objective = TemperatureObjective(logits, y_index, sample_weight, device, scale)
     bound = math.exp(_LOG_BETA_BOUND)
     # start at beta = 1 when the logits' scale allows it
     start = min(max(scale, 1.0 / bound), bound)
@@ -208,6 +190,10 @@ class TemperatureScaling(BaseCalibrator):
         self.tol = tol
         self.max_iter = max_iter
 
+    def n_free_parameters(self, n_classes, n_features=None):
+        """1: one temperature shared by every class."""
+        return 1
+
     def _fit(self, logits, y_index, sample_weight):
         result = fit_inverse_temperature(
             logits, y_index, sample_weight, self.device, self.tol, self.max_iter
@@ -223,33 +209,7 @@ class TemperatureScaling(BaseCalibrator):
         return softmax_inplace(logits)
 
 
-class _AffineMap:
-    """Predictions of a fitted affine map ``coef_``, ``intercept_`` of the
-    logits (of their log-softmax with ``_log_softmax_first``), by
-    :func:`affine_rows`: a mixin placed before :class:`BaseCalibrator`."""
-
-    _log_softmax_first = False
-
-    def _calibrated_logits(self, logits):
-        return self._map(logits)
-
-    def _calibrated_proba(self, logits):
-        return self._map(logits, softmax=True)
-
-    def _calibrated_proba_inplace(self, logits):
-        return self._map(logits, softmax=True, out=logits)
-
-    def _map(self, logits, **kwargs):
-        return affine_rows(
-            logits,
-            self.coef_,
-            self.intercept_,
-            log_softmax=self._log_softmax_first,
-            **kwargs,
-        )
-
-
-class _AffineScaling(_AffineMap, BaseCalibrator):
+class _AffineScaling(AffineMap, BaseCalibrator):
     """Shared fit of vector and matrix scaling."""
 
     _kind = "diagonal"
@@ -257,7 +217,7 @@ class _AffineScaling(_AffineMap, BaseCalibrator):
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "reg_lambda": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
-        **_LBFGS_CONSTRAINTS,
+        **LBFGS_CONSTRAINTS,
     }
 
     def _calibrated_proba_of_probabilities(self, P, logits):
@@ -287,14 +247,14 @@ class _AffineScaling(_AffineMap, BaseCalibrator):
             sample_weight,
             kind=self._kind,
             scale=beta,
-            device=resolve_device(self.device),
+            device=self.device,
             tol=self.tol,
             max_iter=self.max_iter,
             verbose=self.verbose,
             desc=type(self).__name__,
             **self._penalties(),
         )
-        _warn_unconverged(type(self).__name__, fit.result, self.max_iter)
+        warn_unconverged(type(self).__name__, fit.result, self.max_iter)
         self.coef_ = fit.coef
         self.intercept_ = fit.intercept
         self.n_iter_ = fit.result.n_iter
@@ -404,6 +364,12 @@ class VectorScaling(_AffineScaling):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
+
+    def n_free_parameters(self, n_classes, n_features=None):
+        """The unpenalised entries (all ``2C`` without the ridge), at least
+        ``ceil(C / 5)``: see :func:`~skcal.utils._parameters.affine_count`."""
+        free = is_zero(self.reg_lambda)
+        return affine_count(n_classes, diag=free, off=False, bias=free)
 
 
 class MatrixScaling(_AffineScaling):
@@ -532,6 +498,15 @@ class MatrixScaling(_AffineScaling):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
+
+    def n_free_parameters(self, n_classes, n_features=None):
+        """The unpenalised entries (all ``C^2 + C`` without the ridges), at
+        least ``ceil(C / 5)``."""
+        free = is_zero(self.reg_lambda)
+        off = free and (
+            self.reg_off_diagonal == "auto" or is_zero(self.reg_off_diagonal)
+        )
+        return affine_count(n_classes, diag=free, off=off, bias=free)
 
     def _penalties(self) -> dict:
         n_classes = len(self.classes_)

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._torch import resolve_device
+from .._torch import check_device
 from .._torch.kernels import (
     fit_smart,
     smart_predict_proba,
@@ -16,8 +16,11 @@ from .._torch.kernels import (
 )
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
-from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
+from ..utils._constraints import TRAINING_CONSTRAINTS
+from ..utils._parameters import hidden_sizes, mlp_count
+from ..utils._sklearn import Interval, StrOptions
 from ..utils._split import stratified_split
+from ..utils._training import training_options
 from ..utils._validation import check_hidden_layer_sizes
 from ..utils._warnings import warn
 from ._scaling import fit_inverse_temperature
@@ -235,14 +238,10 @@ class SMARTCalibrator(BaseCalibrator):
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "q": [Interval(Real, 0, None, closed="neither")],
         "smoothing": [Interval(Real, 0, None, closed="left")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        **TRAINING_CONSTRAINTS,
         "tol": [Interval(Real, 0, None, closed="left")],
+        # None (the default): early stopping on the training loss, no split
         "validation_fraction": [Interval(Real, 0, 1, closed="neither"), None],
-        "random_state": ["random_state"],
-        "device": DEVICE_CONSTRAINT,
-        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -286,8 +285,13 @@ class SMARTCalibrator(BaseCalibrator):
         self.device = device
         self.verbose = verbose
 
-    def _fit(self, logits, y_index, sample_weight):
-        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
+    def n_free_parameters(self, n_classes, n_features=None):
+        """The weights and biases of the temperature network (49 by
+        default: one input, the logit gap, and one output)."""
+        return mlp_count([1, *hidden_sizes(self.hidden_layer_sizes), 1])
+
+    def _check_logits(self, logits):
+        """At least 2 rows, and gaps to the row maxima that float32 holds."""
         if logits.shape[0] < 2:
             raise ValueError(
                 f"SMARTCalibrator needs at least 2 calibration samples to "
@@ -302,6 +306,10 @@ class SMARTCalibrator(BaseCalibrator):
                 "before calibrating, or use TemperatureScaling, which works at "
                 "any scale."
             )
+
+    def _fit(self, logits, y_index, sample_weight):
+        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
+        self._check_logits(logits)
         rng = check_random_state(self.random_state)
         # the network's seed is drawn first: the same as without a split
         seed = rng.randint(np.iinfo(np.int32).max)
@@ -313,10 +321,11 @@ class SMARTCalibrator(BaseCalibrator):
         train = np.ones(len(y_index), dtype=bool)
         if val_idx is not None:
             train[val_idx] = False
-        device = resolve_device(self.device)
-        t0, separable = self._start(
-            logits[train], y_index[train], sample_weight[train], device
-        )
+        check_device(self.device)  # an unavailable device fails here
+        t0, separable = self._start(logits[train], y_index[train], sample_weight[train])
+        options = training_options(self, seed)
+        if separable:  # nothing to learn from (see _start)
+            options = options.replace(max_iter=0)
         fitted = fit_smart(
             logits,
             y_index,
@@ -328,16 +337,10 @@ class SMARTCalibrator(BaseCalibrator):
             alpha=float(self.alpha),
             q=float(self.q),
             smoothing=float(self.smoothing),
-            lr=float(self.learning_rate),
-            # a separable set has nothing to learn from (see _start)
-            max_iter=0 if separable else self.max_iter,
-            n_iter_no_change=self.n_iter_no_change,
-            tol=float(self.tol),
-            seed=int(seed),
-            device=device,
             t0=t0,
+            tol=float(self.tol),
+            options=options,
             val_idx=val_idx,
-            verbose=self.verbose,
         )
         self.coefs_ = fitted.coefs
         self.intercepts_ = fitted.intercepts
@@ -358,7 +361,7 @@ class SMARTCalibrator(BaseCalibrator):
                 ConvergenceWarning,
             )
 
-    def _start(self, logits, y_index, sample_weight, device):
+    def _start(self, logits, y_index, sample_weight):
         """The start temperature (temperature scaling's) and whether the
         training rows are separable.
 
@@ -382,7 +385,7 @@ class SMARTCalibrator(BaseCalibrator):
                 ConvergenceWarning,
             )
             return 1.0, True
-        beta = fit_inverse_temperature(logits, y_index, sample_weight, device).x
+        beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
         return 1.0 / beta, False
 
     def _held_out_rows(self, y_index, sample_weight, seed) -> np.ndarray:
@@ -417,7 +420,7 @@ class SMARTCalibrator(BaseCalibrator):
             gap_std=self.gap_std_,
             t_min=float(self.t_min),
             gap_range=self.gap_range_ if self.clip_gap else None,
-            device=resolve_device(self.device),
+            device=self.device,
         )
 
     def _temperature(self, logits):

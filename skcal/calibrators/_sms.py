@@ -6,7 +6,6 @@ from numbers import Real
 
 import numpy as np
 
-from .._torch import resolve_device
 from .._torch.kernels import affine_rows, fit_affine_softmax, softmax_inplace
 from .._torch.kernels._softmax import (
     exp_into,
@@ -17,9 +16,12 @@ from .._torch.kernels._softmax import (
     scale_rows_inplace,
 )
 from ..base import BaseCalibrator
+from ..utils._constraints import LBFGS_CONSTRAINTS
+from ..utils._parameters import affine_count, is_zero
 from ..utils._sklearn import Interval
 from ..utils._validation import effective_sample_size
-from ._scaling import _LBFGS_CONSTRAINTS, _warn_unconverged, fit_inverse_temperature
+from ..utils._warnings import warn_unconverged
+from ._scaling import fit_inverse_temperature
 
 __all__ = ["StructuredMatrixScaling"]
 
@@ -121,7 +123,7 @@ class StructuredMatrixScaling(BaseCalibrator):
         "reg_off_diagonal": [Interval(Real, 0, None, closed="left")],
         "rho": [Real],
         "tau": [Real],
-        **_LBFGS_CONSTRAINTS,
+        **LBFGS_CONSTRAINTS,
     }
 
     def __init__(
@@ -150,6 +152,16 @@ class StructuredMatrixScaling(BaseCalibrator):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
+
+    def n_free_parameters(self, n_classes, n_features=None):
+        """The unpenalised entries, at least ``ceil(C / 5)`` (``ceil(C / 5)``
+        by default: every entry is shrunk by a ridge ``C / n``)."""
+        return affine_count(
+            n_classes,
+            diag=is_zero(self.reg_diagonal),
+            off=is_zero(self.reg_off_diagonal),
+            bias=is_zero(self.reg_intercept),
+        )
 
     def _floor(self) -> float:
         """The floor of ``log p``: none for logits, whose log-probabilities
@@ -199,13 +211,13 @@ class StructuredMatrixScaling(BaseCalibrator):
             l2_bias=self.reg_intercept * scale,
             l2_diag=self.reg_diagonal * scale,
             l2_off=self.reg_off_diagonal * off_scale,
-            device=resolve_device(self.device),
+            device=self.device,
             tol=self.tol,
             max_iter=self.max_iter,
             verbose=self.verbose,
             desc=type(self).__name__,
         )
-        _warn_unconverged(type(self).__name__, fit.result, self.max_iter)
+        warn_unconverged(type(self).__name__, fit.result, self.max_iter)
         self.coef_, self.intercept_ = fit.coef, fit.intercept
         self.n_iter_ = fit.result.n_iter
 

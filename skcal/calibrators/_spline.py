@@ -178,6 +178,11 @@ class SplineCalibrator(BaseCalibrator):
         self.n_knots = n_knots
         self.redistribution = redistribution
 
+    def n_free_parameters(self, n_classes, n_features=None):
+        """``n_knots``, the spline's values at its knots (plus the
+        temperature of the others' shares with the default redistribution)."""
+        return int(self.n_knots) + (self.redistribution == "temperature")
+
     def _fit(self, logits, y_index, sample_weight):
         P = softmax_inplace(np.array(logits, dtype=np.float64))
         top = np.argmax(logits, axis=1)

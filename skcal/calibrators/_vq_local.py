@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._torch import resolve_device
+from .._torch import check_device
 from .._torch.kernels import (
     CompositionalMap,
     GlobalDirichletMap,
@@ -20,8 +20,10 @@ from .._torch.kernels import (
 )
 from ..base import BaseLocalCalibrator
 from ..exceptions import AccuracyDropWarning, CodebookWarning
-from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
+from ..utils._constraints import MINIBATCH_CONSTRAINTS, TRAINING_CONSTRAINTS
+from ..utils._sklearn import Interval, StrOptions
 from ..utils._split import stratified_split
+from ..utils._training import training_options
 from ..utils._validation import paired_mean_difference
 from ..utils._warnings import warn
 
@@ -323,16 +325,9 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         "learn_variance": ["boolean"],
         "reg_lambda": [Interval(Real, 0, None, closed="left")],
         "identity_shift": ["boolean"],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "weight_decay": [Interval(Real, 0, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        **TRAINING_CONSTRAINTS,
+        **MINIBATCH_CONSTRAINTS,
         "n_init_batches": [Interval(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
-        "device": DEVICE_CONSTRAINT,
-        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -386,6 +381,22 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         self.device = device
         self.verbose = verbose
 
+    def n_free_parameters(self, n_classes, n_features=None):
+        """The codebook ``K d``, the head ``C (w d + 1)`` it trains (unless
+        ``head="frozen"``) and the map: ``2 K C + C`` (plus ``w`` variances)
+        for the compositional one, ``C^2 + C`` for a Dirichlet map."""
+        n_features = n_classes if n_features is None else int(n_features)
+        K = int(self.n_codewords)
+        count = K * max(n_features // int(self.n_slots), 1)
+        if self.head != "frozen":
+            count += n_classes * (n_features + 1)
+        if self.calibration == "compositional":
+            count += 2 * K * n_classes + n_classes
+            count += int(self.n_slots) if self.learn_variance else 0
+        elif self.calibration == "dirichlet":
+            count += n_classes * (n_classes + 1)
+        return count
+
     @property
     def _uses_head(self):
         # a given coef fixes the classes (row j is class j) in both modes, so
@@ -418,31 +429,25 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             split_seed,
             "VQLocalCalibrator",
         )
-        dev = resolve_device(self.device)
-        self._check_cost(dev)
+        self._check_cost(check_device(self.device))
         split = dict(train_idx=train, val_idx=val)
-        adam = dict(
-            lr=float(self.learning_rate),
-            weight_decay=float(self.weight_decay),
-            batch_size=self.batch_size,
-            max_iter=self.max_iter,
-            n_iter_no_change=self.n_iter_no_change,
-            device=dev,
-            verbose=self.verbose,
-        )
         stage1 = self._divide(
-            X, y_index, sample_weight, seed=int(seed1), **split, **adam
+            X, y_index, sample_weight, options=training_options(self, seed1), **split
         )
         self.codebook_ = stage1.codebook
         self.head_coef_ = stage1.coef
         self.head_intercept_ = stage1.intercept
-        head = self._head_outputs(X, dev)
+        head = self._head_outputs(X)
         self._count_codewords(head.index)
         self.slot_scales_ = np.ones(self.n_slots)
         stage2 = None
         if self.calibration != "none":
             stage2 = self._calibra(
-                head, y_index, sample_weight, seed=int(seed2), **split, **adam
+                head,
+                y_index,
+                sample_weight,
+                options=training_options(self, seed2),
+                **split,
             )
         self.best_iter_ = (stage1.best_epoch, stage2.best_epoch if stage2 else 0)
         self.n_iter_ = (stage1.n_epochs, stage2.n_epochs if stage2 else 0)
@@ -485,12 +490,12 @@ class VQLocalCalibrator(BaseLocalCalibrator):
                 "the embeddings with zero columns."
             )
 
-    def _check_cost(self, dev):
+    def _check_cost(self, device_type):
         n_classes = len(self.classes_)
         work = n_classes * n_classes * self.n_codewords
         if (
             self.calibration == "compositional"
-            and dev.type == "cpu"
+            and device_type == "cpu"
             and work > _MAX_CPU_MAP_WORK
         ):
             raise ValueError(
@@ -562,9 +567,14 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             self.slot_scales_ = fit.map.slot_scales
         return fit
 
-    def _head_outputs(self, X, dev):
+    def _head_outputs(self, X):
         return vq_head_log_proba(
-            X, self.codebook_, self.head_coef_, self.head_intercept_, self.n_slots, dev
+            X,
+            self.codebook_,
+            self.head_coef_,
+            self.head_intercept_,
+            self.n_slots,
+            self.device,
         )
 
     def _calibration_map(self):
@@ -582,10 +592,9 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         )
 
     def _predict_proba(self, X):
-        dev = resolve_device(self.device)
-        head = self._head_outputs(X, dev)
+        head = self._head_outputs(X)
         return vq_calibrated_proba(
-            head.index, head.log_proba, self._calibration_map(), dev
+            head.index, head.log_proba, self._calibration_map(), self.device
         )
 
     def quantize(self, X) -> np.ndarray:
@@ -603,4 +612,4 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         """
         check_is_fitted(self)
         X = self._validate_embeddings(X, reset=False)
-        return self._head_outputs(X, resolve_device(self.device)).index
+        return self._head_outputs(X).index

@@ -197,23 +197,9 @@ class ReliabilityDisplay:
         """
         name = self.name if name is None else name
         keep = self.count > 0
-        weight = (self.count if self.weight is None else self.weight).astype(float)
-        gaps = np.abs(self.fraction_positive - self.mean_predicted)
-        total = weight[keep].sum()
-        self.ece_ = float(weight[keep] @ gaps[keep] / total) if total > 0 else 0.0
+        self.ece_ = self._ece(keep)
         if ax is None:
-            plt = _pyplot("ReliabilityDisplay.plot")
-            if show_counts and count_ax is None:
-                figure, (ax, count_ax) = plt.subplots(
-                    2,
-                    1,
-                    sharex=True,
-                    figsize=(5, 6),
-                    gridspec_kw={"height_ratios": (3, 1)},
-                    layout="constrained",
-                )
-            else:
-                _, ax = plt.subplots()
+            ax, count_ax = self._new_axes(show_counts, count_ax)
         label = kwargs.pop("label", name)
         if show_ece:
             ece = f"ECE {self.ece_:.3f}"
@@ -222,18 +208,49 @@ class ReliabilityDisplay:
             line.get_label() == "perfectly calibrated" for line in ax.get_lines()
         ):
             ax.plot([0, 1], [0, 1], ls=":", color="k", label="perfectly calibrated")
-        (self.line_,) = ax.plot(
-            self.mean_predicted[keep],
-            self.fraction_positive[keep],
-            label=label,
-            **kwargs,
-        )
+        self._draw_curve(ax, keep, label, min_count, kwargs)
+        self.counts_, self.count_ax_ = None, None
+        if show_counts:
+            self._draw_counts(ax, count_ax)
+        self._label_axes(ax)
+        ax.legend(loc="upper left")
+        self.ax_, self.figure_ = ax, ax.figure
+        return self
+
+    def _ece(self, keep) -> float:
+        """The weighted mean gap of the plotted bins."""
+        weight = (self.count if self.weight is None else self.weight).astype(float)
+        gaps = np.abs(self.fraction_positive - self.mean_predicted)
+        total = weight[keep].sum()
+        return float(weight[keep] @ gaps[keep] / total) if total > 0 else 0.0
+
+    @staticmethod
+    def _new_axes(show_counts, count_ax):
+        """A new figure: the diagram, with a counts panel below when drawn."""
+        plt = _pyplot("ReliabilityDisplay.plot")
+        if show_counts and count_ax is None:
+            _, (ax, count_ax) = plt.subplots(
+                2,
+                1,
+                sharex=True,
+                figsize=(5, 6),
+                gridspec_kw={"height_ratios": (3, 1)},
+                layout="constrained",
+            )
+            return ax, count_ax
+        return plt.subplots()[1], count_ax
+
+    def _draw_curve(self, ax, keep, label, min_count, kwargs) -> None:
+        """The curve, its markers (sized by the bin's share, hollow below
+        ``min_count``) and the band."""
+        x, y = self.mean_predicted[keep], self.fraction_positive[keep]
+        (self.line_,) = ax.plot(x, y, label=label, **kwargs)
         color = self.line_.get_color()
         share = self.count[keep] / max(self.count.sum(), 1)
         small = self.count[keep] < min_count
         self.markers_ = ax.scatter(
-            self.mean_predicted[keep],
-            self.fraction_positive[keep],
+            x,
+            y,
             # hollow markers stay large enough to be seen hollow
             s=np.where(
                 small, _HOLLOW_AREA, _MIN_AREA + (_MAX_AREA - _MIN_AREA) * share
@@ -246,25 +263,25 @@ class ReliabilityDisplay:
         self.band_ = None
         if self.band is not None:
             self.band_ = ax.fill_between(
-                self.mean_predicted[keep],
-                self.band[0, keep],
-                self.band[1, keep],
-                color=color,
-                alpha=0.2,
+                x, self.band[0, keep], self.band[1, keep], color=color, alpha=0.2,
                 linewidth=0,
+            )  # fmt: skip
+
+    def _draw_counts(self, ax, count_ax) -> None:
+        self.count_ax_ = self._count_panel(ax, count_ax)
+        self.counts_ = self.count_ax_.stairs(
+            self.count, self.edges, color=self.line_.get_color(), linewidth=1.2
+        )
+        if _COUNT_PANELS[ax][1]:  # a twin: the counts keep to the lower quarter
+            highest = max(
+                float(np.max(p.get_data().values, initial=0))
+                for p in self.count_ax_.patches
             )
-        self.counts_, self.count_ax_ = None, None
-        if show_counts:
-            self.count_ax_ = self._count_panel(ax, count_ax)
-            self.counts_ = self.count_ax_.stairs(
-                self.count, self.edges, color=color, linewidth=1.2
-            )
-            if _COUNT_PANELS[ax][1]:  # a twin: the counts keep to the lower quarter
-                highest = max(
-                    float(np.max(p.get_data().values, initial=0))
-                    for p in self.count_ax_.patches
-                )
-                self.count_ax_.set_ylim(0, 4 * max(highest, 1))
+            self.count_ax_.set_ylim(0, 4 * max(highest, 1))
+
+    def _label_axes(self, ax) -> None:
+        """Limits and labels; with a counts panel below sharing x, the x
+        label goes under it."""
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         if self.view == "top_label":
@@ -278,15 +295,12 @@ class ReliabilityDisplay:
             and not _COUNT_PANELS[ax][1]  # not a twin
             and ax.get_shared_x_axes().joined(ax, self.count_ax_)
         )
-        if below:  # a panel below, sharing x: the x label goes under it
+        if below:
             self.count_ax_.set_xlabel(xlabel)
             ax.tick_params(labelbottom=False)
             ax.set_xlabel("")
         else:
             ax.set_xlabel(xlabel)
-        ax.legend(loc="upper left")
-        self.ax_, self.figure_ = ax, ax.figure
-        return self
 
     @staticmethod
     def _count_panel(ax, count_ax):

@@ -6,10 +6,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..utils._dask import dask_dispatch
 from ..utils._sklearn import StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._binning import binned_statistics
+from ._dask import dask_dispatch
 from ._ece import BINNED_METRIC_PARAMS, top_label
 from ._local import _class_weights
 

@@ -6,7 +6,6 @@ from numbers import Integral
 
 import numpy as np
 
-from ..utils._dask import dask_dispatch
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_class_weight, check_proba_targets
 from ._binning import (
@@ -16,6 +15,7 @@ from ._binning import (
     binned_statistics,
     classwise_tables,
 )
+from ._dask import dask_dispatch
 
 __all__ = [
     "classwise_calibration_error",

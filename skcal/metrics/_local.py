@@ -11,10 +11,8 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._torch import resolve_device
 from .._torch.kernels import local_anchor_errors
 from ..exceptions import FlatKernelWarning
-from ..utils._dask import dask_dispatch
 from ..utils._sklearn import Interval, StrOptions, _fit_context, validate_params
 from ..utils._validation import (
     check_class_weight,
@@ -23,6 +21,7 @@ from ..utils._validation import (
 )
 from ..utils._warnings import warn
 from ._binning import assign_bins, bin_edges
+from ._dask import dask_dispatch
 from ._ece import BINNED_METRIC_PARAMS
 from ._local_rff import NO_KEPT_BIN, RFFLocalState
 
@@ -324,6 +323,27 @@ class _AnchorErrors:
     sample_weight: np.ndarray
 
 
+def _kept_groups(proba, w, n_bins, min_bin_size) -> list:
+    """``(class, members)`` of every kept confidence bin of every class."""
+    edges = bin_edges(proba[:, 0], n_bins)
+    groups = []
+    for k in range(proba.shape[1]):
+        bins = assign_bins(proba[:, k], edges, closed="left")
+        # a bin's support is its effective number of samples (Kish): the
+        # count for equal weights, unchanged when every weight is scaled
+        w_sum = np.bincount(bins, weights=w, minlength=n_bins)
+        w_sq = np.bincount(bins, weights=w * w, minlength=n_bins)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            support = np.where(w_sq > 0, w_sum**2 / w_sq, 0.0)
+        # a bin at the threshold up to rounding is dropped, whatever the
+        # weights' scale or the order of the sums
+        threshold = min_bin_size + 1e-9 * max(1.0, min_bin_size)
+        groups += [
+            (k, np.flatnonzero(bins == b)) for b in np.flatnonzero(support > threshold)
+        ]
+    return groups
+
+
 def _anchor_errors(
     y_true,
     y_proba,
@@ -364,22 +384,7 @@ def _anchor_errors(
     phi = _features_in_space(features, space, n)
     if isinstance(bandwidth, str):  # "auto"
         bandwidth = _median_distance_bandwidth(phi, w)
-    edges = bin_edges(proba[:, 0], n_bins)
-    groups = []  # (class, members) of every kept confidence bin
-    for k in range(n_classes):
-        bins = assign_bins(proba[:, k], edges, closed="left")
-        # a bin's support is its effective number of samples (Kish): the
-        # count for equal weights, unchanged when every weight is scaled
-        w_sum = np.bincount(bins, weights=w, minlength=n_bins)
-        w_sq = np.bincount(bins, weights=w * w, minlength=n_bins)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            support = np.where(w_sq > 0, w_sum**2 / w_sq, 0.0)
-        # a bin at the threshold up to rounding is dropped, whatever the
-        # weights' scale or the order of the sums
-        threshold = min_bin_size + 1e-9 * max(1.0, min_bin_size)
-        groups += [
-            (k, np.flatnonzero(bins == b)) for b in np.flatnonzero(support > threshold)
-        ]
+    groups = _kept_groups(proba, w, n_bins, min_bin_size)
     if name is not None:
         _warn_flat_kernel(name, phi, w, groups, bandwidth)
     if method == "auto":
@@ -394,7 +399,7 @@ def _anchor_errors(
             min_bin_size=min_bin_size,
             n_components=n_components,
             random_state=random_state,
-            device=resolve_device(device),
+            device=device,
         )
         state.update(proba, y_index, phi, w)
         lce = state.next_pass().update(proba, y_index, phi, w)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._torch import check_device
 from .._torch.kernels import rff_anchor_errors, rff_frequencies, rff_group_sums
 from ..exceptions import ApproximationWarning
 from ..utils._warnings import warn
@@ -58,7 +59,9 @@ class RFFLocalState:
         ``D``, the number of random frequencies (``2 D`` features).
     random_state : int
         Seed of the frequencies.
-    device : torch.device or str
+    device : {"auto", "cpu", "cuda", "cuda:N"}
+        Checked here (an unavailable device is a ``ValueError`` before any
+        work) and resolved by the kernels, where each chunk is summed.
     """
 
     def __init__(
@@ -74,6 +77,7 @@ class RFFLocalState:
         device,
     ):
         self.n_bins, self.min_bin_size = int(n_bins), float(min_bin_size)
+        check_device(device)
         self.device = device
         self.omega = rff_frequencies(
             n_features, int(n_components), float(bandwidth), int(random_state)
@@ -105,11 +109,11 @@ class RFFLocalState:
         bins = self._bins(proba)
         if self.pass_ == 1:
             resid = proba - (y_index[:, None] == np.arange(proba.shape[1]))
-            S, T = rff_group_sums(
+            sums = rff_group_sums(
                 phi, resid, w, bins, self.omega, self.n_bins, device=self.device
             )
-            self.S += S
-            self.T += T
+            self.S += sums.S
+            self.T += sums.T
             for k in range(proba.shape[1]):
                 b, wr = bins[:, k], w * w * resid[:, k]
                 self.weight[k] += np.bincount(b, w, self.n_bins)
@@ -119,7 +123,7 @@ class RFFLocalState:
                 self.resid_w[k] += np.bincount(b, w * resid[:, k], self.n_bins)
             self.class_weight += np.bincount(y_index, w, proba.shape[1])
             return None
-        lce, noise = rff_anchor_errors(
+        errors = rff_anchor_errors(
             phi,
             w,
             bins,
@@ -130,6 +134,7 @@ class RFFLocalState:
             self.spread_sq,
             device=self.device,
         )
+        lce, noise = errors.lce, errors.noise
         valid = ~np.isnan(lce)
         a = np.where(valid, np.abs(lce), 0.0)
         self.abs_sum += w @ a
@@ -207,6 +212,63 @@ class RFFLocalState:
 _SPACE_ROWS = 50_000
 
 
+def _dask_sample(x, n, size):
+    """Up to ``size`` of the ``n`` rows of a Dask array, evenly spaced (numpy),
+    and their indices."""
+    idx = np.unique(np.linspace(0, n - 1, min(n, size)).round().astype(np.int64))
+    return np.asarray(x[idx].compute()), idx
+
+
+def _dask_space(features, sample_weight, space, bandwidth):
+    """``(transform, bandwidth)`` of Dask inputs: ``space="pca"`` fitted on
+    up to ``_SPACE_ROWS`` evenly spaced rows, ``bandwidth="auto"`` measured
+    on 1,000."""
+    from ._local import LocalSpace, _median_distance_bandwidth
+
+    n = features.shape[0]
+    if isinstance(space, str):  # "pca", fitted on a sample of rows
+        space = LocalSpace().fit(_dask_sample(features, n, _SPACE_ROWS)[0])
+    transform = (
+        (lambda x: np.asarray(x, dtype=np.float64))
+        if space is None
+        else (space.transform)
+    )
+    if isinstance(bandwidth, str):  # "auto"
+        rows, idx = _dask_sample(features, n, 1000)
+        w = (
+            np.ones(len(idx))
+            if sample_weight is None
+            else _dask_sample(sample_weight, n, 1000)[0]
+        )
+        bandwidth = _median_distance_bandwidth(transform(rows), w)
+    return transform, bandwidth
+
+
+def _two_passes(template, blocks, transform, labels) -> RFFLocalState:
+    """The summed state of both passes of ``template`` over the Dask
+    ``blocks`` (``(proba, features, y, weight)`` each), one tree reduction
+    each, every chunk projected by ``transform`` on its worker."""
+    from dask import delayed
+
+    from ..utils._dask import tree_reduce
+    from ..utils._validation import check_proba_targets, check_sample_weight
+
+    def chunk(template, p, x, y, w):
+        state = template.empty()
+        if len(y) == 0:
+            return state
+        proba, y_index, _ = check_proba_targets(y, p, labels=labels, copy=False)
+        w = check_sample_weight(w, len(y_index))
+        state.update(proba, y_index, transform(x), w)
+        return state
+
+    def run(template):
+        shared = delayed(template, pure=True)  # one key, not one per chunk
+        return tree_reduce(delayed(chunk)(shared, *b) for b in blocks)
+
+    return run(run(template).next_pass())
+
+
 def dask_local_errors(
     y_true,
     y_proba,
@@ -231,16 +293,9 @@ def dask_local_errors(
     chunk is then projected, binned and summed on its worker, and only the
     states travel. Returns ``(lce, mlce)``.
     """
-    from dask import delayed
-
-    from .._torch import resolve_device
-    from ..utils._dask import aligned_rows, tree_reduce
-    from ..utils._validation import (
-        check_class_weight,
-        check_proba_targets,
-        check_sample_weight,
-    )
-    from ._local import LocalSpace, _check_features_ndim, _median_distance_bandwidth
+    from ..utils._dask import aligned_rows
+    from ..utils._validation import check_class_weight
+    from ._local import _check_features_ndim
 
     if method == "exact":
         raise ValueError(
@@ -253,29 +308,9 @@ def dask_local_errors(
     (y_proba, features, y_true, sample_weight), blocks = aligned_rows(
         y_proba, features, y_true, sample_weight
     )
-    n = features.shape[0]
-
-    def sample(x, size):
-        idx = np.unique(np.linspace(0, n - 1, min(n, size)).round().astype(np.int64))
-        return np.asarray(x[idx].compute()), idx
-
-    if isinstance(space, str):  # "pca", fitted on a sample of rows
-        space = LocalSpace().fit(sample(features, _SPACE_ROWS)[0])
-    transform = (
-        (lambda x: np.asarray(x, dtype=np.float64))
-        if space is None
-        else (space.transform)
-    )
-    if isinstance(bandwidth, str):  # "auto"
-        rows, idx = sample(features, 1000)
-        w = (
-            np.ones(len(idx))
-            if sample_weight is None
-            else sample(sample_weight, 1000)[0]
-        )
-        bandwidth = _median_distance_bandwidth(transform(rows), w)
+    transform, bandwidth = _dask_space(features, sample_weight, space, bandwidth)
     n_classes = len(labels) if labels is not None else int(y_proba.shape[1])
-    n_space = transform(sample(features, 2)[0]).shape[1]
+    n_space = transform(_dask_sample(features, features.shape[0], 2)[0]).shape[1]
     template = RFFLocalState(
         n_classes,
         n_space,
@@ -284,24 +319,9 @@ def dask_local_errors(
         min_bin_size=min_bin_size,
         n_components=n_components,
         random_state=random_state,
-        device=resolve_device(device),
+        device=device,
     )
-
-    def chunk(template, p, x, y, w):
-        state = template.empty()
-        if len(y) == 0:
-            return state
-        proba, y_index, _ = check_proba_targets(y, p, labels=labels, copy=False)
-        w = check_sample_weight(w, len(y_index))
-        state.update(proba, y_index, transform(x), w)
-        return state
-
-    def run(template):
-        shared = delayed(template, pure=True)  # one key, not one per chunk
-        return tree_reduce(delayed(chunk)(shared, *b) for b in blocks)
-
-    merged = run(template).next_pass()
-    summaries = run(merged)
+    summaries = _two_passes(template, blocks, transform, labels)
     frequencies = summaries.class_weight if isinstance(class_weight, str) else None
     cw = check_class_weight(class_weight, n_classes, frequencies=frequencies)
     return summaries.compute(cw)

@@ -6,9 +6,9 @@ from numbers import Real
 
 import numpy as np
 
-from ..utils._dask import dask_dispatch
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
+from ._dask import dask_dispatch
 
 __all__ = ["brier_score", "negative_log_likelihood"]
 

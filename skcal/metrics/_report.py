@@ -315,22 +315,7 @@ def calibration_report(
         "random_state": seed,
     }
     slow = n_resamples if slow_resamples is None else min(n_resamples, slow_resamples)
-    correct = (np.argmax(proba, axis=1) == y_index).astype(np.float64)
-    kw = {"labels": labels}
-    calls = {
-        "accuracy": (accuracy, y_index, correct, {}),
-        "NLL": (negative_log_likelihood, y_true, y_proba, kw),
-        "Brier": (brier_score, y_true, y_proba, kw),
-        "ECE": (expected_calibration_error, y_true, y_proba, {"n_bins": n_bins, **kw}),
-        "cwECE": (
-            classwise_calibration_error,
-            y_true,
-            y_proba,
-            {"n_bins": n_bins, **kw},
-        ),
-        "ECCE": (cumulative_calibration_error, y_true, y_proba, kw),
-        "smECE": (smooth_expected_calibration_error, y_true, y_proba, kw),
-    }
+    calls = _report_calls(y_true, y_proba, proba, y_index, labels, n_bins)
     names = tuple(name for name, _ in REPORT_METRICS)
     intervals = []
     for name in names:
@@ -359,3 +344,19 @@ def calibration_report(
         n_bins=int(n_bins),
         random_state=seed,
     )
+
+
+def _report_calls(y_true, y_proba, proba, y_index, labels, n_bins) -> dict:
+    """``name -> (metric, y, proba, params)`` of each row of the report."""
+    correct = (np.argmax(proba, axis=1) == y_index).astype(np.float64)
+    kw = {"labels": labels}
+    binned = {"n_bins": n_bins, **kw}
+    return {
+        "accuracy": (accuracy, y_index, correct, {}),
+        "NLL": (negative_log_likelihood, y_true, y_proba, kw),
+        "Brier": (brier_score, y_true, y_proba, kw),
+        "ECE": (expected_calibration_error, y_true, y_proba, binned),
+        "cwECE": (classwise_calibration_error, y_true, y_proba, binned),
+        "ECCE": (cumulative_calibration_error, y_true, y_proba, kw),
+        "smECE": (smooth_expected_calibration_error, y_true, y_proba, kw),
+    }

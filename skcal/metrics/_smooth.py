@@ -7,9 +7,9 @@ from numbers import Real
 import numpy as np
 from scipy.signal import fftconvolve
 
-from ..utils._dask import dask_dispatch
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_proba_targets
+from ._dask import dask_dispatch
 from ._ece import BINNED_METRIC_PARAMS, top_label
 
 __all__ = ["smooth_expected_calibration_error"]

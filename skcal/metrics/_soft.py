@@ -5,9 +5,9 @@ from __future__ import annotations
 from numbers import Real
 
 from .._torch.kernels import soft_binned_ece_value
-from ..utils._dask import dask_dispatch
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
+from ._dask import dask_dispatch
 from ._ece import BINNED_METRIC_PARAMS, top_label
 
 __all__ = ["soft_binned_calibration_error", "soft_expected_calibration_error"]

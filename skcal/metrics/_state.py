@@ -580,9 +580,9 @@ class _SoftState(MetricState):
         sums = soft_bin_sums_value(
             conf, correct, w, n_bins=self.params["n_bins"], **self._kernel_args()[0]
         )
-        self.mass_ += sums[0]
-        self.conf_sum_ += sums[1]
-        self.acc_sum_ += sums[2]
+        self.mass_ += sums.mass
+        self.conf_sum_ += sums.conf_sum
+        self.acc_sum_ += sums.acc_sum
         self.weight_sum_ += float(w.sum())
 
     def _merge(self, other):
@@ -602,7 +602,8 @@ class _SoftState(MetricState):
         )
 
 
-#: metric name -> (state class, parameter defaults, parameter constraints)
+#: metric name -> (state class, parameter names, parameter constraints); the
+#: defaults are the metric function's own (:func:`_defaults`)
 _BINNED = {
     "n_bins": [Interval(Integral, 1, None, closed="left")],
     "labels": ["array-like", None],
@@ -614,29 +615,22 @@ _STRATEGY = {
 _REGISTRY = {
     "expected_calibration_error": (
         _TopLabelState,
-        dict(n_bins=15, strategy="uniform", norm="l1", closed="left", labels=None),
+        ("n_bins", "strategy", "norm", "closed", "labels"),
         {**_BINNED, **_STRATEGY, "norm": [StrOptions({"l1", "l2", "max"})]},
     ),
     "max_calibration_error": (
         _TopLabelState,
-        dict(n_bins=15, strategy="uniform", closed="left", labels=None),
+        ("n_bins", "strategy", "closed", "labels"),
         {**_BINNED, **_STRATEGY},
     ),
     "binned_statistics": (
         _TopLabelState,
-        dict(n_bins=15, strategy="uniform", closed="left", labels=None),
+        ("n_bins", "strategy", "closed", "labels"),
         {**_BINNED, **_STRATEGY},
     ),
     "classwise_calibration_error": (
         _ClasswiseState,
-        dict(
-            n_bins=15,
-            strategy="uniform",
-            norm="l1",
-            closed="left",
-            class_weight=None,
-            labels=None,
-        ),
+        ("n_bins", "strategy", "norm", "closed", "class_weight", "labels"),
         {
             **_BINNED,
             **_STRATEGY,
@@ -646,21 +640,21 @@ _REGISTRY = {
     ),
     "ecce_binned_mean": (
         _ClasswiseState,
-        dict(n_bins=15, class_weight=None, labels=None),
+        ("n_bins", "class_weight", "labels"),
         {**_BINNED, "class_weight": ["array-like", StrOptions({"frequency"}), None]},
     ),
     "negative_log_likelihood": (
         _ProperState,
-        dict(eps=1e-12, labels=None),
+        ("eps", "labels"),
         {
             "eps": [Interval(Real, 0, 1, closed="neither")],
             "labels": ["array-like", None],
         },
     ),
-    "brier_score": (_ProperState, dict(labels=None), {"labels": ["array-like", None]}),
+    "brier_score": (_ProperState, ("labels",), {"labels": ["array-like", None]}),
     "soft_expected_calibration_error": (
         _SoftState,
-        dict(n_bins=15, alpha=200.0, q=1.0, smoothing=0.0, labels=None),
+        ("n_bins", "alpha", "q", "smoothing", "labels"),
         {
             **_BINNED,
             "alpha": [Interval(Real, 0, None, closed="neither")],
@@ -670,7 +664,7 @@ _REGISTRY = {
     ),
     "soft_binned_calibration_error": (
         _SoftState,
-        dict(n_bins=15, temperature=0.01, p=2.0, labels=None),
+        ("n_bins", "temperature", "p", "labels"),
         {
             **_BINNED,
             "temperature": [Interval(Real, 0, None, closed="neither")],
@@ -776,7 +770,8 @@ def metric_state(metric, **params) -> MetricState:
             f"No metric state for {metric!r}. Mergeable: "
             f"{', '.join(mergeable_metrics())}."
         )
-    cls, defaults, constraints = _REGISTRY[name]
+    cls, names, constraints = _REGISTRY[name]
+    defaults = _defaults(name, names)
     unknown = set(params) - set(defaults)
     if unknown:
         raise TypeError(
@@ -788,6 +783,21 @@ def metric_state(metric, **params) -> MetricState:
     if merged.get("labels") is not None:
         merged["labels"] = np.asarray(merged["labels"])
     return cls(name, merged)
+
+
+def _defaults(name: str, names: tuple) -> dict:
+    """The defaults of the metric function ``name`` for the state's ``names``:
+    one source of truth, its signature (``labels``, which a state takes even
+    where the function does not, defaults to None)."""
+    import inspect
+
+    from .. import metrics
+
+    given = inspect.signature(getattr(metrics, name)).parameters
+    return {
+        key: None if key == "labels" and key not in given else given[key].default
+        for key in names
+    }
 
 
 def _validate(name: str, constraints: dict, params: dict) -> None:

@@ -463,19 +463,7 @@ def _evaluator(func, name, is_skcal, y_true, y_proba, sample_weight, params):
     weights (None without ``sample_weight``).
     """
     if not is_skcal:
-        y = np.asarray(y_true)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
-        proba = np.asarray(y_proba)
-        weight = None
-        if sample_weight is not None:
-            weight = check_sample_weight(sample_weight, len(y))
-        check_consistent_length(y, proba)
-        if y.ndim != 1:
-            raise ValueError(f"y_true must be 1-D; got shape {y.shape}.")
-        _, classes = np.unique(y, return_inverse=True)
-        evaluator = _Rows(func, name, y, proba, weight, params)
-        return evaluator, classes.ravel(), weight
+        return _foreign_evaluator(func, name, y_true, y_proba, sample_weight, params)
     opts = {**_defaults(func), **params}
     labels = params.get("labels")
     call = {k: v for k, v in params.items() if k != "labels"}
@@ -485,14 +473,7 @@ def _evaluator(func, name, is_skcal, y_true, y_proba, sample_weight, params):
     weight = None if sample_weight is None else w
     if func in (negative_log_likelihood, brier_score):
         proba, _, _ = check_proba_targets(y_true, y_proba, labels=labels)
-        p_true = proba[np.arange(len(y_index)), y_index]
-        if func is negative_log_likelihood:
-            loss = -np.log(np.maximum(p_true, opts["eps"]))
-        else:
-            onehot = np.zeros_like(proba)
-            onehot[np.arange(len(y_index)), y_index] = 1.0
-            loss = ((proba - onehot) ** 2).sum(axis=1)
-        return _RowLoss(loss, weight), y_index, weight
+        return _row_losses(func, proba, y_index, opts, weight), y_index, weight
     checked = check_array(
         y_proba,
         ensure_2d=False,
@@ -514,7 +495,48 @@ def _evaluator(func, name, is_skcal, y_true, y_proba, sample_weight, params):
             norm="max" if func is max_calibration_error else opts["norm"],
         )
         return evaluator, y_index, weight
-    frequency_weighted = (
+    if _frequency_weighted(func, opts, uniform):
+        return _Weighted(func, y_index, checked, weight, call), y_index, weight
+    per_row = {
+        key: np.asarray(call.pop(key)) for key in _PER_ROW.get(func, ()) if key in call
+    }
+    evaluator = _Rows(func, name, y_index, checked, weight, call, per_row)
+    return evaluator, y_index, weight
+
+
+def _foreign_evaluator(func, name, y_true, y_proba, sample_weight, params):
+    """:func:`_evaluator` of a metric that is not skcal's: rows resampled."""
+    y = np.asarray(y_true)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    proba = np.asarray(y_proba)
+    weight = None
+    if sample_weight is not None:
+        weight = check_sample_weight(sample_weight, len(y))
+    check_consistent_length(y, proba)
+    if y.ndim != 1:
+        raise ValueError(f"y_true must be 1-D; got shape {y.shape}.")
+    _, classes = np.unique(y, return_inverse=True)
+    evaluator = _Rows(func, name, y, proba, weight, params)
+    return evaluator, classes.ravel(), weight
+
+
+def _row_losses(func, proba, y_index, opts, weight):
+    """NLL or Brier as a mean of per-row losses."""
+    p_true = proba[np.arange(len(y_index)), y_index]
+    if func is negative_log_likelihood:
+        loss = -np.log(np.maximum(p_true, opts["eps"]))
+    else:
+        onehot = np.zeros_like(proba)
+        onehot[np.arange(len(y_index)), y_index] = 1.0
+        loss = ((proba - onehot) ** 2).sum(axis=1)
+    return _RowLoss(loss, weight)
+
+
+def _frequency_weighted(func, opts, uniform) -> bool:
+    """Whether ``func`` is a weighted mean over rows given their weights
+    (a resample is then a reweighting of the pool)."""
+    return (
         func
         in (
             ecce_binned_mean,
@@ -525,13 +547,6 @@ def _evaluator(func, name, is_skcal, y_true, y_proba, sample_weight, params):
         or (func is classwise_calibration_error and uniform)
         or (func is cumulative_calibration_error and not opts.get("normalize"))
     )
-    if frequency_weighted:
-        return _Weighted(func, y_index, checked, weight, call), y_index, weight
-    per_row = {
-        key: np.asarray(call.pop(key)) for key in _PER_ROW.get(func, ()) if key in call
-    }
-    evaluator = _Rows(func, name, y_index, checked, weight, call, per_row)
-    return evaluator, y_index, weight
 
 
 # ---------------------------------------------------------------------------
@@ -663,17 +678,7 @@ def _bootstrap(
     """Estimates, bootstrap values and jackknife of each of ``probas``."""
     func, name, is_skcal = _resolve_metric(metric)
     _check_metric_params(func, name, params, sample_weight)
-    weight_arg = {} if sample_weight is None else {"sample_weight": sample_weight}
-    # the metric validates the user's input (once, with its own messages)
-    estimates = [
-        _as_float(func(y_true, proba, **weight_arg, **params), name) for proba in probas
-    ]
-    for estimate in estimates:
-        if not np.isfinite(estimate):
-            raise ValueError(
-                f"metric {name} is {estimate} on the given rows; a bootstrap "
-                "interval needs a finite value."
-            )
+    estimates = _estimates(func, name, y_true, probas, sample_weight, params)
     built = [
         _evaluator(func, name, is_skcal, y_true, proba, sample_weight, params)
         for proba in probas
@@ -681,29 +686,9 @@ def _bootstrap(
     evaluators = [b[0] for b in built]
     classes, weight = built[0][1], built[0][2]
     n = len(classes)
-    pool = np.arange(n) if weight is None else np.flatnonzero(weight > 0)
-    if pool.size < 2:
-        raise ValueError(
-            f"{caller} resamples rows and needs at least 2 rows of positive "
-            f"weight; got {pool.size}."
-        )
-    if stratify:
-        strata = [pool[classes[pool] == k] for k in np.unique(classes[pool])]
-    else:
-        strata = [pool]
+    pool, strata = _strata(caller, classes, weight, stratify)
     rng = check_random_state(random_state)
-    chunk = max(1, min(n_resamples, _CHUNK_ENTRIES // max(n, 1)))
-    values = [np.empty(n_resamples) for _ in evaluators]
-    start = 0
-    with (
-        config_context(skip_parameter_validation=True),
-        _gathered_warnings(),
-        _noted(name, "a bootstrap resample (rows drawn with replacement)"),
-    ):
-        for idx in _draw_indices(rng, strata, n_resamples, chunk):
-            for out, evaluator in zip(values, evaluators):
-                out[start : start + len(idx)] = evaluator.resampled(idx)
-            start += len(idx)
+    values = _resampled(evaluators, name, rng, strata, n_resamples, n)
 
     def jackknife():
         """Leave-one-out (or delete-a-group) values of each evaluator."""
@@ -721,6 +706,52 @@ def _bootstrap(
             return [e.deleted(groups, pool, n) for e in evaluators]
 
     return name, estimates, values, jackknife
+
+
+def _estimates(func, name, y_true, probas, sample_weight, params) -> list[float]:
+    """The metric on the rows themselves, finite, validated by the metric
+    (once, with its own messages)."""
+    weight_arg = {} if sample_weight is None else {"sample_weight": sample_weight}
+    estimates = [
+        _as_float(func(y_true, proba, **weight_arg, **params), name) for proba in probas
+    ]
+    for estimate in estimates:
+        if not np.isfinite(estimate):
+            raise ValueError(
+                f"metric {name} is {estimate} on the given rows; a bootstrap "
+                "interval needs a finite value."
+            )
+    return estimates
+
+
+def _strata(caller, classes, weight, stratify):
+    """The rows of positive weight, and the groups they are drawn within."""
+    pool = np.arange(len(classes)) if weight is None else np.flatnonzero(weight > 0)
+    if pool.size < 2:
+        raise ValueError(
+            f"{caller} resamples rows and needs at least 2 rows of positive "
+            f"weight; got {pool.size}."
+        )
+    if stratify:
+        return pool, [pool[classes[pool] == k] for k in np.unique(classes[pool])]
+    return pool, [pool]
+
+
+def _resampled(evaluators, name, rng, strata, n_resamples, n) -> list:
+    """Each evaluator's values on ``n_resamples`` bootstrap resamples."""
+    chunk = max(1, min(n_resamples, _CHUNK_ENTRIES // max(n, 1)))
+    values = [np.empty(n_resamples) for _ in evaluators]
+    start = 0
+    with (
+        config_context(skip_parameter_validation=True),
+        _gathered_warnings(),
+        _noted(name, "a bootstrap resample (rows drawn with replacement)"),
+    ):
+        for idx in _draw_indices(rng, strata, n_resamples, chunk):
+            for out, evaluator in zip(values, evaluators):
+                out[start : start + len(idx)] = evaluator.resampled(idx)
+            start += len(idx)
+    return values
 
 
 _COMMON_PARAMS = {

@@ -9,6 +9,7 @@ import time
 import warnings
 from collections import Counter
 from contextlib import nullcontext
+from dataclasses import dataclass
 from numbers import Integral
 
 import numpy as np
@@ -28,15 +29,9 @@ from ..base import (
 )
 from ..calibrators import (
     BetaCalibrator,
-    ClassTemperatureScaling,
-    DirichletCalibrator,
     DirichletCalibratorCV,
-    HistogramBinningCalibrator,
     IdentityCalibrator,
     IsotonicCalibrator,
-    MatrixScaling,
-    ParameterizedTemperatureScaling,
-    PlattCalibrator,
     SMARTCalibrator,
     SplineCalibrator,
     StructuredMatrixScaling,
@@ -70,13 +65,6 @@ EVENTS_PER_PARAMETER = 10
 #: that Vittinghoff & McCulloch (2007) found adequate (measured in
 #: ``benchmarks/bench_select_small.py``; see the Notes of the search).
 TEMPERATURE_EVENTS = 5
-
-#: A penalised affine map counts at least one free parameter per this many
-#: classes: with fewer than 2 events per class its per-class entries are
-#: fitted to noise, whatever the ridge (on four real tasks at 100 rows the
-#: penalised vector scaling and SMS, counted as 1, were selected and lost
-#: 0.5-5% of test NLL to temperature scaling).
-PENALISED_CLASSES_PER_PARAMETER = 5
 
 #: The simple candidates of the guard, simplest first.
 _SIMPLE = (IdentityCalibrator, TemperatureScaling)
@@ -139,100 +127,14 @@ def _head_logits(X: np.ndarray, coef: np.ndarray, intercept: np.ndarray):
 
 
 # ------------------------------------------------------------ parameter count
-def _is_zero(value) -> bool:
-    """Whether a penalty strength is the number 0 (``"auto"`` is not)."""
-    return not isinstance(value, str) and float(value) == 0.0
-
-
-def _affine_count(n_classes: int, *, diag: bool, off: bool, bias: bool) -> int:
-    """Unpenalised entries of an affine map ``W x + b``, at least one per
-    ``PENALISED_CLASSES_PER_PARAMETER`` classes (and at least 1)."""
-    free = n_classes * diag + n_classes * (n_classes - 1) * off + n_classes * bias
-    return max(1, math.ceil(n_classes / PENALISED_CLASSES_PER_PARAMETER), free)
-
-
-def _mlp_count(sizes) -> int:
-    """Weights and biases of a fully connected network with layer ``sizes``."""
-    return sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
-
-
-def _dirichlet_count(matrix, reg_lambda, reg_mu, n_classes: int) -> int:
-    if reg_lambda == "auto":  # shrunk toward temperature scaling
-        return _affine_count(n_classes, diag=False, off=False, bias=False)
-    if matrix == "fixed_diagonal":
-        return 1
-    full = matrix == "full"
-    if reg_mu is None:  # one L2 penalty on every entry
-        free = _is_zero(reg_lambda)
-        return _affine_count(n_classes, diag=free, off=full and free, bias=free)
-    # ODIR: the diagonal is never penalised
-    return _affine_count(
-        n_classes,
-        diag=True,
-        off=full and _is_zero(reg_lambda),
-        bias=_is_zero(reg_mu),
-    )
-
-
 def _n_parameters(estimator, n_classes: int) -> float:
-    """Free parameters of a candidate for the small-data guard; NaN if unknown.
-
-    See the Notes of :class:`CalibratorSearchCV` for the rules.
-    """
-    C = n_classes
-    if _is_local(estimator):  # not counted: see the Notes
+    """Free parameters of a candidate for the small-data guard; NaN if not
+    counted (local calibrators, nested searches and estimators that do not
+    state their count: see the Notes of :class:`CalibratorSearchCV`)."""
+    count = getattr(estimator, "n_free_parameters", None)
+    if _is_local(estimator) or count is None:
         return math.nan
-    p = estimator.get_params(deep=False) if hasattr(estimator, "get_params") else {}
-    if isinstance(estimator, IdentityCalibrator):
-        return 0
-    if isinstance(estimator, TemperatureScaling):
-        return 1
-    if isinstance(estimator, ClassTemperatureScaling):
-        return C
-    if isinstance(estimator, PlattCalibrator):
-        return 2 * C
-    if isinstance(estimator, BetaCalibrator):
-        return 3 * C if p["parameters"] == "abm" else 2 * C
-    if isinstance(estimator, VectorScaling):
-        free = _is_zero(p["reg_lambda"])
-        return _affine_count(C, diag=free, off=False, bias=free)
-    if isinstance(estimator, MatrixScaling):
-        free = _is_zero(p["reg_lambda"])
-        off = free and (
-            p["reg_off_diagonal"] == "auto" or _is_zero(p["reg_off_diagonal"])
-        )
-        return _affine_count(C, diag=free, off=off, bias=free)
-    if isinstance(estimator, StructuredMatrixScaling):
-        return _affine_count(
-            C,
-            diag=_is_zero(p["reg_diagonal"]),
-            off=_is_zero(p["reg_off_diagonal"]),
-            bias=_is_zero(p["reg_intercept"]),
-        )
-    if isinstance(estimator, DirichletCalibrator):
-        return _dirichlet_count(p["matrix"], p["reg_lambda"], p["reg_mu"], C)
-    if isinstance(estimator, DirichletCalibratorCV):
-        # its least regularised grid point, which the inner search may pick
-        mus = p["reg_mus"]
-        return _dirichlet_count(
-            p["matrix"],
-            min(float(v) for v in p["reg_lambdas"]),
-            None if mus is None else min(float(v) for v in mus),
-            C,
-        )
-    if isinstance(estimator, SMARTCalibrator):
-        hidden = [int(h) for h in np.atleast_1d(np.asarray(p["hidden_layer_sizes"]))]
-        return _mlp_count([1, *hidden, 1])
-    if isinstance(estimator, ParameterizedTemperatureScaling):
-        hidden = [int(h) for h in np.atleast_1d(np.asarray(p["hidden_layer_sizes"]))]
-        return _mlp_count([min(int(p["n_top"]), C), *hidden, 1])
-    if isinstance(estimator, HistogramBinningCalibrator):
-        return C * int(p["n_bins"])
-    if isinstance(estimator, SplineCalibrator):
-        return int(p["n_knots"])
-    if isinstance(estimator, IsotonicCalibrator):
-        return C  # at least one step per class (non-parametric: grows with n)
-    return math.nan  # nested searches, calibrators skcal does not know
+    return float(count(n_classes))
 
 
 def _n_events(scores, labels, classes, relative) -> float:
@@ -346,6 +248,24 @@ def _fit_and_score(template, X, labels, classes, sample_weight, train, test, sco
 
 
 # -------------------------------------------------------------- the guard
+
+
+@dataclass(frozen=True)
+class _SearchData:
+    """What :meth:`CalibratorSearchCV.fit` validated: the rows, labels and
+    weights (``relative``: normalised for the scores), each candidate's
+    template and input, and the classifier's own predictions (its scores,
+    or its head's logits; None without a head)."""
+
+    X: np.ndarray
+    labels: np.ndarray
+    sample_weight: np.ndarray | None
+    relative: np.ndarray
+    templates: list
+    inputs: list
+    predicted: np.ndarray | None
+
+
 class CalibratorSearchCV(BaseCalibrator):
     """Choose a calibrator by cross-validation, with a small-data guard.
 
@@ -541,9 +461,10 @@ class CalibratorSearchCV(BaseCalibrator):
     unpenalised, SMS ``ceil(C / 5)``, and
     :class:`~skcal.DirichletCalibratorCV` is counted at the least penalised
     point of its grid (``C``, the diagonal that ODIR leaves free, by
-    default). Nested
-    searches and calibrators skcal does not know are not counted and never
-    skipped. Local calibrators are not counted either (``n_parameters`` is
+    default). Each calibrator states its count
+    (:meth:`~skcal.base.BaseCalibrator.n_free_parameters`); nested
+    searches and estimators that do not state one are not counted and
+    never skipped. Local calibrators are not counted either (``n_parameters`` is
     NaN): their weights grow with the embedding dimension (a default
     :class:`~skcal.LocalNetCalibrator` on 512-d embeddings of 10 classes
     has 36,736; a :class:`~skcal.VQLocalCalibrator` retrains a ``C x
@@ -677,6 +598,11 @@ class CalibratorSearchCV(BaseCalibrator):
         self.intercept = intercept
 
     # ------------------------------------------------------- wrapper protocol
+    def n_free_parameters(self, n_classes, n_features=None):
+        """NaN: a nested search is not counted (its count is that of the
+        candidate it selects, unknown before it is fitted)."""
+        return math.nan
+
     def _reads_embeddings(self) -> bool:
         """Whether ``X`` holds embeddings: some candidate is a local calibrator.
 
@@ -981,7 +907,32 @@ class CalibratorSearchCV(BaseCalibrator):
         for attr in ("coef_", "intercept_"):  # of an earlier fit on embeddings
             self.__dict__.pop(attr, None)
         names, estimators = zip(*self._named_candidates())
-        n_candidates = len(names)
+        data = self._prepare(names, estimators, X, y, sample_weight)
+        scorer = None if self.scoring == "neg_log_loss" else self.scoring
+        if isinstance(scorer, str):
+            scorer = get_scorer(scorer)
+        folds = self._folds(data.X, data.labels)
+        self.n_splits_ = len(folds)
+        n_params, reasons = self._guard(data)
+        by_candidate = self._cross_fit(data, folds, reasons, scorer)
+        scores, fit_times, score_times, row_losses, tested = self._collect(
+            names, folds, by_candidate, reasons, data.X.shape[0]
+        )
+        self.cv_results_ = self._results(
+            names, scores, fit_times, score_times, n_params, reasons
+        )
+        self.best_index_, self.selection_reason_ = self._select(
+            names, data.templates, row_losses, data.relative[tested]
+        )
+        self.selected_ = names[self.best_index_]
+        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
+        if self.verbose:
+            self._report(names, reasons)
+        self._refit(data)
+        return self
+
+    def _prepare(self, names, estimators, X, y, sample_weight) -> _SearchData:
+        """The validated data, each candidate's template and input."""
         local = [_is_local(est) for est in estimators]
         self._check_kinds(names, local)
         self._check_local_heads(names, estimators, local)
@@ -996,30 +947,34 @@ class CalibratorSearchCV(BaseCalibrator):
             X, labels, sample_weight, relative = self._validate_fit_inputs(
                 X, y, sample_weight
             )
-            head, inputs = None, [X] * n_candidates
-        templates = self._templates(estimators, local, head)
-        scorer = None if self.scoring == "neg_log_loss" else self.scoring
-        if isinstance(scorer, str):
-            scorer = get_scorer(scorer)
-        folds = self._folds(X, labels)
-        self.n_splits_ = n_splits = len(folds)
+            head, logits, inputs = None, X, [X] * len(estimators)
+        return _SearchData(
+            X=X,
+            labels=labels,
+            sample_weight=sample_weight,
+            relative=relative,
+            templates=self._templates(estimators, local, head),
+            inputs=inputs,
+            predicted=logits,  # the classifier's scores, or its head's logits
+        )
 
+    def _guard(self, data: _SearchData):
+        """Each candidate's parameter count and skip reason ("" to run it)."""
+        templates = data.templates
         n_params = np.array(
             [_n_parameters(t, len(self.classes_)) for t in templates], dtype=float
         )
-        # the classifier's predictions: its scores, or its head's logits
-        predicted = X if not any(local) else logits
         events = (
             math.nan
-            if predicted is None
-            else _n_events(predicted, labels, self.classes_, relative)
+            if data.predicted is None
+            else _n_events(data.predicted, data.labels, self.classes_, data.relative)
         )
         required = np.where(
             [isinstance(t, TemperatureScaling) for t in templates],
             TEMPERATURE_EVENTS,
             n_params * EVENTS_PER_PARAMETER,
         )
-        reasons = self._skip_reasons(n_params, required, relative, events)
+        reasons = self._skip_reasons(n_params, required, data.relative, events)
         if self.candidates is None and len(self.classes_) > DIRICHLET_CV_MAX_CLASSES:
             for c, t in enumerate(templates):
                 if isinstance(t, DirichletCalibratorCV) and not reasons[c]:
@@ -1030,47 +985,40 @@ class CalibratorSearchCV(BaseCalibrator):
                         "was never selected on the benchmark's real tasks; pass "
                         "candidates=[...] to include it"
                     )
-        run = [c for c in range(n_candidates) if not reasons[c]]
+        return n_params, reasons
+
+    def _cross_fit(self, data: _SearchData, folds, reasons, scorer) -> dict:
+        """Every candidate that runs, fitted and scored on every fold:
+        ``{candidate: [fold results]}``."""
+        run = [c for c in range(len(data.templates)) if not reasons[c]]
         results = Parallel(n_jobs=self.n_jobs)(
             delayed(_fit_and_score)(
-                templates[c],
-                inputs[c],
-                labels,
+                data.templates[c],
+                data.inputs[c],
+                data.labels,
                 self.classes_,
-                sample_weight,
+                data.sample_weight,
                 *fold,
                 scorer,
             )
             for c in run
             for fold in folds
         )
-        by_candidate = {
-            c: results[i * n_splits : (i + 1) * n_splits] for i, c in enumerate(run)
-        }
-        scores, fit_times, score_times, row_losses, tested = self._collect(
-            names, folds, by_candidate, reasons, X.shape[0]
-        )
-        self.cv_results_ = self._results(
-            names, scores, fit_times, score_times, n_params, reasons
-        )
-        self.best_index_, self.selection_reason_ = self._select(
-            names, templates, row_losses, relative[tested]
-        )
-        self.selected_ = names[self.best_index_]
-        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
-        if self.verbose:
-            self._report(names, reasons)
+        n = len(folds)
+        return {c: results[i * n : (i + 1) * n] for i, c in enumerate(run)}
 
+    def _refit(self, data: _SearchData) -> None:
+        """The selected candidate on every row: ``best_calibrator_``."""
         start = time.perf_counter()
-        fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
+        weight = data.sample_weight
+        fit_params = {} if weight is None else {"sample_weight": weight}
         with warnings.catch_warnings():
             if self.candidates is None:  # as in the folds
                 warnings.simplefilter("ignore", GridEdgeWarning)
-            self.best_calibrator_ = clone(templates[self.best_index_]).fit(
-                inputs[self.best_index_], labels, **fit_params
+            self.best_calibrator_ = clone(data.templates[self.best_index_]).fit(
+                data.inputs[self.best_index_], data.labels, **fit_params
             )
         self.refit_time_ = time.perf_counter() - start
-        return self
 
     def _skip_reasons(self, n_params, required, relative, events) -> list[str]:
         """Guard (a): why each candidate is skipped ("" when it is not).

@@ -1,8 +1,9 @@
-"""Dask support: metrics by tree reduction of chunk states, lazy predictions.
+"""Dask support: aligned row chunks, tree reductions, lazy predictions.
 
-Dask is optional (``pip install "skcal[dask]"``). Dask collections are
-recognised by their type's module, so nothing here imports dask unless the
-user passed one.
+The metrics' side (chunk states reduced over a Dask array) is in
+:mod:`skcal.metrics._dask`. Dask is optional (``pip install
+"skcal[dask]"``). Dask collections are recognised by their type's module, so
+nothing here imports dask unless the user passed one.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["is_dask_collection", "dask_metric", "lazy_on_dask"]
+__all__ = ["aligned_rows", "is_dask_collection", "lazy_on_dask", "tree_reduce"]
 
 #: Chunk states merged per task of the tree reduction.
 _FAN_IN = 8
@@ -66,10 +67,6 @@ def aligned_rows(*arrays):
     return aligned, list(zip(*columns))
 
 
-def _chunk_state(template, y_true, y_proba, sample_weight):
-    return template.copy().update(y_true, y_proba, sample_weight)
-
-
 def tree_reduce(parts):
     """Merge delayed states ``_FAN_IN`` at a time (``a.merge(b)``, which adds
     ``b`` into ``a`` and returns it) and compute the result."""
@@ -88,94 +85,6 @@ def tree_reduce(parts):
             for i in range(0, len(level), _FAN_IN)
         ]
     return level[0].compute()
-
-
-def _reduce(template, blocks):
-    """Tree reduction of the chunk states of ``blocks`` (delayed objects).
-
-    The template enters the graph once (one key), not once per chunk.
-    """
-    from dask import delayed
-
-    template = delayed(template, pure=True)
-    return tree_reduce(delayed(_chunk_state)(template, *block) for block in blocks)
-
-
-def dask_metric(name: str, y_true, y_proba, sample_weight=None, **params):
-    """A metric of Dask inputs, by tree reduction of per-chunk states.
-
-    ``y_proba`` is rechunked to whole rows, ``y_true`` and
-    ``sample_weight`` to the same row chunks; each chunk becomes a state
-    (:func:`~skcal.metrics.metric_state`) and the states are merged
-    ``_FAN_IN`` at a time, on whatever scheduler Dask is using (a
-    ``distributed.Client`` if one is active). Nothing is gathered but the
-    states. Equal-mass bins take two such reductions.
-    """
-    from ..metrics._state import metric_state
-
-    template = metric_state(name, **params)  # errors before any work
-    # the row chunks of the first Dask input (y_proba's when it is one)
-    _, blocks = aligned_rows(y_proba, y_true, sample_weight)
-    blocks = [(y, p, w) for p, y, w in blocks]
-    state = _reduce(template, blocks)
-    if state.n_passes == 2:  # equal-mass bins: the edges, then the bins
-        state.next_pass()
-        state.sketch_ = None  # the edges are frozen; no need to ship it
-        state = _reduce(state, blocks)
-    return state.compute()
-
-
-def _local_lce(*args, **kwargs):
-    from ..metrics._local_rff import dask_local_errors
-
-    return dask_local_errors(*args, **kwargs)[0]
-
-
-def _local_mlce(*args, **kwargs):
-    from ..metrics._local_rff import dask_local_errors
-
-    return dask_local_errors(*args, **kwargs)[1]
-
-
-def _local_both(*args, **kwargs):
-    from ..metrics._local import LocalCalibrationErrors
-    from ..metrics._local_rff import dask_local_errors
-
-    lce, mlce = dask_local_errors(*args, **kwargs)
-    return LocalCalibrationErrors(lce=lce, mlce=mlce, anchor_errors=None)
-
-
-#: the local metrics that Dask inputs reach through random features
-_LOCAL = {
-    "local_calibration_error": _local_lce,
-    "max_local_calibration_error": _local_mlce,
-    "local_calibration_errors": _local_both,
-}
-
-
-def dask_dispatch(name: str):
-    """Route a metric function's Dask inputs to :func:`dask_metric`.
-
-    Metrics with no mergeable state refuse Dask inputs with the reason,
-    rather than gather them into one process.
-    """
-
-    def decorate(func):
-        @functools.wraps(func)
-        def wrapper(y_true, y_proba, *args, **kwargs):
-            inputs = (y_true, y_proba, *args, *kwargs.values())
-            if not any(is_dask_collection(x) for x in inputs):
-                return func(y_true, y_proba, *args, **kwargs)
-            if name in _LOCAL:
-                return _LOCAL[name](y_true, y_proba, *args, **kwargs)
-            from ..metrics._state import metric_state
-
-            metric_state(name)  # a metric without a mergeable state says why
-            return dask_metric(name, y_true, y_proba, *args, **kwargs)
-
-        return wrapper
-
-    return decorate
 
 
 def lazy_on_dask(kind: str):

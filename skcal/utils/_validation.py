@@ -162,97 +162,129 @@ def check_probabilities(
     P = np.asarray(P)
     if P.dtype != np.float32 and P.dtype != np.float64:
         P = np.asarray(P, dtype=np.float64)
-    n, n_cols = P.shape
-    # row sums: float64 rows at once, float32 rows in float32 pieces of at
-    # most 1024 entries added in float64. Any order of adding k terms errs
-    # by at most (k - 1) u sum|p| (u: the unit roundoff), and sum|p| is the
-    # row sum when no entry is negative: ``slack`` bounds the error of a sum
-    # that passes the test (6e-5 for float32, 1e-13 for float64)
-    piece = 1024 if P.dtype == np.float32 else max(n_cols, 1)
-    terms = max(min(n_cols, piece) - 1, 0)
-    slack = 1.01 * terms * np.finfo(P.dtype).eps / 2 * (1 + tol)
-    sums = np.empty(n)
-    pred = np.zeros(n, dtype=np.intp) if top_label else None
-    conf = np.zeros(n, dtype=P.dtype) if top_label else None
-    out = np.empty((n, n_cols)) if copy else None
-    low = high = 0.0  # the range always includes 0, as in the messages
-    if n and n_cols:
-        # blocks of ~1 MiB stay in cache between the reductions; einsum sums
-        # rows with SIMD in one thread (np.dot would start BLAS threads)
-        step = max(1, (1 << 20) // (n_cols * P.itemsize))
-        starts = range(0, n, step)
-        lows, highs = np.empty(len(starts)), np.empty(len(starts))
-        flat_rows = P.flags.c_contiguous
-        offsets = np.arange(min(step, n)) * n_cols
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            for b, start in enumerate(starts):
-                block = P[start : start + step]
-                stop = start + len(block)
-                if P.dtype == np.float64:
-                    np.einsum("ij->i", block, out=sums[start:stop])
-                elif n_cols <= piece:
-                    sums[start:stop] = np.einsum("ij->i", block)
-                else:
-                    sums[start:stop] = 0.0
-                    for j in range(0, n_cols, piece):
-                        sums[start:stop] += np.einsum("ij->i", block[:, j : j + piece])
-                lows[b] = block.min()
-                if not top_label:
-                    highs[b] = block.max()
-                else:
-                    rows = block.argmax(axis=1, out=pred[start:stop])
-                    if flat_rows:
-                        flat = offsets[: len(rows)] + rows
-                        block.ravel().take(flat, out=conf[start:stop])
-                    else:
-                        conf[start:stop] = block[np.arange(len(rows)), rows]
-                    highs[b] = conf[start:stop].max()
-                if copy:
-                    _copy_block(
-                        block,
-                        out[start:stop],
-                        sums[start:stop],
-                        clip=bool(lows[b] < 0 or highs[b] > 1),
-                        renormalize=renormalize,
-                        log=log,
-                        floor=floor,
-                    )
-            # np.minimum / np.maximum keep a NaN (Python's min and max drop it)
-            low = float(np.minimum(low, lows.min()))
-            high = float(np.maximum(high, highs.max()))
-            far = float(np.maximum(1.0 - sums.min(), sums.max() - 1.0))
-        if not (np.isfinite(low) and np.isfinite(high) and np.isfinite(far)):
+    scan = _Scan(P, top_label, copy)
+    if P.shape[0] and P.shape[1]:
+        scan.run(P, renormalize=renormalize, log=log, floor=floor)
+        if not all(np.isfinite(v) for v in (scan.low, scan.high, scan.far)):
             check_finite(P, name)  # raises unless only a sum overflowed
     else:
-        far = 0.0 if n_cols or not n else 1.0
-    if low < -tol or high > 1 + tol:
-        raise ValueError(
-            f"{name} should hold probabilities in [0, 1] but its values range over "
-            f"[{low:.6g}, {high:.6g}]. If these are logits or decision scores, pass "
-            "input='logits' (or the matching option) instead."
-        )
-    if not (low >= 0 and far + slack <= tol):  # decided by float64 sums
-        sums = np.asarray(P, dtype=np.float64).sum(axis=1)
-        worst = int(np.argmax(np.abs(sums - 1.0)))
-        if abs(sums[worst] - 1.0) > tol:
-            raise ValueError(
-                f"{name} should hold probabilities whose rows sum to 1 (tolerance "
-                f"{tol:g}), but row {worst} sums to {sums[worst]:.6g}. Renormalise "
-                f"with {name} / {name}.sum(axis=1, keepdims=True) if these are "
-                "unnormalised probabilities, or pass input='logits' if they are "
-                "scores."
-            )
-    clip = low < 0 or high > 1
+        scan.far = 0.0 if P.shape[1] or not P.shape[0] else 1.0
+    _check_range(scan, tol, name)
+    _check_row_sums(P, scan, tol, name)
+    clip = scan.low < 0 or scan.high > 1
     if copy:
-        P = out
+        P = scan.out
     elif clip:
         P = np.clip(P, 0.0, 1.0)
     if not top_label:
         return P
+    pred, conf = scan.pred, scan.conf
     if clip or renormalize:  # the values changed: rank the new ones
         pred = np.argmax(P, axis=1)
         conf = np.take_along_axis(P, pred[:, None], axis=1)[:, 0]
     return P, pred, conf.astype(P.dtype, copy=False)
+
+
+class _Scan:
+    """One read of probability rows by cache-sized blocks: the row sums,
+    the minimum and maximum, each row's argmax and maximum (``top_label``)
+    and the float64 copy (``copy``), each written while the block is in
+    cache (see :func:`check_probabilities`).
+
+    Row sums: float64 rows at once, float32 rows in float32 pieces of at
+    most 1024 entries added in float64. Any order of adding ``k`` terms
+    errs by at most ``(k - 1) u sum|p|`` (``u`` the unit roundoff), and
+    ``sum|p|`` is the row sum when no entry is negative: ``slack`` bounds
+    the error of a sum that passes the test (6e-5 for float32, 1e-13 for
+    float64).
+    """
+
+    def __init__(self, P: np.ndarray, top_label: bool, copy: bool):
+        n, n_cols = P.shape
+        self.piece = 1024 if P.dtype == np.float32 else max(n_cols, 1)
+        self.terms = max(min(n_cols, self.piece) - 1, 0)
+        self.sums = np.empty(n)
+        self.pred = np.zeros(n, dtype=np.intp) if top_label else None
+        self.conf = np.zeros(n, dtype=P.dtype) if top_label else None
+        self.out = np.empty((n, n_cols)) if copy else None
+        self.low = self.high = 0.0  # the range always includes 0, as in messages
+        self.far = 0.0
+
+    def slack(self, dtype, tol: float) -> float:
+        return 1.01 * self.terms * np.finfo(dtype).eps / 2 * (1 + tol)
+
+    def run(self, P, *, renormalize, log, floor) -> None:
+        # blocks of ~1 MiB stay in cache between the reductions; einsum sums
+        # rows with SIMD in one thread (np.dot would start BLAS threads)
+        n, n_cols = P.shape
+        step = max(1, (1 << 20) // (n_cols * P.itemsize))
+        starts = range(0, n, step)
+        lows, highs = np.empty(len(starts)), np.empty(len(starts))
+        offsets = np.arange(min(step, n)) * n_cols if P.flags.c_contiguous else None
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for b, start in enumerate(starts):
+                block = P[start : start + step]
+                rows = slice(start, start + len(block))
+                self._sum_rows(block, rows)
+                lows[b] = block.min()
+                highs[b] = self._top(block, rows, offsets)
+                if self.out is not None:
+                    _copy_block(
+                        block, self.out[rows], self.sums[rows],
+                        clip=bool(lows[b] < 0 or highs[b] > 1),
+                        renormalize=renormalize, log=log, floor=floor,
+                    )  # fmt: skip
+            # np.minimum / np.maximum keep a NaN (Python's min and max drop it)
+            self.low = float(np.minimum(self.low, lows.min()))
+            self.high = float(np.maximum(self.high, highs.max()))
+            self.far = float(np.maximum(1.0 - self.sums.min(), self.sums.max() - 1.0))
+
+    def _sum_rows(self, block, rows) -> None:
+        if block.dtype == np.float64:
+            np.einsum("ij->i", block, out=self.sums[rows])
+        elif block.shape[1] <= self.piece:
+            self.sums[rows] = np.einsum("ij->i", block)
+        else:
+            self.sums[rows] = 0.0
+            for j in range(0, block.shape[1], self.piece):
+                self.sums[rows] += np.einsum("ij->i", block[:, j : j + self.piece])
+
+    def _top(self, block, rows, offsets) -> float:
+        """The block's maximum; with ``top_label``, from each row's argmax."""
+        if self.pred is None:
+            return block.max()
+        top = block.argmax(axis=1, out=self.pred[rows])
+        if offsets is not None:
+            block.ravel().take(offsets[: len(top)] + top, out=self.conf[rows])
+        else:
+            self.conf[rows] = block[np.arange(len(top)), top]
+        return self.conf[rows].max()
+
+
+def _check_range(scan: _Scan, tol: float, name: str) -> None:
+    if scan.low < -tol or scan.high > 1 + tol:
+        raise ValueError(
+            f"{name} should hold probabilities in [0, 1] but its values range over "
+            f"[{scan.low:.6g}, {scan.high:.6g}]. If these are logits or decision "
+            "scores, pass input='logits' (or the matching option) instead."
+        )
+
+
+def _check_row_sums(P, scan: _Scan, tol: float, name: str) -> None:
+    """Raise unless every row sums to 1 within ``tol``; decided by float64
+    sums when the scan's are not conclusive."""
+    if scan.low >= 0 and scan.far + scan.slack(P.dtype, tol) <= tol:
+        return
+    sums = np.asarray(P, dtype=np.float64).sum(axis=1)
+    worst = int(np.argmax(np.abs(sums - 1.0)))
+    if abs(sums[worst] - 1.0) > tol:
+        raise ValueError(
+            f"{name} should hold probabilities whose rows sum to 1 (tolerance "
+            f"{tol:g}), but row {worst} sums to {sums[worst]:.6g}. Renormalise "
+            f"with {name} / {name}.sum(axis=1, keepdims=True) if these are "
+            "unnormalised probabilities, or pass input='logits' if they are "
+            "scores."
+        )
 
 
 def _copy_block(block, out, sums, *, clip, renormalize, log, floor):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-__all__ = ["warn"]
+__all__ = ["warn", "warn_unconverged"]
 
 _INTERNAL = ("skcal.", "sklearn.")
 
@@ -34,3 +34,16 @@ def warn(message, category=UserWarning) -> None:
     while frame is not None and _internal(frame):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def warn_unconverged(name: str, result, max_iter: int) -> None:
+    """A ``ConvergenceWarning`` when an L-BFGS ``result`` did not converge."""
+    from ..exceptions import ConvergenceWarning
+
+    if not result.converged:
+        warn(
+            f"{name} did not converge in max_iter={max_iter} iterations (largest "
+            f"gradient entry {result.grad_max:.3g}). Increase max_iter, add "
+            "regularisation, or check the scores for extreme values.",
+            ConvergenceWarning,
+        )

@@ -308,9 +308,12 @@ def load(file, *, trusted=None):
 
 def _calibrators(obj, seen: set) -> list:
     """The skcal calibrators held in ``obj`` (itself included, outermost
-    first), through skcal's and scikit-learn's objects, lists and dicts."""
-    from ..base import BaseCalibrator, BaseLocalCalibrator
+    first), through skcal's and scikit-learn's objects, lists and dicts.
 
+    A calibrator is recognised by the wrapper protocol that both of skcal's
+    base classes define (``_wrapper_params``), so that this module, in
+    :mod:`skcal.utils`, imports nothing above it.
+    """
     if id(obj) in seen:
         return []
     seen.add(id(obj))
@@ -322,7 +325,7 @@ def _calibrators(obj, seen: set) -> list:
         items = getattr(obj, "__dict__", {}).values()
     else:
         return []
-    found = [obj] if isinstance(obj, (BaseCalibrator, BaseLocalCalibrator)) else []
+    found = [obj] if callable(getattr(obj, "_wrapper_params", None)) else []
     for item in items:
         found += _calibrators(item, seen)
     return found
@@ -341,12 +344,12 @@ def _is_fitted(estimator) -> bool:
 
 def _probe(calibrator) -> None:
     """Predict one row with ``calibrator``; raise unless it gives one finite
-    row of ``len(classes_)`` probabilities."""
-    from ..base import BaseLocalCalibrator
-
+    row of ``len(classes_)`` probabilities (a local calibrator, which has
+    the ``_takes_head`` of :class:`~skcal.base.BaseLocalCalibrator`, reads
+    embeddings)."""
     n = calibrator.n_features_in_
     reads_proba = (
-        not isinstance(calibrator, BaseLocalCalibrator)
+        not hasattr(calibrator, "_takes_head")
         and not getattr(calibrator, "reads_embeddings_", False)
         and calibrator.get_params(deep=False).get("input") == "proba"
     )

@@ -1,5 +1,6 @@
 """The private torch back end: devices, conversion, randomness, solvers."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -7,6 +8,8 @@ import pytest
 import torch
 
 from skcal._torch import (
+    TrainingOptions,
+    check_device,
     make_generator,
     minimize_lbfgs,
     newton_root_1d,
@@ -32,6 +35,78 @@ def test_resolve_device():
         n = torch.cuda.device_count()
         with pytest.raises(ValueError, match="CUDA device"):
             resolve_device(f"cuda:{n}")
+
+
+def test_check_device_validates_and_names_the_type():
+    assert check_device("cpu") == "cpu"
+    assert check_device(torch.device("cpu")) == "cpu"
+    assert check_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="'auto', 'cpu', 'cuda' or 'cuda:N'"):
+        check_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            check_device("cuda")
+
+
+def test_training_options_are_frozen_and_resolve_their_device():
+    options = TrainingOptions(
+        learning_rate=0.1, max_iter=5, n_iter_no_change=2, seed=0, device="cpu"
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.max_iter = 0
+    assert options.replace(max_iter=0).max_iter == 0 and options.max_iter == 5
+    assert options.resolved().device == torch.device("cpu")
+    assert options.batch_size is None and options.weight_decay == 0.0
+    with pytest.raises(ValueError, match="'auto', 'cpu', 'cuda' or 'cuda:N'"):
+        options.replace(device="gpu").resolved()
+
+
+def test_kernels_take_a_device_string_and_resolve_it():
+    # the same fit from "cpu" and from a resolved device; an unknown device is
+    # the clear error of resolve_device, raised by the kernel itself
+    from skcal._torch.kernels import fit_pts
+
+    rng = np.random.default_rng(0)
+    logits, y = rng.normal(size=(40, 3)), rng.integers(0, 3, 40)
+    args = (logits, y, np.ones(40))
+    kw = dict(k=3, hidden=(4,), initial_temperature=1.0)
+    kw |= dict(train_idx=np.arange(30), val_idx=np.arange(30, 40))
+    options = TrainingOptions(
+        learning_rate=0.01, max_iter=3, n_iter_no_change=2, seed=0, batch_size=8
+    )
+    by_name = fit_pts(*args, **kw, options=options.replace(device="cpu"))
+    resolved = fit_pts(*args, **kw, options=options.replace(device=torch.device("cpu")))
+    for a, b in zip(by_name.coefs, resolved.coefs):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="'auto', 'cpu', 'cuda' or 'cuda:N'"):
+        fit_pts(*args, **kw, options=options.replace(device="tpu"))
+
+
+def test_kernel_results_are_frozen():
+    from skcal._torch import OptimResult
+    from skcal._torch.kernels import fit_affine_softmax, rff_group_sums
+
+    result = OptimResult(x=1.0, n_iter=1, converged=True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.x = 2.0
+    rng = np.random.default_rng(0)
+    logits, y = rng.normal(size=(30, 3)), rng.integers(0, 3, 30)
+    fit = fit_affine_softmax(
+        logits, y, np.ones(30), device="cpu", tol=1e-6, max_iter=50
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fit.coef = None
+    sums = rff_group_sums(
+        rng.normal(size=(30, 2)),
+        rng.normal(size=(30, 3)),
+        np.ones(30),
+        rng.integers(0, 2, (30, 3)),
+        rng.normal(size=(2, 4)),
+        2,
+    )
+    assert sums.S.shape == sums.T.shape == (3, 2, 8)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sums.S = None
 
 
 def test_conversion_round_trip(device):
@@ -223,21 +298,27 @@ def test_train_adam_restores_the_best_epoch():
         return v
 
     gen = torch.Generator().manual_seed(0)
-    best_epoch, n_epochs, best_val = train_adam(
+    options = TrainingOptions(
+        learning_rate=0.1,
+        max_iter=200,
+        n_iter_no_change=5,
+        seed=0,
+        batch_size=4,
+        device=torch.device("cpu"),
+    )
+    run = train_adam(
         lambda idx: ((x - 3.0) ** 2).sum(),
         val,
         [x],
         n_samples=4,
-        batch_size=4,
-        max_iter=200,
-        lr=0.1,
-        n_iter_no_change=5,
+        options=options,
         generator=gen,
-        device=torch.device("cpu"),
     )
-    assert n_epochs < 200 and best_epoch < n_epochs
+    assert run.n_epochs < 200 and run.best_epoch < run.n_epochs
     best_value, best_x = min(history)
-    assert best_val == best_value
+    assert run.best_loss == best_value
+    assert run.loss_curve == [v for v, _ in history]
+    assert run.loss_curve[run.best_epoch] == best_value
     assert float(x.detach()) == best_x
 
 
@@ -257,9 +338,8 @@ def test_minimize_adam_patience_tol_and_restore():
         # Adam steps by ~lr whatever the gradient's size: x moves every epoch
         return value + 1e-9 * x.sum()
 
-    best_epoch, n_steps, curve = minimize_adam(
-        loss, [x], max_iter=100, lr=0.1, n_iter_no_change=4, tol=1e-3
-    )
+    run = minimize_adam(loss, [x], options=_options(100, 0.1, 4), tol=1e-3)
+    best_epoch, n_steps, curve = run.best_epoch, run.n_epochs, run.loss_curve
     # epoch 3 (1.0) is the last drop larger than tol; epochs 4-7 wait, so
     # training stops after evaluating epoch 7 and never sees the 0.5; the
     # kept state is epoch 5's (0.99999, a drop smaller than tol)
@@ -267,6 +347,17 @@ def test_minimize_adam_patience_tol_and_restore():
     assert curve == pytest.approx(scripted[:8], abs=1e-6)
     assert best_epoch == 5
     assert float(x.detach()) == seen_x[5] != seen_x[7]
+
+
+def _options(max_iter, learning_rate, n_iter_no_change, **more):
+    return TrainingOptions(
+        learning_rate=learning_rate,
+        max_iter=max_iter,
+        n_iter_no_change=n_iter_no_change,
+        seed=0,
+        device="cpu",
+        **more,
+    )
 
 
 def _scripted(values, params, seen):
@@ -298,13 +389,11 @@ def test_minimize_adam_restores_the_scripted_best_epoch_in_every_tensor():
     ]
     script = [5.0, 4.0, 3.0, 1.0, 2.0, 1.5, 1.25, 9.0]
     seen = []
-    best_epoch, n_steps, curve = minimize_adam(
-        _scripted(script, params, seen),
-        params,
-        max_iter=50,
-        lr=0.1,
-        n_iter_no_change=3,
+    run = minimize_adam(
+        _scripted(script, params, seen), params, options=_options(50, 0.1, 3)
     )
+    best_epoch, n_steps, curve = run.best_epoch, run.n_epochs, run.loss_curve
+    assert run.best_loss == 1.0
     # epochs 4-6 do not improve on epoch 3: stop after evaluating epoch 6
     assert (best_epoch, n_steps) == (3, 6)
     assert curve == script[:7]
@@ -330,20 +419,17 @@ def test_train_adam_restores_the_scripted_best_epoch_and_buffers():
 
     script = [5.0, 4.0, 2.0, 3.0, 1.5, 2.0, 1.5, 1.75]
     seen = []
-    best_epoch, n_epochs, best_val = train_adam(
+    run = train_adam(
         loss_fn,
         _scripted(script, [w, buffer], seen),
         params,
         n_samples=4,
-        batch_size=2,
-        max_iter=50,
-        lr=0.1,
-        n_iter_no_change=3,
+        options=_options(50, 0.1, 3, batch_size=2),
         generator=torch.Generator().manual_seed(0),
-        device=torch.device("cpu"),
     )
     # call 0 is before training; epochs 5-7 do not improve strictly on 1.5
-    assert (best_epoch, n_epochs, best_val) == (4, 7, 1.5)
+    assert (run.best_epoch, run.n_epochs, run.best_loss) == (4, 7, 1.5)
+    assert run.loss_curve == script
     assert len(seen) == 8
     for p, best, last in zip(params, seen[4], seen[-1]):
         assert torch.equal(p.detach(), best)
@@ -355,16 +441,14 @@ def test_minimize_adam_reaches_a_quadratic_minimum():
     from skcal._torch import minimize_adam
 
     x = torch.tensor([4.0, -2.0], dtype=torch.float64, requires_grad=True)
-    best_epoch, n_steps, curve = minimize_adam(
+    run = minimize_adam(
         lambda: ((x - torch.tensor([1.0, 0.5], dtype=torch.float64)) ** 2).sum(),
         [x],
-        max_iter=3000,
-        lr=0.05,
-        n_iter_no_change=50,
+        options=_options(3000, 0.05, 50),
         tol=1e-12,
     )
     np.testing.assert_allclose(x.detach().numpy(), [1.0, 0.5], atol=1e-3)
-    assert curve[best_epoch] == min(curve)
+    assert run.loss_curve[run.best_epoch] == min(run.loss_curve) == run.best_loss
 
 
 @pytest.mark.parametrize("n_classes", [2, 3, 50])

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.special import log_softmax
 
+from skcal.discovery import all_estimators
 from skcal.exceptions import ConvergenceWarning, MissingClassWarning
 from skcal.utils._testing import make_estimator, make_miscalibrated_logits
-from skcal.utils.discovery import all_estimators
 
 ESTIMATORS = [cls for _, cls in all_estimators("score")]
 # budgets that keep 1,000-class fits short (the point is shape and memory)

@@ -1,4 +1,5 @@
-"""Greedy search of class-based temperature scaling against a slow reference.
+"""Class-based temperature scaling (CTS): the greedy search against a slow
+reference, its ECE kernel against the metric, and the method end to end.
 
 The fast search (``skcal._torch.kernels._cts``) tabulates bin sums instead of
 recomputing the ECE of every candidate; these tests run the greedy search of
@@ -13,8 +14,9 @@ import pytest
 import torch
 from scipy.special import softmax
 
-from skcal import ClassTemperatureScaling
-from skcal._torch.kernels import class_temperature_search
+from skcal import ClassTemperatureScaling, TemperatureScaling
+from skcal._torch.kernels import binned_ece, class_temperature_search
+from skcal.metrics import expected_calibration_error
 from skcal.utils._testing import make_miscalibrated_logits
 
 GRID = np.round(np.arange(0.5, 5.0 + 1e-9, 0.1), 10)
@@ -219,3 +221,77 @@ def test_default_grid_follows_logits_far_from_the_usual_scale(mode, factor):
     np.testing.assert_array_equal(usual.grid_, paper)
     given = ClassTemperatureScaling(mode=mode, grid=[1.0, 2.0], device="cpu")
     np.testing.assert_array_equal(given.fit(X * factor, y).grid_, [1.0, 2.0])
+
+
+# ------------------------------------------------ the method, end to end
+SCALES = np.array([1.0, 2.0, 0.5, 1.0, 1.5])
+
+
+def column_scaled(n, seed):
+    X, y = make_miscalibrated_logits(n, 5, temperature=2.0, random_state=seed)
+    return X * SCALES, y
+
+
+def test_binned_ece_kernel_matches_the_metric():
+    rng = np.random.default_rng(0)
+    conf = rng.uniform(size=(3, 500))
+    conf[:, :20] = np.round(conf[:, :20] * 15) / 15  # on bin edges
+    correct = (rng.uniform(size=(3, 500)) < conf).astype(float)
+    w = rng.uniform(size=500)
+    got = binned_ece(
+        torch.tensor(conf), torch.tensor(correct), torch.tensor(w / w.sum()), 15
+    )
+    for g in range(3):
+        # a two-column "probability" whose top-label confidence is conf
+        proba = np.column_stack([conf[g], 1 - conf[g]])
+        proba = np.where(conf[g][:, None] >= 0.5, proba, proba[:, ::-1])
+        y = np.where(correct[g] == 1, proba.argmax(1), 1 - proba.argmax(1))
+        keep = conf[g] >= 0.5
+        expected = expected_calibration_error(
+            y[keep], proba[keep], sample_weight=w[keep]
+        )
+        sub = binned_ece(
+            torch.tensor(conf[g][keep])[None],
+            torch.tensor(correct[g][keep])[None],
+            torch.tensor(w[keep] / w[keep].sum())[None],
+            15,
+        )
+        assert float(sub[0]) == pytest.approx(expected, abs=1e-12)
+    assert got.shape == (3,)
+
+
+def test_cts_recovers_per_class_temperatures(device):
+    X, y = column_scaled(8000, 0)
+    cts = ClassTemperatureScaling(device=device).fit(X, y)
+    # columns were multiplied by SCALES on top of an over-confidence of 2
+    np.testing.assert_allclose(cts.temperatures_, 2 * SCALES, rtol=0.2)
+
+
+def test_cts_column_mode_improves_ece_without_losing_accuracy(device):
+    X, y = column_scaled(3000, 1)
+    cts = ClassTemperatureScaling(device=device).fit(X, y)
+    start = TemperatureScaling(device=device).fit(X, y)
+    start_proba = np.exp(X / cts.temperature_init_)
+    start_proba /= start_proba.sum(1, keepdims=True)
+    proba = cts.predict_proba(X)
+    assert (proba.argmax(1) == y).mean() >= (X.argmax(1) == y).mean()
+    assert expected_calibration_error(y, proba) <= expected_calibration_error(
+        y, start_proba
+    )
+    assert cts.temperature_init_ == pytest.approx(start.temperature_, rel=1e-9)
+
+
+def test_cts_predicted_mode_keeps_predictions():
+    X, y = column_scaled(3000, 2)
+    cts = ClassTemperatureScaling(mode="predicted", device="cpu").fit(X, y)
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(2000, 5)) * 5
+    Z[:100, 1] = Z[:100, 0]  # ties
+    np.testing.assert_array_equal(cts.predict(Z), Z.argmax(1))
+    assert cts.temperatures_.min() >= 0.5 and cts.temperatures_.max() <= 5.0
+
+
+def test_cts_bad_grid():
+    X, y = column_scaled(200, 3)
+    with pytest.raises(ValueError, match="positive finite"):
+        ClassTemperatureScaling(grid=[1.0, -1.0], device="cpu").fit(X, y)

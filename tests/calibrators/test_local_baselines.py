@@ -16,6 +16,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
 from skcal import KCalCalibrator, LocalNetCalibrator, ProCalCalibrator
+from skcal.discovery import all_estimators
 from skcal.exceptions import MissingClassWarning
 from skcal.metrics import LocalSpace, local_calibration_error
 from skcal.utils._testing import (
@@ -23,7 +24,6 @@ from skcal.utils._testing import (
     make_region_miscalibrated_embeddings,
     softmax_rows,
 )
-from skcal.utils.discovery import all_estimators
 
 LOCAL = [cls for _, cls in all_estimators("local")]
 # VQLocalCalibrator uses the head only with head='frozen' (tested on its own)

@@ -20,7 +20,7 @@ from skcal import (
     SplineCalibrator,
     StructuredMatrixScaling,
 )
-from skcal.calibrators._binning import _PROBA_FLOOR
+from skcal.calibrators._one_vs_rest import PROBA_FLOOR
 from skcal.utils._testing import make_miscalibrated_logits
 from skcal.utils._validation import (
     PROBA_EPS,
@@ -288,7 +288,7 @@ def test_probabilities_mapped_directly_keep_the_fallback_rows():
     got = est.predict_proba(np.vstack([uniform, confident]))
     np.testing.assert_array_equal(got[:3], uniform)  # the fallback
     # the others: 0 below 0.5, then 2 p - 1, floored, renormalised
-    values = np.maximum(2 * confident - 1, _PROBA_FLOOR)
+    values = np.maximum(2 * confident - 1, PROBA_FLOOR)
     expected = values / values.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(got[3:], expected, rtol=1e-14, atol=0)
     Z = np.log(np.maximum(np.vstack([uniform, confident]), PROBA_EPS))

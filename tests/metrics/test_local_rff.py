@@ -50,7 +50,8 @@ def test_group_sums_and_anchor_errors_follow_the_formulas():
     omega = rff_frequencies(phi.shape[1], D, 1.5, seed=3)
     bins = np.minimum((proba * n_bins).astype(int), n_bins - 1)
     resid = proba - (y[:, None] == np.arange(3))
-    S, T = rff_group_sums(phi, resid, w, bins, omega, n_bins)
+    sums = rff_group_sums(phi, resid, w, bins, omega, n_bins)
+    S, T = sums.S, sums.T
     proj = phi @ omega
     z = np.hstack([np.cos(proj), np.sin(proj)]) / np.sqrt(D)
     for k in range(3):
@@ -64,7 +65,8 @@ def test_group_sums_and_anchor_errors_follow_the_formulas():
     kept = np.ones((3, n_bins), bool)
     kept[1, 2] = False
     spread_sq = np.random.default_rng(0).uniform(0.5, 2.0, (3, n_bins))
-    lce, noise = rff_anchor_errors(phi, w, bins, kept, S, T, omega, spread_sq)
+    errors = rff_anchor_errors(phi, w, bins, kept, S, T, omega, spread_sq)
+    lce, noise = errors.lce, errors.noise
     for k in range(3):
         num = np.einsum("ij,ij->i", z, S[k, bins[:, k]])
         den = np.maximum(np.einsum("ij,ij->i", z, T[k, bins[:, k]]), w)

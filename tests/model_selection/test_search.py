@@ -25,10 +25,12 @@ from threadpoolctl import threadpool_limits
 from skcal import (
     BetaCalibrator,
     CalibratedClassifier,
+    DirichletCalibrator,
     DirichletCalibratorCV,
     IdentityCalibrator,
     IsotonicCalibrator,
     MatrixScaling,
+    ParameterizedTemperatureScaling,
     SMARTCalibrator,
     SplineCalibrator,
     StructuredMatrixScaling,
@@ -36,6 +38,7 @@ from skcal import (
     VectorScaling,
 )
 from skcal.base import BaseCalibrator
+from skcal.discovery import all_estimators
 from skcal.exceptions import NotFittedError
 from skcal.metrics import get_scorer
 from skcal.model_selection import CalibratorSearchCV
@@ -78,6 +81,9 @@ class _Broken(BaseCalibrator):
         self.input = input
         self.classes = classes
         self.n_bad = n_bad
+
+    def n_free_parameters(self, n_classes, n_features=None):
+        return 0  # the identity map, when it fits
 
     def _fit(self, logits, y_index, sample_weight):
         if self.n_bad < 0 or len(y_index) == self.n_bad:
@@ -272,6 +278,34 @@ def test_guard_none_keeps_the_best_score():
     assert search.best_index_ == np.argmax(search.cv_results_["mean_test_score"])
 
 
+@pytest.mark.parametrize("name, cls", all_estimators())
+def test_every_calibrator_states_a_finite_parameter_count(name, cls):
+    """Each calibrator's own ``n_free_parameters`` (not the base's default,
+    which a new calibrator would otherwise inherit), finite, for small and
+    large problems."""
+    assert "n_free_parameters" in vars(cls), f"{name} does not state its count"
+    for n_classes, n_features in [(2, 2), (10, 64), (1000, 512)]:
+        count = cls().n_free_parameters(n_classes, n_features)
+        assert np.isfinite(count) and count >= 0, (name, n_classes, count)
+
+
+def test_parameter_counts_by_hand():
+    """Three counts worked out from the methods' definitions."""
+    # PTS: an MLP on the top min(10, 4) = 4 logits, hidden (5, 5), one output
+    pts = ParameterizedTemperatureScaling()
+    assert pts.n_free_parameters(4) == (4 + 1) * 5 + (5 + 1) * 5 + (5 + 1) * 1
+    # beta: a, b, c per class ("abm"), or two of them ("am")
+    assert BetaCalibrator().n_free_parameters(7) == 21
+    assert BetaCalibrator(parameters="am").n_free_parameters(7) == 14
+    # an unpenalised full Dirichlet map: C x C weights and C biases; ODIR
+    # with 0 on the off-diagonal and a positive bias penalty: C^2
+    assert DirichletCalibrator(reg_lambda=0.0).n_free_parameters(6) == 42
+    odir = DirichletCalibrator(reg_lambda=0.0, reg_mu=1e-2)
+    assert odir.n_free_parameters(6) == 36
+    # the base's default for a calibrator that states nothing: a full map
+    assert super(type(pts), pts).n_free_parameters(5) == 30
+
+
 def test_too_many_parameters_are_skipped_with_the_documented_counts():
     """Counts of the Notes for C = 4 classes; more than e / 10 is skipped,
     ``e`` the events: the rows whose top score is wrong, or right if fewer."""
@@ -287,7 +321,7 @@ def test_too_many_parameters_are_skipped_with_the_documented_counts():
         MatrixScaling(reg_lambda=0.0, device="cpu"),  # C^2 + C = 20
         StructuredMatrixScaling(device="cpu"),  # 1: penalised
         BetaCalibrator(),  # 3C = 12
-        SplineCalibrator(),  # n_knots = 6
+        SplineCalibrator(),  # n_knots = 6, and the others' temperature
         SMARTCalibrator(device="cpu"),  # 49
         IsotonicCalibrator(),  # C = 4
         # ODIR leaves the diagonal free: C = 4
@@ -297,7 +331,7 @@ def test_too_many_parameters_are_skipped_with_the_documented_counts():
     ]
     search = CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
     res = search.cv_results_
-    counts = [0, 1, 1, 8, 20, 1, 12, 6, 49, 4, 4, 20]
+    counts = [0, 1, 1, 8, 20, 1, 12, 7, 49, 4, 4, 20]
     np.testing.assert_array_equal(res["n_parameters"], counts)
     skipped = {c for c, p in enumerate(counts) if 10 * p > events}
     assert skipped and len(skipped) < len(candidates) - 2

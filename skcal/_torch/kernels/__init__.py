@@ -16,7 +16,13 @@ from ._local import LocalErrorsResult, local_anchor_errors
 from ._local_net import LocalNetFit, fit_local_net, local_net_predict
 from ._procal import density_ratio_confidence, knn_proximity
 from ._pts import PTSFit, fit_pts, pts_predict_logits
-from ._rff import rff_anchor_errors, rff_frequencies, rff_group_sums
+from ._rff import (
+    RFFErrorsResult,
+    RFFSumsResult,
+    rff_anchor_errors,
+    rff_frequencies,
+    rff_group_sums,
+)
 from ._smart import (
     SmartFit,
     fit_smart,
@@ -25,6 +31,7 @@ from ._smart import (
     smart_predict_temperature,
 )
 from ._soft_ece import (
+    SoftBinSumsResult,
     soft_bin_sums_value,
     soft_binned_ece,
     soft_binned_ece_value,
@@ -83,6 +90,9 @@ __all__ = [
     "pts_predict_logits",
     "smart_predict_proba",
     "smart_predict_temperature",
+    "RFFErrorsResult",
+    "RFFSumsResult",
+    "SoftBinSumsResult",
     "rff_anchor_errors",
     "rff_frequencies",
     "rff_group_sums",

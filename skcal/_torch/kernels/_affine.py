@@ -48,22 +48,31 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._device import resolve_device
 from .._optim import LBFGSMemory, OptimResult, minimize_lbfgs, minimize_lbfgs_flat
 
 
-@dataclass
+@dataclass(frozen=True)
 class AffineFit:
     """Fitted parameters (numpy, CPU) and the solver outcome.
 
-    ``coef`` is the full ``(C, C)`` matrix ``scale * W`` applied to the
-    logits (for ``"diagonal"`` without ``ref_row``: the vector of its
-    diagonal) and ``intercept`` is ``b``.
+    Attributes
+    ----------
+    coef : ndarray
+        The full ``(C, C)`` matrix ``scale * W`` applied to the logits (for
+        ``"diagonal"`` without ``ref_row``: the vector of its diagonal).
+    intercept : ndarray of shape (C,)
+        ``b``.
+    result : OptimResult
+        The L-BFGS outcome (iterations, convergence, final loss).
+    raw : tuple of ndarray
+        The solver's own parameters, to warm-start another fit (``init``).
     """
 
     coef: np.ndarray
     intercept: np.ndarray
     result: OptimResult
-    raw: tuple = ()  # the solver's own parameters, to warm-start another fit
+    raw: tuple = ()
 
 
 def fit_affine_softmax(
@@ -80,7 +89,7 @@ def fit_affine_softmax(
     scale: float = 1.0,
     ref_row: bool = False,
     init: tuple = (),
-    device: torch.device,
+    device: str | torch.device,
     tol: float,
     max_iter: int,
     verbose: int = 0,
@@ -97,12 +106,13 @@ def fit_affine_softmax(
     the module notes). Non-finite parameters at the end (a diverged solve)
     raise a ValueError: a fit never returns them. ``verbose`` shows each
     solve as a progress bar named ``desc`` (see
-    :func:`~skcal._torch.minimize_lbfgs`).
+    :func:`~skcal._torch.minimize_lbfgs`). ``device``: {"auto", "cpu",
+    "cuda", "cuda:N"} or a ``torch.device``.
     """
     if kind not in ("full", "diagonal", "scalar"):
         raise ValueError(f"unknown kind {kind!r}")
+    device = resolve_device(device)
     n_classes = logits.shape[1]
-    f64 = dict(dtype=torch.float64, device=device)
     z = to_tensor(logits, device, torch.float64) * scale
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight / sample_weight.sum(), device, torch.float64)
@@ -114,11 +124,7 @@ def fit_affine_softmax(
         )  # fmt: skip
         if fit is not None:
             return _affine_result(*fit, scale=scale, ref_row=ref_row)
-    shape = {"full": (n_classes, n_classes), "diagonal": (n_classes,), "scalar": (1,)}
-    delta = torch.zeros(shape[kind], **f64)
-    bias = torch.zeros(n_classes, **f64)
-    if init:
-        delta.copy_(to_tensor(init[0], device)), bias.copy_(to_tensor(init[1], device))
+    delta, bias = _start(kind, n_classes, init, device)
     problem = _PenalisedProblem(
         kind=kind,
         fit_intercept=fit_intercept,
@@ -127,8 +133,39 @@ def fit_affine_softmax(
         diag_target=diag_target,
         fitted=fitted,
     )
+    float32_start = kind == "full" and n_classes >= _FLOAT32_MIN_CLASSES
+    fit = _solve_penalised(
+        problem, z, y, w, delta, bias, float32_start=float32_start, tol=tol,
+        max_iter=max_iter, verbose=verbose, desc=desc,
+    )  # fmt: skip
+    with torch.no_grad():
+        W, b = problem.effective(fit.delta, fit.bias)
+    return AffineFit(
+        coef=_finite_or_raise(W * scale),
+        intercept=_finite_or_raise(b),
+        result=fit.result,
+        raw=(to_numpy(fit.delta), to_numpy(fit.bias)),
+    )
+
+
+def _start(kind, n_classes, init, device):
+    """The raw parameters ``(delta, bias)`` to start from: zeros, or ``init``."""
+    f64 = dict(dtype=torch.float64, device=device)
+    shape = {"full": (n_classes, n_classes), "diagonal": (n_classes,), "scalar": (1,)}
+    delta = torch.zeros(shape[kind], **f64)
+    bias = torch.zeros(n_classes, **f64)
+    if init:
+        delta.copy_(to_tensor(init[0], device)), bias.copy_(to_tensor(init[1], device))
+    return delta, bias
+
+
+def _solve_penalised(
+    problem, z, y, w, delta, bias, *, float32_start, tol, max_iter, verbose, desc
+) -> _Solved:
+    """The penalised solve from ``(delta, bias)`` (updated in place), with a
+    float32 start when ``float32_start``; ``n_iter`` counts both runs."""
     n_iter, memory = 0, None
-    if kind == "full" and n_classes >= _FLOAT32_MIN_CLASSES:
+    if float32_start:
         # float32 first, at half the cost per iteration, to 10 tol (short of
         # its rounding floor, where line searches fail at a high price); the
         # float64 run continues from its point and its correction pairs, and
@@ -144,15 +181,7 @@ def fit_affine_softmax(
         z, y, w, delta, bias, tol=tol, max_iter=max(max_iter - n_iter, 1),
         memory=memory, ftol=_ftol(tol), verbose=verbose, desc=desc,
     )  # fmt: skip
-    result = replace(fit.result, n_iter=fit.result.n_iter + n_iter)
-    with torch.no_grad():
-        W, b = problem.effective(fit.delta, fit.bias)
-    return AffineFit(
-        coef=_finite_or_raise(W * scale),
-        intercept=_finite_or_raise(b),
-        result=result,
-        raw=(to_numpy(fit.delta), to_numpy(fit.bias)),
-    )
+    return replace(fit, result=replace(fit.result, n_iter=fit.result.n_iter + n_iter))
 
 
 def _ftol(tol: float) -> float:

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._device import resolve_device
 from .._progress import Progress
 
 #: Numbers in one ``|grid| x rows (x C)`` block of the search.
@@ -91,7 +92,7 @@ def class_temperature_search(
     n_bins: int,
     predicted: bool,
     order: np.ndarray | None = None,
-    device: torch.device,
+    device: str | torch.device,
     verbose: int = 0,
 ) -> np.ndarray:
     """Per-class temperatures found by the greedy search.
@@ -104,7 +105,9 @@ def class_temperature_search(
     is taken only if its ECE is strictly below the current one; among equal
     candidates the first of ``grid`` wins. ``verbose`` shows a progress bar
     over the ``n_iter x n_classes`` class visits (a line per visit at 2).
+    ``device``: {"auto", "cpu", "cuda", "cuda:N"} or a ``torch.device``.
     """
+    device = resolve_device(device)
     z = to_tensor(logits, device, torch.float64)
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight / sample_weight.sum(), device, torch.float64)

@@ -22,7 +22,9 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._device import resolve_device
 from .._optim import train_adam
+from .._options import TrainingOptions
 from .._random import make_generator
 from ._common import uniform_linear, weighted_mean
 
@@ -321,14 +323,8 @@ def fit_kcal(
     *,
     n_classes: int,
     n_components: int,
-    batch_size: int,
     n_per_class: int,
-    lr: float,
-    max_iter: int,
-    n_iter_no_change: int,
-    seed: int,
-    device: torch.device,
-    verbose: int = 0,
+    options: TrainingOptions,
 ) -> KCalFit:
     """Train the projection and its bandwidth on episodes of ``X_train``.
 
@@ -346,47 +342,38 @@ def fit_kcal(
         sample weights of the training part.
     X_val, y_val, w_val : ndarray
         The same for the validation part.
-    n_classes, n_components, batch_size, n_per_class : int
-        Classes, projected dimensions, queries per step and background rows
-        per class.
-    lr : float
-        Adam step size.
-    max_iter, n_iter_no_change : int
-        Early stopping.
-    seed : int
-        Seeds the initialisation, the batches and the backgrounds (a CPU
-        generator: the same draws on every device).
-    device : torch.device
-    verbose : int, default=0
+    n_classes, n_components, n_per_class : int
+        Classes, projected dimensions and background rows per class.
+    options : TrainingOptions
+        Adam (``batch_size``: queries per step) and early stopping;
+        ``options.seed`` seeds the initialisation, the batches and the
+        backgrounds (a CPU generator: the same draws on every device).
 
     Returns
     -------
     KCalFit
     """
-    gen = make_generator(seed, "cpu")
+    options = options.resolved()
+    device = options.device
+    gen = make_generator(options.seed, "cpu")
     data = _Episodes.build(
         X_train, y_train, w_train, X_val, y_val, w_val, n_classes, device
     )
     params = _initial_params(data.x_train, n_components, gen, device)
-    best_epoch, n_epochs, _ = train_adam(
+    run = train_adam(
         _episode_loss(params, data, n_per_class, n_classes, gen),
         _validation_loss(params, data),
         params,
         n_samples=len(data.y_train),
-        batch_size=batch_size,
-        max_iter=max_iter,
-        lr=lr,
-        n_iter_no_change=n_iter_no_change,
+        options=options,
         generator=gen,
-        device=device,
-        verbose=verbose,
         desc="KCal: projection",
     )
     return KCalFit(
         projection=tuple(to_numpy(p) for p in params[:3]),
         bandwidth=float(torch.exp(params[3]).detach()),
-        best_epoch=best_epoch,
-        n_epochs=n_epochs,
+        best_epoch=run.best_epoch,
+        n_epochs=run.n_epochs,
     )
 
 
@@ -399,12 +386,13 @@ def kcal_project(projection, X: np.ndarray, device) -> np.ndarray:
     projection : sequence of ndarray
         ``(W1, b1, W2)`` (:attr:`KCalFit.projection`).
     X : ndarray of shape (n_samples, n_features)
-    device : torch.device or str
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device
 
     Returns
     -------
     ndarray of shape (n_samples, n_components)
     """
+    device = resolve_device(device)
     params = [to_tensor(p, device, torch.float64) for p in projection]
     with torch.no_grad():
         return to_numpy(project(params, to_tensor(X, device, torch.float64)))
@@ -435,7 +423,7 @@ def kcal_proba(
         Column index and positive weight of each memory row.
     bandwidth : float
     n_classes : int
-    device : torch.device or str
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device
 
     Returns
     -------
@@ -443,6 +431,7 @@ def kcal_proba(
         A query that coincides with a memory row does not see it
         (leave-one-out, see :func:`_class_sums`).
     """
+    device = resolve_device(device)
     params = [to_tensor(p, device, torch.float64) for p in projection]
     targets = _memory_targets(labels, weights, n_classes, device)
     with torch.no_grad():
@@ -458,6 +447,7 @@ def kcal_proba(
 # ------------------------------------------------------------ bandwidth
 def _cv_objective(memory, labels, weights, folds, n_classes: int, device):
     """The function ``h -> cross-validated log loss`` of a memory (tensors kept)."""
+    device = resolve_device(device)
     G = to_tensor(memory, device, torch.float64)
     targets = _memory_targets(labels, weights, n_classes, device)
     y = to_tensor(labels, device, torch.int64)
@@ -497,7 +487,7 @@ def kcal_cv_log_loss(
         Column index, weight and fold id of each row.
     bandwidth : float
     n_classes : int
-    device : torch.device or str, default="cpu"
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="cpu"
 
     Returns
     -------

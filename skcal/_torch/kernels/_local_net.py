@@ -23,7 +23,9 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._device import resolve_device
 from .._optim import train_adam
+from .._options import TrainingOptions
 from .._random import make_generator
 
 __all__ = ["LocalNetFit", "fit_local_net", "local_net_predict"]
@@ -278,14 +280,7 @@ def fit_local_net(
     lambda_js: float,
     alpha_ce: float,
     vector_affine: bool,
-    lr: float,
-    weight_decay: float,
-    batch_size: int,
-    max_iter: int,
-    n_iter_no_change: int,
-    seed: int,
-    device: torch.device,
-    verbose: int = 0,
+    options: TrainingOptions,
     present: np.ndarray | None = None,
 ) -> LocalNetFit:
     """Train a Local Net by mini-batch Adam with early stopping.
@@ -308,20 +303,18 @@ def fit_local_net(
         Rows that train, and rows that monitor early stopping.
     hidden, dropout, bandwidth, lambda_js, alpha_ce, vector_affine
         The network and its loss (see :class:`~skcal.LocalNetCalibrator`).
-    lr, weight_decay, batch_size, max_iter, n_iter_no_change
-        Adam and early stopping.
-    seed : int
-        Seeds the initialisation, the batches and the dropout (a generator
-        on ``device``).
-    device : torch.device
-    verbose : int, default=0
+    options : TrainingOptions
+        Adam and early stopping; ``options.seed`` seeds the initialisation,
+        the batches and the dropout (a generator on ``options.device``).
     present : ndarray of bool of shape (n_classes,), default=None
 
     Returns
     -------
     LocalNetFit
     """
-    gen = make_generator(seed, device)
+    options = options.resolved()
+    device = options.device
+    gen = make_generator(options.seed, device)
     params = _initial_params(
         h.shape[1], hidden, pi.shape[1], z.shape[1], vector_affine, gen, device
     )
@@ -335,28 +328,24 @@ def fit_local_net(
         dropout=dropout,
         lambda_js=lambda_js,
         alpha_ce=alpha_ce,
-        batch_size=batch_size,
+        batch_size=options.batch_size,
         generator=gen,
     )
-    best_epoch, n_epochs, _ = train_adam(
+    run = train_adam(
         loss,
         val_loss,
         list(params.values()),
         n_samples=len(train_idx),
-        batch_size=batch_size,
-        max_iter=max_iter,
-        lr=lr,
-        weight_decay=weight_decay,
-        n_iter_no_change=n_iter_no_change,
+        options=options,
         generator=gen,
-        device=device,
-        verbose=verbose,
         desc="Local Nets: correction network",
     )
     network = {k: to_numpy(v) for k, v in params.items()}
     if data.present is not None:
         fill_absent_classes(network, to_numpy(data.present).astype(bool))
-    return LocalNetFit(network=network, best_epoch=best_epoch, n_epochs=n_epochs)
+    return LocalNetFit(
+        network=network, best_epoch=run.best_epoch, n_epochs=run.n_epochs
+    )
 
 
 def fill_absent_classes(state: dict, present: np.ndarray) -> None:
@@ -377,7 +366,11 @@ def fill_absent_classes(state: dict, present: np.ndarray) -> None:
 
 
 def local_net_predict(params: dict, h, z, pi, device, *, embedding: bool = False):
-    """``softmax(l)`` (or the embedding ``e``) as float64 numpy."""
+    """``softmax(l)`` (or the embedding ``e``) as float64 numpy.
+
+    ``device``: {"auto", "cpu", "cuda", "cuda:N"} or a ``torch.device``.
+    """
+    device = resolve_device(device)
     p = {k: to_tensor(v, device, torch.float64) for k, v in params.items()}
     with torch.no_grad():
         logits, e = forward(

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._device import resolve_device
 from .._progress import Progress
 
 __all__ = ["density_ratio_confidence", "knn_proximity"]
@@ -124,7 +125,7 @@ def knn_proximity(
         counting itself (see :func:`knn_sq_distances`).
     k : int
         Number of neighbours.
-    device : torch.device or str
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device
     verbose : int, default=0
         A progress bar over the blocks of queries.
 
@@ -132,6 +133,7 @@ def knn_proximity(
     -------
     ndarray of shape (m,) (or (n,))
     """
+    device = resolve_device(device)
     memory_t = to_tensor(memory, device, torch.float64)
     exclude_self = queries is None
     queries_t = memory_t if exclude_self else to_tensor(queries, device, torch.float64)
@@ -167,12 +169,13 @@ def density_ratio_confidence(
     bandwidth_correct, bandwidth_wrong : ndarray of shape (2,)
     ratio : float
         ``rho``, the weight of the wrong over the correct predictions.
-    device : torch.device or str
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device
 
     Returns
     -------
     ndarray of shape (m,)
     """
+    device = resolve_device(device)
     q = to_tensor(queries, device, torch.float64)
 
     def density(points, weights, bandwidth):

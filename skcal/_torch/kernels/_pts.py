@@ -8,7 +8,9 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._device import resolve_device
 from .._optim import train_adam
+from .._options import TrainingOptions
 from .._random import make_generator
 from ._common import init_mlp, relu_mlp
 
@@ -65,7 +67,9 @@ def pts_predict_logits(
     ``logits``) or a new numpy array, and every step writes into it in
     place (a new torch tensor of that size costs several times a numpy
     one: its pages are faulted in one by one); on other devices, a new one.
+    ``device``: {"auto", "cpu", "cuda", "cuda:N"} or a ``torch.device``.
     """
+    device = resolve_device(device)
     layers = [
         (to_tensor(W, device, torch.float64), to_tensor(b, device, torch.float64))
         for W, b in zip(coefs, intercepts)
@@ -120,28 +124,23 @@ def fit_pts(
     initial_temperature: float,
     train_idx: np.ndarray,
     val_idx: np.ndarray,
-    lr: float,
-    weight_decay: float,
-    batch_size: int,
-    max_iter: int,
-    n_iter_no_change: int,
-    seed: int,
-    device: torch.device,
-    verbose: int = 0,
+    options: TrainingOptions,
 ) -> PTSFit:
     """Train the temperature network on the Brier score (PTS's MSE loss).
 
-    Mini-batch Adam on the rows ``train_idx``, early stopping on the loss of
-    the rows ``val_idx``. Hidden layers are initialised like
-    ``torch.nn.Linear`` from a local generator seeded by ``seed``; the output
-    layer starts at weight 0 and bias ``initial_temperature``, so training
-    starts from global temperature scaling.
+    Mini-batch Adam (``options``) on the rows ``train_idx``, early stopping
+    on the loss of the rows ``val_idx``. Hidden layers are initialised like
+    ``torch.nn.Linear`` from a local generator seeded by ``options.seed``;
+    the output layer starts at weight 0 and bias ``initial_temperature``, so
+    training starts from global temperature scaling.
 
     Returns
     -------
     PTSFit
     """
-    gen = make_generator(seed, "cpu")
+    options = options.resolved()
+    device = options.device
+    gen = make_generator(options.seed, "cpu")
     z = to_tensor(logits, device, torch.float64).clamp(-LOGIT_CLIP, LOGIT_CLIP)
     y = to_tensor(y_index, device, torch.int64)
     w = to_tensor(sample_weight, device, torch.float64)
@@ -157,24 +156,18 @@ def fit_pts(
         per_row = ((p - onehot[rows]) ** 2).sum(dim=1)
         return torch.dot(w[rows], per_row) / w[rows].sum()
 
-    best_epoch, n_epochs, _ = train_adam(
+    run = train_adam(
         lambda batch: brier(train[batch]),
         lambda: brier(val),
         params,
         n_samples=len(train_idx),
-        batch_size=batch_size,
-        max_iter=max_iter,
-        lr=lr,
-        weight_decay=weight_decay,
-        n_iter_no_change=n_iter_no_change,
+        options=options,
         generator=gen,
-        device=device,
-        verbose=verbose,
         desc="PTS: temperature network",
     )
     return PTSFit(
         coefs=[to_numpy(W) for W, _ in layers],
         intercepts=[to_numpy(b) for _, b in layers],
-        best_epoch=best_epoch,
-        n_epochs=n_epochs,
+        best_epoch=run.best_epoch,
+        n_epochs=run.n_epochs,
     )

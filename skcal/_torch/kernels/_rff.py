@@ -16,12 +16,56 @@ over rows in any order and merged across chunks: ``O(n D d)`` work and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._device import resolve_device
 
-__all__ = ["rff_anchor_errors", "rff_frequencies", "rff_group_sums"]
+__all__ = [
+    "RFFErrorsResult",
+    "RFFSumsResult",
+    "rff_anchor_errors",
+    "rff_frequencies",
+    "rff_group_sums",
+]
+
+
+@dataclass(frozen=True)
+class RFFSumsResult:
+    """Feature sums per (class, bin) group of :func:`rff_group_sums` (numpy).
+
+    Attributes
+    ----------
+    S : ndarray of shape (n_classes, n_bins, 2 D)
+        ``sum_j w_j r_jk z_j`` over the rows ``j`` of each group.
+    T : ndarray of shape (n_classes, n_bins, 2 D)
+        ``sum_j w_j z_j`` over the same rows.
+    """
+
+    S: np.ndarray
+    T: np.ndarray
+
+
+@dataclass(frozen=True)
+class RFFErrorsResult:
+    """Approximate local errors of :func:`rff_anchor_errors` (numpy).
+
+    Attributes
+    ----------
+    lce : ndarray of shape (n, n_classes)
+        ``LCE_k(i)`` of every anchor; NaN outside the kept bins and for
+        rows of zero weight.
+    noise : ndarray of shape (n, n_classes)
+        The estimated noise of each ``LCE_k(i)``: ``sqrt(spread_sq / (2 D))``
+        of its group divided by its (floored) kernel sum.
+    """
+
+    lce: np.ndarray
+    noise: np.ndarray
+
 
 #: Numbers held by one block's largest temporary (32 MB in float64).
 _BLOCK_NUMBERS = 1 << 22
@@ -64,7 +108,7 @@ def rff_group_sums(
     n_bins: int,
     *,
     device="cpu",
-):
+) -> RFFSumsResult:
     """Per (class, bin): ``S = sum_j w_j r_jk z_j`` and ``T = sum_j w_j z_j``.
 
     Each block of rows is two matrix products: the (rows x groups) matrix of
@@ -81,11 +125,13 @@ def rff_group_sums(
         Confidence bin of each row in each class.
     omega : ndarray of shape (d, D)
     n_bins : int
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="cpu"
 
     Returns
     -------
-    S, T : ndarray of shape (C, n_bins, 2 D)
+    RFFSumsResult
     """
+    device = resolve_device(device)
     n, n_classes = resid.shape
     width, n_groups = 2 * omega.shape[1], n_classes * n_bins
     om = to_tensor(omega, device, torch.float64)
@@ -103,7 +149,7 @@ def rff_group_sums(
         ST += (_group_matrix(values, cols, 2 * n_groups).T @ z).double()
     shape = (n_classes, n_bins, width)
     ST = to_numpy(ST)
-    return ST[:n_groups].reshape(shape), ST[n_groups:].reshape(shape)
+    return RFFSumsResult(S=ST[:n_groups].reshape(shape), T=ST[n_groups:].reshape(shape))
 
 
 def rff_anchor_errors(
@@ -117,7 +163,7 @@ def rff_anchor_errors(
     spread_sq: np.ndarray,
     *,
     device="cpu",
-):
+) -> RFFErrorsResult:
     """Approximate ``LCE_k(i)`` of every anchor (NaN outside the kept bins).
 
     ``z_i . S / z_i . T`` for the anchor's group, with the denominator
@@ -137,14 +183,13 @@ def rff_anchor_errors(
     spread_sq : ndarray of shape (C, n_bins)
         ``sum_j w_j^2 (r_j - mean r)^2`` over each group: the numerator's
         noise is about ``sqrt(spread_sq / (2 D))``.
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="cpu"
 
     Returns
     -------
-    lce : ndarray of shape (n, C)
-    noise : ndarray of shape (n, C)
-        The estimated noise of each ``LCE_k(i)``: ``sqrt(spread_sq / (2 D))``
-        of its group divided by its (floored) kernel sum.
+    RFFErrorsResult
     """
+    device = resolve_device(device)
     n, n_classes = bins.shape
     n_bins, width = S.shape[1], S.shape[2]
     om = to_tensor(omega, device, torch.float64)
@@ -171,4 +216,4 @@ def rff_anchor_errors(
         keep = kept_t[keys] & (w > 0)
         out[rows] = to_numpy(torch.where(keep, lce, torch.nan))
         noise[rows] = to_numpy(spread[keys] / den)
-    return out, noise
+    return RFFErrorsResult(lce=out, noise=noise)

@@ -32,7 +32,9 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._device import resolve_device
 from .._optim import minimize_adam
+from .._options import TrainingOptions
 from .._random import make_generator
 from ._common import init_mlp, relu_mlp
 from ._soft_ece import soft_binned_ece
@@ -102,8 +104,9 @@ def smart_predict_temperature(logits: np.ndarray, *, device, **fit) -> np.ndarra
     ``fit`` holds ``coefs``, ``intercepts``, ``gap_mean`` and ``gap_std``
     of a :class:`SmartFit`, ``t_min``, and ``gap_range`` (``(low, high)``:
     gaps are clipped to it before they are standardised; None: not clipped).
+    ``device``: {"auto", "cpu", "cuda", "cuda:N"} or a ``torch.device``.
     """
-    z = to_tensor(logits, device, torch.float64)
+    z = to_tensor(logits, resolve_device(device), torch.float64)
     return to_numpy(_row_temperatures(z, **fit)[1])
 
 
@@ -114,7 +117,7 @@ def smart_predict_proba(logits: np.ndarray, *, device, **fit) -> np.ndarray:
     maxima found for the gaps shift the logits in the blocked softmax of
     :func:`tempered_softmax_into`: no shifted or divided copy of the matrix.
     """
-    z = to_tensor(logits, device, torch.float64)
+    z = to_tensor(logits, resolve_device(device), torch.float64)
     first, temperature = _row_temperatures(z, **fit)
     if z.device.type == "cpu":
         out = np.empty(z.shape)
@@ -435,6 +438,64 @@ def _make_objective(
     return objective
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """The per-row tensors that a SMART epoch reads, for one part of the rows."""
+
+    d: torch.Tensor  # gaps to the top logit, float32 (n, C)
+    d_true: torch.Tensor  # the label's gap
+    gaps: torch.Tensor  # z_(1) - z_(2), float64
+    correct: torch.Tensor  # whether the top class is the label
+    w: torch.Tensor
+
+    def subset(self, mask: torch.Tensor) -> _Rows:
+        return _Rows(
+            self.d[mask], self.d_true[mask], self.gaps[mask], self.correct[mask],
+            self.w[mask],
+        )  # fmt: skip
+
+
+def _training_rows(logits, y_index, sample_weight, val_idx, device):
+    """``(train, held)``: the rows' tensors, split by ``val_idx`` (held: None
+    without it)."""
+    z = to_tensor(logits, device, torch.float64)
+    y = to_tensor(y_index, device, torch.int64)
+    first, second = top_two(z)
+    # gaps to the top logit, float32: the per-epoch work reads only these
+    d = (first[:, None] - z).to(torch.float32)
+    rows = _Rows(
+        d=d,
+        d_true=d.gather(1, y[:, None]).squeeze(1),
+        gaps=first - second,
+        correct=torch.argmax(z, dim=1) == y,
+        w=to_tensor(sample_weight, device, torch.float64),
+    )
+    del z, first, second
+    if val_idx is None:
+        return rows, None
+    is_val = torch.zeros(len(y_index), dtype=torch.bool, device=device)
+    is_val[to_tensor(val_idx, device, torch.int64)] = True
+    return rows.subset(~is_val), rows.subset(is_val)
+
+
+def _held_out_monitor(objective, held_objective, train_curve: list):
+    """The loss Adam sees when rows are held out.
+
+    Its value is the held-out objective, which early stopping watches and
+    whose best parameters are kept; its gradient is the training loss's,
+    whose values are appended to ``train_curve``.
+    """
+
+    def monitored() -> torch.Tensor:
+        train = objective()
+        train_curve.append(float(train.detach()))
+        with torch.no_grad():
+            value = held_objective()
+        return train + (value - train.detach())
+
+    return monitored
+
+
 def fit_smart(
     logits: np.ndarray,
     y_index: np.ndarray,
@@ -447,23 +508,20 @@ def fit_smart(
     alpha: float,
     q: float,
     smoothing: float,
-    lr: float,
-    max_iter: int,
-    n_iter_no_change: int,
-    tol: float,
-    seed: int,
-    device: torch.device,
     t0: float,
+    tol: float,
+    options: TrainingOptions,
     val_idx: np.ndarray | None = None,
-    verbose: int = 0,
     interpolate: bool | None = None,
 ) -> SmartFit:
     """Fit the temperature network with full-batch Adam.
 
     The network starts at the constant temperature ``t0`` (the calibrator
     passes temperature scaling's, fitted on the training rows; at least
-    ``2 t_min``, so that softplus has a usable gradient); ``seed`` draws its
-    hidden layers. ``max_iter=0`` keeps that constant network.
+    ``2 t_min``, so that softplus has a usable gradient); ``options.seed``
+    draws its hidden layers. ``options.max_iter=0`` keeps that constant
+    network; ``tol`` is the smallest improvement that resets the patience
+    (:func:`~skcal._torch.minimize_adam`).
     ``val_idx`` (row indices, or None) holds rows out of training: the gap
     statistics and range and the network come from the other rows, and early
     stopping watches the objective on the held-out rows (the parameters with
@@ -476,84 +534,39 @@ def fit_smart(
     -------
     SmartFit
     """
-    gen = make_generator(seed, "cpu")
-    z = to_tensor(logits, device, torch.float64)
-    y = to_tensor(y_index, device, torch.int64)
-    w = to_tensor(sample_weight, device, torch.float64)
-
-    first, second = top_two(z)
-    gaps = first - second
-    correct = torch.argmax(z, dim=1) == y
-    # gaps to the top logit, float32: the per-epoch work reads only these
-    d = (first[:, None] - z).to(torch.float32)
-    d_true = d.gather(1, y[:, None]).squeeze(1)
-    del z, first, second
-    held = None
-    if val_idx is not None:
-        is_val = torch.zeros(len(y_index), dtype=torch.bool, device=device)
-        is_val[to_tensor(val_idx, device, torch.int64)] = True
-        held = dict(d=d[is_val], d_true=d_true[is_val], gaps=gaps[is_val])
-        held.update(correct=correct[is_val], w=w[is_val])
-        keep = ~is_val
-        d, d_true, gaps, correct, w = (
-            d[keep],
-            d_true[keep],
-            gaps[keep],
-            correct[keep],
-            w[keep],
-        )
-    gap_mean, gap_std = _gap_moments(gaps, w)
-    positive = gaps[w > 0]
+    options = options.resolved()
+    gen = make_generator(options.seed, "cpu")
+    train, held = _training_rows(
+        logits, y_index, sample_weight, val_idx, options.device
+    )
+    gap_mean, gap_std = _gap_moments(train.gaps, train.w)
+    positive = train.gaps[train.w > 0]
 
     # the start, kept clear of the floor so softplus has a usable gradient
     t0 = max(float(t0), 2.0 * t_min)
-    layers = _init_layers(tuple(hidden), t0, t_min, gen, device)
+    layers = _init_layers(tuple(hidden), t0, t_min, gen, options.device)
     params = [t.requires_grad_(True) for layer in layers for t in layer]
-    common = dict(
-        t_min=t_min,
-        loss=loss,
-        soft_ece=dict(n_bins=n_bins, sharpness=alpha, power=q, smoothing=smoothing),
-    )
-    objective = _make_objective(
-        layers,
-        _make_log_partition(d, t0, interpolate),
-        g_hat=standardize_gaps(gaps, gap_mean, gap_std),
-        d_true=d_true,
-        correct=correct,
-        w=w,
-        **common,
-    )
-    train_curve: list[float] = []
-    monitored = objective
-    if held is not None:
-        held_objective = _make_objective(
+    soft_ece = dict(n_bins=n_bins, sharpness=alpha, power=q, smoothing=smoothing)
+
+    def objective_of(rows: _Rows):
+        return _make_objective(
             layers,
-            _make_log_partition(held["d"], t0, interpolate),
-            g_hat=standardize_gaps(held["gaps"], gap_mean, gap_std),
-            d_true=held["d_true"],
-            correct=held["correct"],
-            w=held["w"],
-            **common,
+            _make_log_partition(rows.d, t0, interpolate),
+            g_hat=standardize_gaps(rows.gaps, gap_mean, gap_std),
+            d_true=rows.d_true,
+            correct=rows.correct,
+            w=rows.w,
+            t_min=t_min,
+            loss=loss,
+            soft_ece=soft_ece,
         )
 
-        def monitored() -> torch.Tensor:
-            # value: the held-out objective, which early stopping watches and
-            # whose best parameters are kept; gradient: the training loss's
-            train = objective()
-            train_curve.append(float(train.detach()))
-            with torch.no_grad():
-                value = held_objective()
-            return train + (value - train.detach())
-
-    best_epoch, n_epochs, curve = minimize_adam(
-        monitored,
-        params,
-        max_iter=max_iter,
-        lr=lr,
-        n_iter_no_change=n_iter_no_change,
-        tol=tol,
-        verbose=verbose,
-        desc="SMART: temperature network",
+    train_curve: list[float] = []
+    monitored = objective_of(train)
+    if held is not None:
+        monitored = _held_out_monitor(monitored, objective_of(held), train_curve)
+    run = minimize_adam(
+        monitored, params, options=options, tol=tol, desc="SMART: temperature network"
     )
     return SmartFit(
         coefs=[to_numpy(W) for W, _ in layers],
@@ -562,8 +575,8 @@ def fit_smart(
         gap_std=gap_std,
         gap_range=(float(positive.min()), float(positive.max())),
         temperature_init=t0,
-        best_epoch=best_epoch,
-        n_epochs=n_epochs,
-        loss_curve=curve if held is None else train_curve,
-        validation_curve=None if held is None else curve,
+        best_epoch=run.best_epoch,
+        n_epochs=run.n_epochs,
+        loss_curve=run.loss_curve if held is None else train_curve,
+        validation_curve=None if held is None else run.loss_curve,
     )

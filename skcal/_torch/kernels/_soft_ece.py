@@ -18,6 +18,8 @@ function.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -144,7 +146,28 @@ def soft_binned_ece_value(
     return float(value)
 
 
-def soft_bin_sums_value(conf, correct, weight, *, n_bins: int, sharpness: float):
+@dataclass(frozen=True)
+class SoftBinSumsResult:
+    """Soft-bin sums of :func:`soft_bin_sums_value` (float64 numpy, ``n_bins`` each).
+
+    Attributes
+    ----------
+    mass : ndarray of shape (n_bins,)
+        ``sum_i w_i u_ib``, the weighted membership of each soft bin.
+    conf_sum : ndarray of shape (n_bins,)
+        ``sum_i w_i c_i u_ib``, the confidences weighted likewise.
+    acc_sum : ndarray of shape (n_bins,)
+        ``sum_i w_i [correct_i] u_ib``, the correct predictions likewise.
+    """
+
+    mass: np.ndarray
+    conf_sum: np.ndarray
+    acc_sum: np.ndarray
+
+
+def soft_bin_sums_value(
+    conf, correct, weight, *, n_bins: int, sharpness: float
+) -> SoftBinSumsResult:
     """:func:`soft_bin_sums` of numpy arrays: three float64 arrays of ``n_bins``."""
     sums = soft_bin_sums(
         to_tensor(conf, "cpu", torch.float64),
@@ -153,7 +176,7 @@ def soft_bin_sums_value(conf, correct, weight, *, n_bins: int, sharpness: float)
         n_bins=n_bins,
         sharpness=sharpness,
     )
-    return tuple(s.numpy().copy() for s in sums)
+    return SoftBinSumsResult(*(s.numpy().copy() for s in sums))
 
 
 def soft_error_from_sums_value(mass, conf_sum, acc_sum, w_sum, n_samples, **kwargs):

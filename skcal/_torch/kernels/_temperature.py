@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from .._convert import to_tensor
+from .._device import resolve_device
 
 #: Rows per chunk are chosen so that a chunk holds about this many entries:
 #: 2 MiB of float64, which stays in cache from one pass over the chunk to the
@@ -46,7 +47,8 @@ class TemperatureObjective:
     y_index : ndarray of shape (n_samples,)
         Column of the true class of each sample.
     sample_weight : ndarray of shape (n_samples,)
-    device : torch.device
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device
+        Resolved here (an unavailable device is a ``ValueError``).
     scale : float, default=1.0
         The logits are divided by it (see :func:`logit_scale`).
     """
@@ -56,9 +58,10 @@ class TemperatureObjective:
         logits: np.ndarray,
         y_index: np.ndarray,
         sample_weight: np.ndarray,
-        device: torch.device,
+        device: str | torch.device,
         scale: float = 1.0,
     ) -> None:
+        device = resolve_device(device)
         n, c = logits.shape
         step = max(1, CHUNK_ENTRIES // max(c, 1))
         weights = to_tensor(sample_weight / sample_weight.sum(), device, torch.float64)

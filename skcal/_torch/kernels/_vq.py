@@ -30,7 +30,9 @@ import numpy as np
 import torch
 
 from .._convert import to_numpy, to_tensor
+from .._device import resolve_device
 from .._optim import train_adam
+from .._options import TrainingOptions
 from .._random import make_generator
 from ._common import uniform_linear, weighted_cross_entropy
 
@@ -397,12 +399,18 @@ class _Rows:
         return weighted_cross_entropy(logits, self.y[rows], self.w[rows])
 
 
-def _train(loss, val_loss, params, rows: _Rows, gen, **adam) -> tuple[int, int]:
+def _train(loss, val_loss, params, rows: _Rows, gen, options, desc) -> tuple[int, int]:
     """:func:`train_adam` over the training rows: ``(best_epoch, n_epochs)``."""
-    best_epoch, n_epochs, _ = train_adam(
-        loss, val_loss, params, n_samples=len(rows.train), generator=gen, **adam
+    run = train_adam(
+        loss,
+        val_loss,
+        params,
+        n_samples=len(rows.train),
+        options=options,
+        generator=gen,
+        desc=desc,
     )
-    return best_epoch, n_epochs
+    return run.best_epoch, run.n_epochs
 
 
 # ------------------------------------------------------------------ stage 1
@@ -426,6 +434,21 @@ def _initial_codebook(S, train, mode, n_codewords, n_rows, gen) -> torch.Tensor:
         )
         pick = torch.cat([pick, extra])
     return pool[pick.to(S.device)].clone()
+
+
+def _initial_head(given, n_features, n_classes, train_head, gen, device):
+    """``(W, b)``: a copy of ``given`` (coef, intercept) or, when its coef is
+    None, ``torch.nn.Linear``'s initialisation drawn from ``gen``; they
+    require gradients when ``train_head``."""
+    if given[0] is not None:
+        W = to_tensor(given[0], device, torch.float64).clone()
+        b = to_tensor(given[1], device, torch.float64).clone()
+    else:
+        W, b = uniform_linear(n_features, n_classes, gen, device, out_first=True)
+    if train_head:
+        W.requires_grad_(True)
+        b.requires_grad_(True)
+    return W, b
 
 
 class _EMACodebook:
@@ -485,14 +508,7 @@ def fit_divide(
     head_intercept: np.ndarray | None,
     n_init_batches: int,
     train_head: bool,
-    lr: float,
-    weight_decay: float,
-    batch_size: int,
-    max_iter: int,
-    n_iter_no_change: int,
-    seed: int,
-    device: torch.device,
-    verbose: int = 0,
+    options: TrainingOptions,
 ) -> DivideFit:
     """Stage 1: the codebook and the quantization-aware head.
 
@@ -523,34 +539,31 @@ def fit_divide(
     train_head : bool
         Train the head (a new one is always trained).
     n_init_batches : int
-        Batches whose slots the initial codewords are drawn from.
-    lr, weight_decay, batch_size, max_iter, n_iter_no_change, verbose
-        Of :func:`~skcal._torch.train_adam`.
-    seed : int
-        Seeds the codebook, the head and the batches (in this order).
-    device : torch.device
+        Batches (of ``options.batch_size`` rows) whose slots the initial
+        codewords are drawn from.
+    options : TrainingOptions
+        Of :func:`~skcal._torch.train_adam`; ``options.seed`` seeds the
+        codebook, the head and the batches (in this order).
 
     Returns
     -------
     DivideFit
     """
-    gen = make_generator(seed, "cpu")
+    options = options.resolved()
+    device = options.device
+    gen = make_generator(options.seed, "cpu")
     S = slots(to_tensor(X, device, torch.float64), n_slots)
     rows = _Rows.of(y, w, train_idx, val_idx, device)
+    n_init_rows = n_init_batches * options.batch_size
     initial = _initial_codebook(
-        S, rows.train, codebook_mode, n_codewords, n_init_batches * batch_size, gen
+        S, rows.train, codebook_mode, n_codewords, n_init_rows, gen
     )
     book = _EMACodebook(initial, ema_init, decay)
     ema = codebook_mode == "ema"
     frozen = not train_head
-    if head_coef is not None:
-        W = to_tensor(head_coef, device, torch.float64).clone()
-        b = to_tensor(head_intercept, device, torch.float64).clone()
-    else:
-        W, b = uniform_linear(X.shape[1], n_classes, gen, device, out_first=True)
-    if train_head:
-        W.requires_grad_(True)
-        b.requires_grad_(True)
+    W, b = _initial_head(
+        (head_coef, head_intercept), X.shape[1], n_classes, train_head, gen, device
+    )
 
     def head_logits(r):
         index = assign(S[r], book.codebook)
@@ -572,14 +585,8 @@ def fit_divide(
         ([] if frozen else [W, b]) + book.state,
         rows,
         gen,
-        max_iter=max_iter if (ema or not frozen) else 0,
-        lr=lr,
-        weight_decay=weight_decay,
-        batch_size=batch_size,
-        n_iter_no_change=n_iter_no_change,
-        device=device,
-        verbose=verbose,
-        desc="VQ stage 1: codebook and head",
+        options if (ema or not frozen) else options.replace(max_iter=0),
+        "VQ stage 1: codebook and head",
     )
     return DivideFit(
         to_numpy(book.codebook), to_numpy(W), to_numpy(b), best_epoch, n_epochs
@@ -594,7 +601,11 @@ def head_log_proba(
     n_slots: int,
     device,
 ) -> QuantizedHead:
-    """Cells of ``X`` and the head's log-probabilities on its quantization."""
+    """Cells of ``X`` and the head's log-probabilities on its quantization.
+
+    ``device``: {"auto", "cpu", "cuda", "cuda:N"} or a ``torch.device``.
+    """
+    device = resolve_device(device)
     Xt = to_tensor(X, device, torch.float64)
     cb = to_tensor(codebook, device, torch.float64)
     with torch.no_grad():
@@ -676,14 +687,7 @@ def fit_compositional_map(
     learn_variance: bool,
     reg: float,
     identity_shift: bool,
-    lr: float,
-    weight_decay: float,
-    batch_size: int,
-    max_iter: int,
-    n_iter_no_change: int,
-    seed: int,
-    device: torch.device,
-    verbose: int = 0,
+    options: TrainingOptions,
 ) -> CalibraFit:
     """Stage 2 (VQ): the compositional map on fixed cells and head outputs.
 
@@ -708,18 +712,18 @@ def fit_compositional_map(
         ``lambda`` of the regulariser.
     identity_shift : bool
         See :class:`CompositionalMap`.
-    lr, weight_decay, batch_size, max_iter, n_iter_no_change, verbose
-        Of :func:`~skcal._torch.train_adam`.
-    seed : int
-        Seeds the initialisation and the batches.
-    device : torch.device
+    options : TrainingOptions
+        Of :func:`~skcal._torch.train_adam`; ``options.seed`` seeds the
+        initialisation and the batches.
 
     Returns
     -------
     CalibraFit
         With a :class:`CompositionalMap`.
     """
-    gen = make_generator(seed, "cpu")
+    options = options.resolved()
+    device = options.device
+    gen = make_generator(options.seed, "cpu")
     idx = to_tensor(index, device, torch.int64)
     lp = to_tensor(log_p, device, torch.float64)
     n_classes, n_slots = lp.shape[1], idx.shape[1]
@@ -754,14 +758,8 @@ def fit_compositional_map(
         list(params.values()),
         rows,
         gen,
-        lr=lr,
-        weight_decay=weight_decay,
-        batch_size=batch_size,
-        max_iter=max_iter,
-        n_iter_no_change=n_iter_no_change,
-        device=device,
-        verbose=verbose,
-        desc="VQ stage 2: compositional map",
+        options,
+        "VQ stage 2: compositional map",
     )
     fitted = {k: to_numpy(v) for k, v in params.items()}
     fitted.setdefault("slot_scales", None)
@@ -777,14 +775,7 @@ def fit_global_dirichlet_map(
     *,
     train_idx: np.ndarray,
     val_idx: np.ndarray,
-    lr: float,
-    weight_decay: float,
-    batch_size: int,
-    max_iter: int,
-    n_iter_no_change: int,
-    seed: int,
-    device: torch.device,
-    verbose: int = 0,
+    options: TrainingOptions,
 ) -> CalibraFit:
     """Stage 2 (VQ-DC): ``logits = log_p W + b``, ``W, b`` from ``N(0, 0.01^2)``.
 
@@ -795,7 +786,9 @@ def fit_global_dirichlet_map(
     CalibraFit
         With a :class:`GlobalDirichletMap`.
     """
-    gen = make_generator(seed, "cpu")
+    options = options.resolved()
+    device = options.device
+    gen = make_generator(options.seed, "cpu")
     lp = to_tensor(log_p, device, torch.float64)
     n_classes = lp.shape[1]
     rows = _Rows.of(y, w, train_idx, val_idx, device)
@@ -807,20 +800,16 @@ def fit_global_dirichlet_map(
         [coef, intercept],
         rows,
         gen,
-        lr=lr,
-        weight_decay=weight_decay,
-        batch_size=batch_size,
-        max_iter=max_iter,
-        n_iter_no_change=n_iter_no_change,
-        device=device,
-        verbose=verbose,
-        desc="VQ stage 2: Dirichlet map",
+        options,
+        "VQ stage 2: Dirichlet map",
     )
     fitted = GlobalDirichletMap(to_numpy(coef), to_numpy(intercept))
     return CalibraFit(fitted, best_epoch, n_epochs)
 
 
-def _fit_map(logits_of, penalty, params, rows: _Rows, gen, **adam) -> tuple[int, int]:
+def _fit_map(
+    logits_of, penalty, params, rows: _Rows, gen, options, desc
+) -> tuple[int, int]:
     """Train a stage-2 map: weighted cross-entropy of ``logits_of(rows)`` + penalty."""
 
     def loss(batch):
@@ -830,7 +819,7 @@ def _fit_map(logits_of, penalty, params, rows: _Rows, gen, **adam) -> tuple[int,
     def val_loss():
         return float(rows.loss(logits_of(rows.val), rows.val))
 
-    return _train(loss, val_loss, params, rows, gen, **adam)
+    return _train(loss, val_loss, params, rows, gen, options, desc)
 
 
 def calibrated_proba(
@@ -842,8 +831,10 @@ def calibrated_proba(
     """Calibrated probabilities of cells ``index`` with head outputs ``log_p``.
 
     ``softmax(calibration_map.logits(index, log_p))``, or ``softmax(log_p)``
-    (the head alone) when ``calibration_map`` is None.
+    (the head alone) when ``calibration_map`` is None. ``device``: {"auto",
+    "cpu", "cuda", "cuda:N"} or a ``torch.device``.
     """
+    device = resolve_device(device)
     lp = to_tensor(log_p, device, torch.float64)
     with torch.no_grad():
         if calibration_map is None:

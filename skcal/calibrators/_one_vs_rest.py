@@ -1,0 +1,182 @@
+"""The shared base of the one-vs-rest calibrators.
+
+A one-vs-rest calibrator fits one binary map per class, of that class's
+score (its probability, or its log-odds) against ``y == k``, and
+renormalises the mapped rows to sum to 1. :class:`OneVsRestCalibrator`
+holds what they share: the fit over the classes with a calibration
+sample, the mean map for a class without one, the convergence warning,
+the renormalisation and the log of the probabilities as calibrated
+logits. Platt scaling, beta calibration, isotonic regression and
+histogram binning are its subclasses.
+"""
+
+from __future__ import annotations
+
+from abc import ABCMeta, abstractmethod
+
+import numpy as np
+
+from .._torch.kernels import softmax_inplace
+from .._torch.kernels._softmax import normalize_rows_inplace, row_sum, softmax_into
+from ..base import BaseCalibrator
+from ..exceptions import ConvergenceWarning
+from ..utils._warnings import warn
+
+__all__ = [
+    "PROBA_FLOOR",
+    "OneVsRestCalibrator",
+    "map_transposed",
+    "present_classes",
+    "renormalize_inplace",
+]
+
+#: One-vs-rest values are floored here before the rows are renormalised: a
+#: class never seen positive in a region would otherwise get probability 0
+#: and an infinite log loss (scikit-learn's log_loss clips at ~2e-16).
+PROBA_FLOOR = 1e-12
+#: Rows per block of the transposed copy in :func:`map_transposed`.
+_TRANSPOSE_ROWS = 512
+
+
+def present_classes(y_index, sample_weight, n_classes: int) -> np.ndarray:
+    """Whether each class has a calibration sample of positive weight."""
+    return np.bincount(y_index[sample_weight > 0], minlength=n_classes) > 0
+
+
+def renormalize_inplace(Q: np.ndarray, logits) -> np.ndarray:
+    """Rows of ``Q`` floored at :data:`PROBA_FLOOR` and divided by their sums.
+
+    ``Q`` (C-contiguous float64, overwritten and returned) holds the
+    one-vs-rest values of the rows of ``logits``; a row whose values are
+    all 0 keeps its original probabilities instead of a 0/0, so their
+    softmax is computed for those rows alone, and the row sums are only
+    looked at when some value is 0. ``logits`` may be any object whose
+    ``logits[rows]`` gives those rows (see
+    ``BaseCalibrator._calibrated_proba_of_probabilities``).
+    """
+    empty = None
+    if Q.size and not Q.min() > 0:
+        empty = np.flatnonzero(row_sum(Q) <= 0)
+    normalize_rows_inplace(Q, PROBA_FLOOR)
+    if empty is not None and empty.size:
+        Q[empty] = softmax_into(logits[empty], np.empty((empty.size, Q.shape[1])))
+    return Q
+
+
+def map_transposed(Q: np.ndarray, logits, map_column) -> np.ndarray:
+    """One-vs-rest values of the softmax ``Q``, renormalised, in place.
+
+    ``map_column(k, p)`` maps the probabilities ``p`` of class ``k``. The
+    columns of ``Q`` are copied into the rows of a transposed array (by
+    blocks of rows, whose cache lines serve the next columns), so that each
+    map reads contiguous memory (a strided column costs more than the
+    copy); the values are floored as they are written back, and divided by
+    their row sums as they are transposed into ``Q`` (C-contiguous float64,
+    returned): :func:`renormalize_inplace`'s result, computed in that
+    layout (``logits`` as there).
+    """
+    n, n_classes = Q.shape
+    if Q.size == 0:
+        return Q
+    QT = np.empty((n_classes, n))
+    for start in range(0, n, _TRANSPOSE_ROWS):
+        QT[:, start : start + _TRANSPOSE_ROWS] = Q[start : start + _TRANSPOSE_ROWS].T
+    for k in range(n_classes):
+        np.maximum(map_column(k, QT[k]), PROBA_FLOOR, out=QT[k])
+    sums = QT.sum(axis=0)
+    # a row whose values are all 0 keeps its softmax: its floored values all
+    # equal the floor, so only rows of so small a sum are looked at again,
+    # on their values before the floor (Q still holds the softmax)
+    rows = np.flatnonzero(sums <= 2 * n_classes * PROBA_FLOOR)
+    if rows.size:
+        positive = [map_column(k, Q[rows, k]) > 0 for k in range(n_classes)]
+        rows = rows[~np.any(positive, axis=0)]
+    np.divide(QT.T, sums[:, None], out=Q)
+    if rows.size:
+        Q[rows] = softmax_into(logits[rows], np.empty((rows.size, n_classes)))
+    return Q
+
+
+class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
+    """A binary map of each class's score, then row renormalisation.
+
+    Subclasses implement:
+
+    * ``_fit_class(k, scores, positive, sample_weight) -> bool``: fit and
+      store the map of class ``k`` from its scores (a contiguous array),
+      whether each row is of class ``k`` and the weights; return whether
+      the fit converged;
+    * ``_fill_absent(present)``: give the classes without a calibration
+      sample (``~present``) the mean of the other classes' maps: nothing
+      was learned about them, so they are calibrated as the average class,
+      where a fit to their all-negative labels would give them probability
+      0;
+    * ``_map_column(k, p)``: the map of class ``k`` on probabilities ``p``
+      (the default prediction path maps the softmax of the logits);
+
+    and may override ``_class_scores(logits)`` (the scores the maps read;
+    the softmax by default) and the prediction paths. A fit that did not
+    converge for some classes raises a ``ConvergenceWarning`` naming them.
+    """
+
+    _shift_invariant = True
+    _softmax_first = True
+    _maps_probabilities = True
+    #: appended to the ConvergenceWarning of classes whose fit did not converge
+    _unconverged_hint = ""
+
+    def _class_scores(self, logits: np.ndarray) -> np.ndarray:
+        return softmax_inplace(np.array(logits, dtype=np.float64))
+
+    def _fit(self, logits, y_index, sample_weight):
+        scores = self._class_scores(logits)
+        n_classes = scores.shape[1]
+        present = present_classes(y_index, sample_weight, n_classes)
+        self._start_maps(n_classes)
+        columns = np.ascontiguousarray(scores.T)  # contiguous columns
+        failed = [
+            int(k)
+            for k in np.flatnonzero(present)
+            if not self._fit_class(k, columns[k], y_index == k, sample_weight)
+        ]
+        if not present.all():
+            self._fill_absent(present)
+        if failed:
+            warn(
+                f"{type(self).__name__}: Newton's method did not converge for "
+                f"classes {failed[:10]} in 100 iterations{self._unconverged_hint}.",
+                ConvergenceWarning,
+            )
+
+    @abstractmethod
+    def _start_maps(self, n_classes: int) -> None:
+        """Allocate the fitted attributes of ``n_classes`` maps."""
+
+    @abstractmethod
+    def _fit_class(self, k, scores, positive, sample_weight) -> bool:
+        """Fit and store the map of class ``k``; whether it converged."""
+
+    @abstractmethod
+    def _fill_absent(self, present: np.ndarray) -> None:
+        """Give the classes of ``~present`` the mean of the others' maps."""
+
+    def _map_column(self, k: int, p: np.ndarray) -> np.ndarray:
+        """The map of class ``k`` on its probabilities ``p`` (what the default
+        prediction path calls; a subclass with its own path need not)."""
+        raise NotImplementedError
+
+    def _calibrated_proba(self, logits):
+        Q = softmax_into(logits, np.empty(logits.shape))
+        return self._calibrated_proba_of_probabilities(Q, logits)
+
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        self._map_columns(P)
+        return renormalize_inplace(P, logits)
+
+    def _calibrated_logits(self, logits):
+        return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
+
+    def _map_columns(self, P):
+        """Replace each column ``P[:, k]`` by its one-vs-rest value, in place."""
+        for k in range(P.shape[1]):
+            P[:, k] = self._map_column(k, P[:, k])
