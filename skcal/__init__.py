@@ -35,6 +35,9 @@ _EXPORTS = {
     "BaseLocalCalibrator": ".base",
     "CalibratedClassifier": ".wrappers",
     "CalibratorSearchCV": ".model_selection",
+    "config_context": "._config",
+    "get_config": "._config",
+    "set_config": "._config",
     **{name: ".calibrators" for name in _public_names("calibrators")},
 }
 

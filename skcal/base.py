@@ -11,6 +11,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ._torch._threads import threaded
 from ._torch.kernels import affine_rows, softmax_inplace
 from .exceptions import MissingClassWarning
 from .utils._dask import lazy_on_dask
@@ -64,6 +65,15 @@ def _owned(out, logits: np.ndarray) -> np.ndarray:
     ):
         out = out.copy()
     return out
+
+
+def _work(estimator, X, *args, **kwargs) -> float:
+    """The work of a call on ``X``, for its choice of torch threads: its
+    entries times the method's cost per entry (``_cost_per_entry``)."""
+    shape = getattr(X, "shape", None)
+    if shape is None or len(shape) != 2:
+        return 0.0  # lists and 1-D input are small, or refused
+    return float(shape[0]) * shape[1] * estimator._cost_per_entry(shape[1])
 
 
 class _LogRows:
@@ -243,6 +253,11 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     def _fit(self, logits: np.ndarray, y_index: np.ndarray, sample_weight):
         raise NotImplementedError
 
+    def _cost_per_entry(self, n_columns: int) -> float:
+        """Work per entry of ``X`` (the thread choice's unit): 1, or about
+        ``n_columns`` for a map that multiplies each row by a matrix."""
+        return 1.0
+
     def n_free_parameters(self, n_classes: int, n_features=None) -> float:
         """Free parameters this calibrator fits for ``n_classes`` classes.
 
@@ -393,6 +408,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     # the parameters are validated by the decorator; nested estimators and
     # functions get only what the calibrator built from validated values
     @_fit_context(prefer_skip_nested_validation=True)
+    @threaded(_work)
     def fit(self, X, y, sample_weight=None):
         """Fit the calibrator on scores ``X`` and labels ``y``.
 
@@ -416,6 +432,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         return self
 
     @lazy_on_dask("proba")
+    @threaded(_work)
     def decision_function(self, X) -> np.ndarray:
         """Calibrated logits of shape (n_samples, n_classes).
 
@@ -428,6 +445,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         return _owned(self._calibrated_logits(logits), logits)
 
     @lazy_on_dask("proba")
+    @threaded(_work)
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated probabilities of shape (n_samples, n_classes).
 
@@ -459,11 +477,13 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         return np.asarray(out, dtype=np.float64, order="C")
 
     @lazy_on_dask("proba")
+    @threaded(_work)
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, computed stably."""
         return softmax_inplace(self.decision_function(X), log=True)
 
     @lazy_on_dask("labels")
+    @threaded(_work)
     def predict(self, X) -> np.ndarray:
         """Most probable class of each sample, as labels from ``classes_``.
 
@@ -542,6 +562,10 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ hooks
     def _fit(self, X: np.ndarray, y_index: np.ndarray, sample_weight: np.ndarray):
         raise NotImplementedError
+
+    def _cost_per_entry(self, n_columns: int) -> float:
+        """Work per entry of ``X`` (the thread choice's unit): 1."""
+        return 1.0
 
     def n_free_parameters(self, n_classes: int, n_features=None) -> float:
         """Free parameters this calibrator fits for ``n_classes`` classes.
@@ -689,6 +713,7 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
     # the parameters are validated by the decorator; nested estimators and
     # functions get only what the calibrator built from validated values
     @_fit_context(prefer_skip_nested_validation=True)
+    @threaded(_work)
     def fit(self, X, y, sample_weight=None):
         """Fit the calibrator on embeddings ``X`` and labels ``y``.
 
@@ -725,6 +750,7 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         return self
 
     @lazy_on_dask("proba")
+    @threaded(_work)
     def predict_proba(self, X) -> np.ndarray:
         """Calibrated probabilities of shape (n_samples, n_classes).
 
@@ -735,12 +761,14 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         return np.asarray(self._predict_proba(X), dtype=np.float64)
 
     @lazy_on_dask("proba")
+    @threaded(_work)
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba` (``-inf`` where it is 0)."""
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
     @lazy_on_dask("labels")
+    @threaded(_work)
     def predict(self, X) -> np.ndarray:
         """Most probable class of each sample, as labels from ``classes_``."""
         proba = self.predict_proba(X)

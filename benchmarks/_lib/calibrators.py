@@ -52,3 +52,11 @@ def _table_methods(task, seed):
             skcal.VQLocalCalibrator(head="frozen", **head, **seeded),
         ),
     }
+
+
+#: the names of :func:`table_methods`, without building a task
+METHOD_NAMES = (
+    "TS", "VS", "MS", "SMS", "DC", "DC-CV", "CTS", "PTS", "SMART", "isotonic",
+    "histogram", "Platt", "beta", "spline", "KCal", "LN", "ProCal", "VQ",
+    "VQ-new", "VQ-frz",
+)  # fmt: skip

@@ -232,6 +232,9 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
         self.max_iter = max_iter
         self.verbose = verbose
 
+    def _cost_per_entry(self, n_columns):
+        return float(n_columns)  # a C x C map per row
+
     def n_free_parameters(self, n_classes, n_features=None):
         """The unpenalised entries of the map (ODIR leaves the diagonal
         free), at least ``ceil(C / 5)``; ``ceil(C / 5)`` with the "auto"
@@ -459,6 +462,9 @@ class DirichletCalibratorCV(BaseCalibrator):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
+
+    def _cost_per_entry(self, n_columns):
+        return float(n_columns)  # a C x C map per row
 
     def n_free_parameters(self, n_classes, n_features=None):
         """Those of the least penalised point of the grid, which the inner

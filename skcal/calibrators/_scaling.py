@@ -499,6 +499,9 @@ class MatrixScaling(_AffineScaling):
         self.max_iter = max_iter
         self.verbose = verbose
 
+    def _cost_per_entry(self, n_columns):
+        return float(n_columns)  # a C x C map per row
+
     def n_free_parameters(self, n_classes, n_features=None):
         """The unpenalised entries (all ``C^2 + C`` without the ridges), at
         least ``ceil(C / 5)``."""

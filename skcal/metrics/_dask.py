@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
+from .._torch._threads import torch_threads
 from ..utils._dask import aligned_rows, is_dask_collection, tree_reduce
 
 __all__ = ["dask_dispatch", "dask_metric"]
@@ -80,8 +83,15 @@ _LOCAL = {
 }
 
 
+def _entries(x) -> float:
+    """The number of entries of an array-like (0 when it has no shape)."""
+    shape = getattr(x, "shape", None)
+    return float(np.prod(shape)) if shape is not None else 0.0
+
+
 def dask_dispatch(name: str):
-    """Route a metric function's Dask inputs to :func:`dask_metric`.
+    """Route a metric function's Dask inputs to :func:`dask_metric`, and run
+    it on the torch threads its work calls for (:mod:`skcal._torch._threads`).
 
     Metrics with no mergeable state refuse Dask inputs with the reason,
     rather than gather them into one process.
@@ -92,7 +102,8 @@ def dask_dispatch(name: str):
         def wrapper(y_true, y_proba, *args, **kwargs):
             inputs = (y_true, y_proba, *args, *kwargs.values())
             if not any(is_dask_collection(x) for x in inputs):
-                return func(y_true, y_proba, *args, **kwargs)
+                with torch_threads(_entries(y_proba)):
+                    return func(y_true, y_proba, *args, **kwargs)
             if name in _LOCAL:
                 return _LOCAL[name](y_true, y_proba, *args, **kwargs)
             from ._state import metric_state
