@@ -68,10 +68,11 @@ TEMPERATURE_EVENTS = 5
 
 #: The simple candidates of the guard, simplest first.
 _SIMPLE = (IdentityCalibrator, TemperatureScaling)
-#: The default Dirichlet-CV candidate is skipped above this many classes: its
-#: inner grid took 95% of the search's time there (567 of 583 s at 2,000 rows
-#: of 66 classes) and it was never selected on eight real tasks.
-DIRICHLET_CV_MAX_CLASSES = 20
+#: The default Dirichlet-CV candidate is skipped where its CPU work over the
+#: search's folds (:meth:`~skcal.DirichletCalibratorCV.cpu_work`) exceeds
+#: this: about a minute on 2 cores (10,000 rows up to about 86 classes, 2,000
+#: rows up to about 190).
+DIRICHLET_CV_MAX_WORK = 1e10
 
 
 #: The regularisation grid of the default Dirichlet candidate: every other
@@ -494,9 +495,10 @@ class CalibratorSearchCV(BaseCalibrator):
     (16 of them on optdigits, where temperature scaling fitted on the whole
     calibration pool raises the test NLL too, 0.156 to 0.160). With the
     default candidates,
-    :class:`~skcal.DirichletCalibratorCV` is skipped above 20 classes: its
-    inner grid took 95% of the search's time there and it was never
-    selected on the benchmark's real tasks.
+    :class:`~skcal.DirichletCalibratorCV` is skipped where its inner grid
+    would take minutes on the CPU (work over the folds above
+    :data:`DIRICHLET_CV_MAX_WORK`: 10,000 rows above about 86 classes,
+    2,000 rows above about 190; always run on a GPU).
 
     **One-standard-error rule (guard b).** Let ``b`` be the candidate with
     the best mean test score and ``s`` a simple candidate (identity, then
@@ -913,7 +915,7 @@ class CalibratorSearchCV(BaseCalibrator):
             scorer = get_scorer(scorer)
         folds = self._folds(data.X, data.labels)
         self.n_splits_ = len(folds)
-        n_params, reasons = self._guard(data)
+        n_params, reasons = self._guard(data, len(folds))
         by_candidate = self._cross_fit(data, folds, reasons, scorer)
         scores, fit_times, score_times, row_losses, tested = self._collect(
             names, folds, by_candidate, reasons, data.X.shape[0]
@@ -958,7 +960,7 @@ class CalibratorSearchCV(BaseCalibrator):
             predicted=logits,  # the classifier's scores, or its head's logits
         )
 
-    def _guard(self, data: _SearchData):
+    def _guard(self, data: _SearchData, n_splits: int):
         """Each candidate's parameter count and skip reason ("" to run it)."""
         templates = data.templates
         n_params = np.array(
@@ -975,16 +977,8 @@ class CalibratorSearchCV(BaseCalibrator):
             n_params * EVENTS_PER_PARAMETER,
         )
         reasons = self._skip_reasons(n_params, required, data.relative, events)
-        if self.candidates is None and len(self.classes_) > DIRICHLET_CV_MAX_CLASSES:
-            for c, t in enumerate(templates):
-                if isinstance(t, DirichletCalibratorCV) and not reasons[c]:
-                    reasons[c] = (
-                        f"skipped: a default candidate above "
-                        f"{DIRICHLET_CV_MAX_CLASSES} classes ({len(self.classes_)} "
-                        "here): its inner grid dominates the search's time and it "
-                        "was never selected on the benchmark's real tasks; pass "
-                        "candidates=[...] to include it"
-                    )
+        if self.candidates is None:
+            self._skip_costly(templates, reasons, len(data.relative), n_splits)
         return n_params, reasons
 
     def _cross_fit(self, data: _SearchData, folds, reasons, scorer) -> dict:
@@ -1019,6 +1013,23 @@ class CalibratorSearchCV(BaseCalibrator):
                 data.inputs[self.best_index_], data.labels, **fit_params
             )
         self.refit_time_ = time.perf_counter() - start
+
+    def _skip_costly(self, templates, reasons, n_rows, n_splits) -> None:
+        """Skip the default Dirichlet-CV candidate where its CPU work over the
+        folds exceeds :data:`DIRICHLET_CV_MAX_WORK` (set in ``reasons``)."""
+        n_classes = len(self.classes_)
+        for c, t in enumerate(templates):
+            if not isinstance(t, DirichletCalibratorCV) or reasons[c]:
+                continue
+            work = n_splits * t.cpu_work(n_rows, n_classes)
+            if work > DIRICHLET_CV_MAX_WORK:
+                reasons[c] = (
+                    f"skipped: a default candidate whose inner grid would take "
+                    f"minutes on the CPU here ({n_rows} rows x {n_classes} "
+                    f"classes x {n_splits} folds: work {work:.2g} > "
+                    f"{DIRICHLET_CV_MAX_WORK:.0e}); pass candidates=[...] to "
+                    "include it"
+                )
 
     def _skip_reasons(self, n_params, required, relative, events) -> list[str]:
         """Guard (a): why each candidate is skipped ("" when it is not).

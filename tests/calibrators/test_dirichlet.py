@@ -160,6 +160,52 @@ def test_cv_selects_the_best_cross_validated_nll():
     np.testing.assert_allclose(cv.predict_proba(X), final.predict_proba(X), atol=1e-7)
 
 
+def test_cv_path_stops_after_a_clearly_worse_reg_lambda():
+    """The path over reg_lambdas stops after the first value whose best mean
+    held-out NLL is more than 0.1% above the best of the larger ones; the
+    points it scored are those of the whole grid, and so is the selection."""
+    X, y = make_miscalibrated_logits(900, 6, temperature=2.0, random_state=3)
+    kwargs = dict(
+        reg_lambdas=[1.0, 1e-1, 1e-2, 1e-4, 1e-6],
+        reg_mus=[1e-1, 1e-3],
+        cv=3,
+        random_state=0,
+        device="cpu",
+    )
+    full = DirichletCalibratorCV(early_stopping=False, **kwargs).fit(X, y)
+    short = DirichletCalibratorCV(**kwargs).fit(X, y)
+    table = full.cv_results_["mean_test_nll"].reshape(5, 2)
+    assert np.isfinite(table).all()
+    # the first row whose best is clearly worse than every row before it
+    stop = next(
+        r
+        for r in range(1, 5)
+        if table[r].min() > table[:r].min() * (1 + 1e-3)
+    )
+    assert stop < 4, "the case must exercise the stop"
+    got = short.cv_results_["mean_test_nll"].reshape(5, 2)
+    np.testing.assert_array_equal(got[: stop + 1], table[: stop + 1])
+    assert np.isnan(got[stop + 1 :]).all()
+    assert (short.reg_lambda_, short.reg_mu_) == (full.reg_lambda_, full.reg_mu_)
+    np.testing.assert_array_equal(short.coef_, full.coef_)
+
+
+def test_cv_fold_fits_reach_the_minimum_of_the_plain_solver():
+    """The fold fits' preconditioned coordinates change the path of L-BFGS,
+    not its minimum: both solved tightly give the same probabilities."""
+    X, y = make_miscalibrated_logits(800, 5, temperature=2.0, random_state=4)
+    y_index = np.unique(y, return_inverse=True)[1]
+    w = np.ones(len(y))
+    proba = []
+    for precondition in (False, True):
+        est = DirichletCalibrator(
+            reg_lambda=1e-2, reg_mu=1e-2, device="cpu", tol=1e-8, max_iter=5000
+        )
+        est._fit(X, y_index, w, precondition=precondition)
+        proba.append(est._calibrated_proba(X))
+    np.testing.assert_allclose(proba[1], proba[0], atol=1e-6)
+
+
 def test_cv_in_a_grid_search_recipe_agrees_on_the_objective():
     """The documented alternative: GridSearchCV over DirichletCalibrator."""
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
@@ -308,13 +354,15 @@ def test_cv_with_too_few_samples_names_cv_and_the_calibrator():
         ).fit(X, y)
 
 
-def test_default_shrinks_toward_temperature_scaling_with_the_sms_ridge():
-    """reg_lambda='auto': W = beta (I + D) on log p, ridge C/n on diag(D) and
-    b, C(C-1)/n on offdiag(D), both 16 times stronger, solved independently
-    by scipy."""
+@pytest.mark.parametrize("n_rows", [300, 24])
+def test_default_shrinks_toward_temperature_scaling_with_the_sms_ridge(n_rows):
+    """reg_lambda='auto': W = beta (I + D) on log p, ridge 4 C / n times
+    clip(g, 1, 4) on diag(D) and b and times clip(g, 1, 4 (C - 1)) on
+    offdiag(D), g = 8 (C^2 / events)^2, solved independently by scipy; 300
+    rows have many events per parameter (g < 1), 24 rows few (capped)."""
     from scipy.optimize import minimize_scalar
 
-    X, y = make_miscalibrated_logits(300, 4, temperature=2.0, random_state=23)
+    X, y = make_miscalibrated_logits(n_rows, 4, temperature=2.0, random_state=23)
     X = X + np.array([0.3, -0.2, 0.0, 0.1])
     n, c = X.shape
     L = log_softmax(X, axis=1)
@@ -329,7 +377,11 @@ def test_default_shrinks_toward_temperature_scaling_with_the_sms_ridge():
         options={"xatol": 1e-12},
     ).x
     beta = np.exp(t)
-    lam_d, lam_o = 16 * c / n, 16 * c * (c - 1) / n
+    right = np.count_nonzero(X.argmax(axis=1) == y)
+    g = 8 * (c * c / max(1, min(right, n - right))) ** 2
+    assert (g < 1) if n_rows == 300 else (g > 4 * (c - 1))
+    lam_d = 4 * c / n * np.clip(g, 1, 4)
+    lam_o = 4 * c / n * np.clip(g, 1, 4 * (c - 1))
     eye, off = np.eye(c), 1 - np.eye(c)
 
     def fun(theta):

@@ -790,30 +790,39 @@ def test_temperature_scaling_needs_five_events_other_parameters_ten(n_wrong):
     )
 
 
-def test_default_dirichlet_cv_is_skipped_above_20_classes(monkeypatch):
+def test_default_dirichlet_cv_is_skipped_above_its_cpu_budget(monkeypatch):
     from skcal.model_selection import _search as module
 
     X, y = make_miscalibrated_logits(600, 21, temperature=2.0, random_state=0)
-    fast = [  # the defaults, with short fits
+    fast = [  # the defaults, with short fits, on the CPU
         c.set_params(max_iter=5) if "max_iter" in c.get_params() else c
         for c in module._default_candidates()
     ]
+    for c in fast:
+        if "device" in c.get_params():
+            c.set_params(device="cpu")
     monkeypatch.setattr(module, "_default_candidates", lambda: fast)
     names = [type(c).__name__ for c in fast]
     dirichlet = names.index("DirichletCalibratorCV")
+    # its work over 2 folds: 3 x 3 candidates x 3 inner folds x 600 rows x
+    # 21^2 x 5 / 1000 iterations, by hand
+    work = 2 * 9 * 3 * 600 * 21**2 * 5 / 1000
+    monkeypatch.setattr(module, "DIRICHLET_CV_MAX_WORK", work * 0.99)
     res = CalibratorSearchCV(cv=2, random_state=0).fit(X, y).cv_results_
     assert res["skipped_reason"][dirichlet].startswith(
-        "skipped: a default candidate above 20 classes (21 here)"
+        "skipped: a default candidate whose inner grid would take minutes"
     )
+    assert "600 rows x 21 classes x 2 folds" in res["skipped_reason"][dirichlet]
     assert np.isnan(res["mean_test_score"][dirichlet])
-    # a user's own list keeps it; 20 classes keep the default one
+    # a user's own list keeps it; within the budget the default one runs
     own = CalibratorSearchCV(
         [IdentityCalibrator(), fast[dirichlet]], cv=2, random_state=0
     ).fit(X, y)
-    assert "above 20 classes" not in own.cv_results_["skipped_reason"][1]
-    X20, y20 = make_miscalibrated_logits(600, 20, temperature=2.0, random_state=0)
-    res = CalibratorSearchCV(cv=2, random_state=0).fit(X20, y20).cv_results_
-    assert "above 20 classes" not in res["skipped_reason"][dirichlet]
+    assert own.cv_results_["skipped_reason"][1] == ""
+    monkeypatch.setattr(module, "DIRICHLET_CV_MAX_WORK", work * 1.01)
+    res = CalibratorSearchCV(cv=2, random_state=0).fit(X, y).cv_results_
+    assert res["skipped_reason"][dirichlet] == ""
+    assert np.isfinite(res["mean_test_score"][dirichlet])
 
 
 def test_penalised_maps_count_one_parameter_per_five_classes():

@@ -94,6 +94,7 @@ def fit_affine_softmax(
     max_iter: int,
     verbose: int = 0,
     desc: str = "L-BFGS",
+    precondition: bool = False,
 ) -> AffineFit:
     """Minimise weighted mean NLL plus ridge penalties with L-BFGS.
 
@@ -132,6 +133,11 @@ def fit_affine_softmax(
         penalties=(l2_diag, l2_off, l2_bias),
         diag_target=diag_target,
         fitted=fitted,
+        precond=(
+            _preconditioner(z, w, (l2_diag, l2_off, l2_bias))
+            if precondition and kind == "full" and fit_intercept
+            else None
+        ),
     )
     float32_start = kind == "full" and n_classes >= _FLOAT32_MIN_CLASSES
     fit = _solve_penalised(
@@ -226,6 +232,7 @@ class _PenalisedProblem:
     penalties: tuple  # l2_diag, l2_off, l2_bias
     diag_target: float
     fitted: torch.Tensor | None = None  # 0.0 for the rows that are held
+    precond: torch.Tensor | None = None  # L of _preconditioner, or None
 
     @property
     def full_matrix(self) -> bool:
@@ -261,14 +268,46 @@ class _PenalisedProblem:
         x0 = delta.detach().reshape(-1).clone()
         if self.fit_intercept:
             x0 = torch.cat([x0, fixed_bias])
+        to_raw, from_raw = self._coordinates(len(fixed_bias), z.dtype)
+        u0 = from_raw(x0)
         if memory is None:
-            memory = LBFGSMemory(_history(x0.numel()), x0)
-        x, result = minimize_lbfgs_flat(
-            evaluate, x0, max_iter=max_iter, tol=tol, memory=memory, ftol=ftol,
+            memory = LBFGSMemory(_history(u0.numel()), u0)
+
+        def evaluate_u(u):
+            loss, grad = evaluate(to_raw(u))
+            return loss, to_raw(grad, adjoint=True)
+
+        u, result = minimize_lbfgs_flat(
+            evaluate_u, u0, max_iter=max_iter, tol=tol, memory=memory, ftol=ftol,
             verbose=verbose, desc=desc,
         )  # fmt: skip
-        delta, bias = split(x)
+        delta, bias = split(to_raw(u))
         return _Solved(delta.clone(), bias.clone(), result, memory)
+
+    def _coordinates(self, n_classes: int, dtype):
+        """``(to_raw, from_raw)``: the solver's coordinates ``u`` to the raw
+        parameters ``x`` and back; ``to_raw(g, adjoint=True)`` maps a raw
+        gradient to ``u``'s. With a preconditioner ``L`` the raw ``[delta |
+        bias]`` (C x (C + 1)) is ``U L^{-1}``; without, ``u`` is ``x``."""
+        if self.precond is None:
+            return (lambda x, adjoint=False: x), (lambda x: x)
+        L = self.precond.to(dtype)
+        n = n_classes
+
+        def as_matrix(x):
+            return torch.cat([x[: n * n].view(n, n), x[n * n :, None]], dim=1)
+
+        def as_flat(X):
+            return torch.cat([X[:, :n].reshape(-1), X[:, n]])
+
+        def to_raw(u, adjoint=False):
+            U = as_matrix(u)
+            if adjoint:  # G L^{-T}: L G'^T = G^T
+                return as_flat(torch.linalg.solve_triangular(L, U.T, upper=False).T)
+            # U L^{-1}: L^T X^T = U^T
+            return as_flat(torch.linalg.solve_triangular(L.T, U.T, upper=True).T)
+
+        return to_raw, lambda x: as_flat(as_matrix(x) @ L)
 
     def objective(self, z, y, w, shape, fixed_bias):
         """``evaluate(x)``: the loss (a float) and its flat gradient at the
@@ -328,6 +367,31 @@ class _PenalisedProblem:
                 grad = grad.sum()
         grad = grad.reshape(-1)
         return torch.cat([grad, grad_b]) if self.fit_intercept else grad
+
+
+def _preconditioner(z, w, penalties) -> torch.Tensor | None:
+    """The Cholesky factor ``L`` of an approximate Hessian of a full map with
+    intercept, shared by its rows: ``h S + 2 diag(lambda)``, where ``S`` is
+    the weighted second-moment matrix of the features ``[z, 1]``, ``h`` the
+    mean softmax curvature ``p (1 - p)`` at the start, and ``lambda`` each
+    column's mean penalty. In ``U = [delta | bias] L`` the correlated
+    log-probability features are whitened and the penalties scaled with
+    them: at weak penalties L-BFGS then needs several times fewer
+    iterations (see the module notes). None when ``L`` does not exist."""
+    n = z.shape[1]
+    x = torch.cat([z, torch.ones(len(z), 1, dtype=z.dtype, device=z.device)], 1)
+    moments = x.T @ (w[:, None] * x)
+    p = torch.softmax(z, dim=1)
+    curvature = float(w @ (p * (1 - p)).sum(dim=1)) / n
+    l2_diag, l2_off, l2_bias = penalties
+    cols = torch.full((n + 1,), (l2_diag + (n - 1) * l2_off) / n, dtype=z.dtype)
+    cols[n] = l2_bias
+    M = curvature * moments + torch.diag(2 * cols.to(z.device))
+    M.diagonal().add_(1e-12 * float(M.diagonal().mean()))
+    L, info = torch.linalg.cholesky_ex(M)
+    if int(info) != 0 or not bool(torch.isfinite(L).all()):
+        return None
+    return L
 
 
 def _history(n_params: int) -> int:
