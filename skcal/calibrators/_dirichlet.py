@@ -637,9 +637,10 @@ class DirichletCalibratorCV(BaseCalibrator):
                 for f, (nll, raw) in enumerate(rows):
                     scores[r, order, f], raws[f] = nll, raw
                     for m, value in zip(order, nll):
+                        regs = {"reg_lambda": lam, "reg_mu": mus[m]}
                         progress.step(
-                            f"fold {f + 1}/{len(folds)} reg_lambda={lam:g} "
-                            f"reg_mu={mus[m]}: held-out log loss {value:.6g}"
+                            f"fold {f + 1}/{len(folds)} {regs}: held-out log "
+                            f"loss {value:.6g}"
                         )
                 if self._hopeless(scores.mean(axis=2), r):
                     break

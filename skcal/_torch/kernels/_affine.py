@@ -133,12 +133,9 @@ def fit_affine_softmax(
         penalties=(l2_diag, l2_off, l2_bias),
         diag_target=diag_target,
         fitted=fitted,
-        precond=(
-            _preconditioner(z, w, (l2_diag, l2_off, l2_bias))
-            if precondition and kind == "full" and fit_intercept
-            else None
-        ),
     )
+    if precondition and kind == "full" and fit_intercept:
+        problem = replace(problem, precond=_preconditioner(z, w, problem.penalties))
     float32_start = kind == "full" and n_classes >= _FLOAT32_MIN_CLASSES
     fit = _solve_penalised(
         problem, z, y, w, delta, bias, float32_start=float32_start, tol=tol,
