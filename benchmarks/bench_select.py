@@ -36,8 +36,9 @@ search skipped DirichletCalibratorCV above 20 classes (its inner grid took
 219 s and 414 s of the searches at 2,000 rows of wordnet_supersenses and
 kjv_books). Since its fits are 21 times faster the search runs it wherever
 its work fits about a minute: ``--sizes 10000`` on the four tasks with
-that many rows took 6.3 min (searches 35-149 s; 2026-12-03). ``--large-tasks`` limits the 10,000-row cases to the
-tasks it names (default: all).
+that many rows took 6.3 min (searches 35-149 s; 2026-12-03).
+``--large-tasks`` limits the 10,000-row cases to the tasks it names
+(default: all).
 The bootstrap uses 200 resamples (p-values are then at least 0.00995).
 
 Run:  python benchmarks/bench_select.py [--tasks satimage letter] [--sizes 100 500]
