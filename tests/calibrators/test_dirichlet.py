@@ -177,11 +177,7 @@ def test_cv_path_stops_after_a_clearly_worse_reg_lambda():
     table = full.cv_results_["mean_test_nll"].reshape(5, 2)
     assert np.isfinite(table).all()
     # the first row whose best is clearly worse than every row before it
-    stop = next(
-        r
-        for r in range(1, 5)
-        if table[r].min() > table[:r].min() * (1 + 1e-3)
-    )
+    stop = next(r for r in range(1, 5) if table[r].min() > table[:r].min() * (1 + 1e-3))
     assert stop < 4, "the case must exercise the stop"
     got = short.cv_results_["mean_test_nll"].reshape(5, 2)
     np.testing.assert_array_equal(got[: stop + 1], table[: stop + 1])
