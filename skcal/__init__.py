@@ -11,7 +11,7 @@ import ast
 import importlib
 import os
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"
 
 
 def _public_names(subpackage: str) -> list[str]:

@@ -533,6 +533,9 @@ def check_sample_weight(
         ensure_non_negative=True,
         **options,
     )
+    if not (allow_zero or _ALL_ZERO) and not weights.any():
+        # scikit-learn < 1.9 accepts them: refuse them as later versions do
+        raise ValueError("Sample weights must contain at least one non-zero number.")
     if relative:
         top = weights.max(initial=0.0)
         if top > 0:
