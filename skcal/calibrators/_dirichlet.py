@@ -18,7 +18,7 @@ from ..exceptions import GridEdgeWarning
 from ..utils._constraints import LBFGS_CONSTRAINTS
 from ..utils._parameters import dirichlet_count
 from ..utils._sklearn import Interval, StrOptions
-from ..utils._validation import effective_sample_size
+from ..utils._validation import count_events, effective_sample_size
 from ..utils._warnings import warn, warn_unconverged
 from ._affine_map import AffineMap
 from ._scaling import (
@@ -73,15 +73,6 @@ def _check_log_probability_resolution(logits: np.ndarray, name: str) -> None:
             f"{1.0 / spread:.1g}; the fitted temperature absorbs it), or use "
             "MatrixScaling, StructuredMatrixScaling or TemperatureScaling."
         )
-
-
-def _events(logits, y_index, sample_weight) -> float:
-    """The calibration set's events: the (effective) rows that the scores'
-    argmax gets wrong, or right if those are fewer; at least 1."""
-    n_eff = effective_sample_size(sample_weight)
-    w = sample_weight * (n_eff / sample_weight.sum())
-    right = logits.argmax(axis=1) == y_index
-    return max(1.0, min(float(w[right].sum()), float(w[~right].sum())))
 
 
 def log_probabilities(logits: np.ndarray) -> np.ndarray:
@@ -324,6 +315,8 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
         # differences below it, and a temperature fitted on the logits would
         # blow that rounding up into features of order 1
         log_p = log_probabilities(logits)
+        classes = np.arange(n_classes)
+        events = max(1.0, count_events(log_p, y_index, classes, sample_weight))
         beta = fit_inverse_temperature(log_p, y_index, sample_weight, self.device).x
         fit = fit_affine_softmax(
             log_p,
@@ -340,9 +333,7 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
             max_iter=self.max_iter,
             verbose=self.verbose,
             desc=type(self).__name__,
-            **self._penalties(
-                n_classes, beta, n_samples, _events(log_p, y_index, sample_weight)
-            ),
+            **self._penalties(n_classes, beta, n_samples, events),
         )
         warn_unconverged(type(self).__name__, fit.result, self.max_iter)
         coef = fit.coef
@@ -661,16 +652,14 @@ class DirichletCalibratorCV(BaseCalibrator):
         point's raw parameters."""
         logits, y_index, sample_weight = data
         train, test = fold
+        fit_part = (logits[train], y_index[train], sample_weight[train])
+        held_out, rows = logits[test], (np.arange(len(test)), y_index[test])
         out = np.empty(len(mus))
         for m, mu in enumerate(mus):
             est = self._candidate(max(self.tol, _CV_TOL), reg_lambda=lam, reg_mu=mu)
-            raw = est._fit(
-                logits[train], y_index[train], sample_weight[train], raw,
-                precondition=True,
-            )  # fmt: skip
-            log_proba = softmax_inplace(est._calibrated_logits(logits[test]), log=True)
-            nll = -log_proba[np.arange(len(test)), y_index[test]]
-            out[m] = np.average(nll, weights=sample_weight[test])
+            raw = est._fit(*fit_part, raw, precondition=True)
+            log_proba = softmax_inplace(est._calibrated_logits(held_out), log=True)
+            out[m] = np.average(-log_proba[rows], weights=sample_weight[test])
         return out, raw
 
     def _warn_grid_edge(self, lambdas, mus, mean, best) -> None:

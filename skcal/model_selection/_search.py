@@ -46,6 +46,7 @@ from ..utils._validation import (
     check_finite,
     check_labels,
     check_sample_weight,
+    count_events,
     effective_sample_size,
     paired_mean_difference,
     scores_to_logits,
@@ -136,16 +137,6 @@ def _n_parameters(estimator, n_classes: int) -> float:
     if _is_local(estimator) or count is None:
         return math.nan
     return float(count(n_classes))
-
-
-def _n_events(scores, labels, classes, relative) -> float:
-    """Events of the small-data guard: the calibration rows whose top class
-    (the first largest score) is not the label, or those where it is if
-    they are fewer, each counted as Kish's effective number of rows."""
-    wrong = classes[np.argmax(scores, axis=1)] != labels
-    return min(
-        effective_sample_size(relative[wrong]), effective_sample_size(relative[~wrong])
-    )
 
 
 # ---------------------------------------------------------------- one fold
@@ -969,7 +960,7 @@ class CalibratorSearchCV(BaseCalibrator):
         events = (
             math.nan
             if data.predicted is None
-            else _n_events(data.predicted, data.labels, self.classes_, data.relative)
+            else count_events(data.predicted, data.labels, self.classes_, data.relative)
         )
         required = np.where(
             [isinstance(t, TemperatureScaling) for t in templates],
@@ -1035,7 +1026,7 @@ class CalibratorSearchCV(BaseCalibrator):
         """Guard (a): why each candidate is skipped ("" when it is not).
 
         ``required``: the events each candidate needs (NaN: not counted).
-        ``events``: see :func:`_n_events`; NaN when the classifier's
+        ``events``: ``count_events`` of the classifier's scores; NaN when its
         predictions are unknown, and then the rows count instead.
         """
         reasons = [""] * len(n_params)

@@ -559,6 +559,17 @@ def effective_sample_size(sample_weight: np.ndarray) -> float:
     return float(w.sum() ** 2 / np.dot(w, w))
 
 
+def count_events(scores, labels, classes, sample_weight) -> float:
+    """Events of a calibration set: the rows whose top class (the first
+    largest score) is not the label, or those where it is if they are
+    fewer, each counted as Kish's effective number of rows."""
+    wrong = classes[np.argmax(scores, axis=1)] != labels
+    return min(
+        effective_sample_size(sample_weight[wrong]),
+        effective_sample_size(sample_weight[~wrong]),
+    )
+
+
 def check_proba_targets(
     y_true, y_proba, *, labels=None, sample_weight=None, copy=True, top_label=False
 ):

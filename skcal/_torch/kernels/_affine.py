@@ -376,15 +376,26 @@ def _preconditioner(z, w, penalties) -> torch.Tensor | None:
     them: at weak penalties L-BFGS then needs several times fewer
     iterations (see the module notes). None when ``L`` does not exist."""
     n = z.shape[1]
-    x = torch.cat([z, torch.ones(len(z), 1, dtype=z.dtype, device=z.device)], 1)
-    moments = x.T @ (w[:, None] * x)
+    _, moments = _second_moments(z, w)
     p = torch.softmax(z, dim=1)
     curvature = float(w @ (p * (1 - p)).sum(dim=1)) / n
     l2_diag, l2_off, l2_bias = penalties
     cols = torch.full((n + 1,), (l2_diag + (n - 1) * l2_off) / n, dtype=z.dtype)
     cols[n] = l2_bias
-    M = curvature * moments + torch.diag(2 * cols.to(z.device))
-    M.diagonal().add_(1e-12 * float(M.diagonal().mean()))
+    return _cholesky(curvature * moments + torch.diag(2 * cols.to(z.device)))
+
+
+def _second_moments(z, w):
+    """The features ``x = [z, 1]`` and their weighted second moments
+    ``x^T diag(w) x``."""
+    x = torch.cat([z, torch.ones(len(z), 1, dtype=z.dtype, device=z.device)], 1)
+    return x, x.T @ (w[:, None] * x)
+
+
+def _cholesky(M):
+    """The lower Cholesky factor of ``M`` after a 1e-12 relative jitter of
+    its diagonal (in place), or None when there is none."""
+    M.diagonal().add_(1e-12 * float(torch.diagonal(M).mean()))
     L, info = torch.linalg.cholesky_ex(M)
     if int(info) != 0 or not bool(torch.isfinite(L).all()):
         return None
@@ -467,12 +478,9 @@ def _fit_whitened(
     """
     n_classes = z.shape[1]
     f64 = dict(dtype=torch.float64, device=z.device)
-    x = torch.cat([z, torch.ones(len(z), 1, **f64)], dim=1)
-    moments = x.T @ (w[:, None] * x)
-    jitter = 1e-12 * float(torch.diagonal(moments).mean())
-    moments.diagonal().add_(jitter)
-    L, info = torch.linalg.cholesky_ex(moments)
-    if int(info) != 0 or not bool(torch.isfinite(L).all()):
+    x, moments = _second_moments(z, w)
+    L = _cholesky(moments)
+    if L is None:
         return None
     x = torch.linalg.solve_triangular(L, x.T, upper=False).T  # x L^{-T}
     start = torch.eye(n_classes, n_classes + 1, **f64)
