@@ -92,7 +92,7 @@ def test_label_col_and_prefix_read_string_labels_by_column_name(
     assert summary["classes"] == ["dog", "bird", "cat"]
     written = pd.read_csv(out)
     assert list(written.columns) == [
-        "label",
+        "target",  # the user's name for the labels (issue 37)
         "predict",
         "proba_dog",
         "proba_bird",
@@ -105,7 +105,7 @@ def test_label_col_and_prefix_read_string_labels_by_column_name(
         np.testing.assert_allclose(
             written[f"proba_{name}"], expected[:, j], rtol=1e-7, atol=1e-10
         )
-    np.testing.assert_array_equal(written["label"], NAMES[y_test])
+    np.testing.assert_array_equal(written["target"], NAMES[y_test])
     np.testing.assert_array_equal(written["predict"], NAMES[expected.argmax(1)])
     after = summary["metrics"][1]
     assert after["NLL"] == pytest.approx(
@@ -116,8 +116,10 @@ def test_label_col_and_prefix_read_string_labels_by_column_name(
         _nll(NAMES[y_test], softmax(z_test, axis=1), labels=NAMES), rel=1e-9
     )
 
-    # the output reads back with the default options: the same classes
-    assert main(["evaluate", str(out), "--json", "--quiet"]) == 0
+    # the output reads back with the same --label-col: the same classes
+    assert (
+        main(["evaluate", str(out), "--label-col", "target", "--json", "--quiet"]) == 0
+    )
     report = _json(capsys)
     assert report["metrics"]["NLL"] == pytest.approx(after["NLL"], rel=1e-9)
     assert report["metrics"]["accuracy"] == pytest.approx(

@@ -4,6 +4,7 @@ import json
 import pickle
 import subprocess
 import sys
+import warnings
 
 import joblib
 import numpy as np
@@ -14,6 +15,7 @@ from sklearn.model_selection import StratifiedKFold, cross_val_score
 
 from skcal import IdentityCalibrator, TemperatureScaling, VectorScaling
 from skcal.cli import main
+from skcal.exceptions import GridEdgeWarning
 from skcal.metrics import calibration_report, negative_log_likelihood
 from skcal.model_selection import CalibratorSearchCV
 from skcal.utils._testing import make_miscalibrated_logits
@@ -368,3 +370,29 @@ def test_select_runs_as_a_console_command(files):
     assert got["cv_results"]["candidate"] == DEFAULT_NAMES[:2]
     assert got["selected"] in got["cv_results"]["candidate"]
     assert "[CalibratorSearchCV] selected" in proc.stderr
+
+
+def test_without_candidates_the_python_default_rules_apply(files, capsys, monkeypatch):
+    """Without ``--candidates`` the command runs ``CalibratorSearchCV()``'s
+    default set under its own rules (issue 37): with the cost limit of the
+    default Dirichlet-CV candidate lowered to 0, both skip it, with the same
+    reason, and select the same candidate; a user's own list is not skipped."""
+    import skcal.model_selection._search as search_module
+
+    monkeypatch.setattr(search_module, "DIRICHLET_CV_MAX_WORK", 0.0)
+    cal, _, (z, y), _ = files
+    assert main(["select", "--fit", str(cal), "--json", "--quiet"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    python = CalibratorSearchCV(random_state=0).fit(z, y)
+    assert cli["cv_results"]["candidate"] == list(python.cv_results_["candidate"])
+    assert cli["cv_results"]["skipped_reason"] == list(
+        python.cv_results_["skipped_reason"]
+    )
+    k = DEFAULT_NAMES.index("DirichletCalibratorCV")
+    assert cli["cv_results"]["skipped_reason"][k].startswith("skipped: a default")
+    assert cli["selected"] == python.selected_
+    own = [TemperatureScaling(), search_module._default_candidates()[k]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GridEdgeWarning)  # its grid, not the point
+        mine = CalibratorSearchCV(own, random_state=0).fit(z, y)
+    assert mine.cv_results_["skipped_reason"][1] == ""

@@ -223,15 +223,19 @@ def _metric_rows(name, y, proba, predict, classes, *, key, X, head) -> list[dict
     return [*rows, {"method": name, **metrics}]
 
 
-def _write_calibrated(path, name, y, predict, proba, classes, given) -> None:
+def _write_calibrated(path, name, y, predict, proba, classes, given, label=None):
     """Write the output of calibrate and apply: the probabilities and more.
 
-    ``given``: the classes when the input named them (headers ``proba_<class>``).
+    ``given``: the classes when the input named them (headers ``proba_<class>``);
+    ``label``: the input's ``--label-col``, the name of the labels (kept, so
+    that the output reads back with the same options).
     """
     labels = {} if y is None else {"labels": y}
     arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
     arrays["method"] = np.array(name)  # names the file in evaluate (npz only)
-    write_arrays(path, arrays, class_names=named_columns(classes, given))
+    write_arrays(
+        path, arrays, class_names=named_columns(classes, given), label_name=label
+    )
 
 
 def _calibrate_json(args, name, data: _CalibrationData, classes, n_apply, fit_s, rows):
@@ -284,7 +288,16 @@ def _cmd_calibrate(args) -> int:
         X=data.X_apply,
         head=data.head,
     )
-    _write_calibrated(args.out, name, data.y_apply, predict, proba, classes, data.given)
+    _write_calibrated(
+        args.out,
+        name,
+        data.y_apply,
+        predict,
+        proba,
+        classes,
+        data.given,
+        args.label_col,
+    )
     if args.save is not None:
         write_model(args.save, estimator)
     if args.json:
@@ -416,7 +429,8 @@ def _cmd_apply(args) -> int:
     report(f"applied {name} ({key}) to {len(proba)} samples of {args.apply}")
     head = {} if y is None else _model_head(model, key)
     rows = _metric_rows(name, y, proba, predict, classes, key=key, X=X, head=head)
-    _write_calibrated(args.out, name, y, predict, proba, classes, None)
+    label = getattr(args, "label_col", None)
+    _write_calibrated(args.out, name, y, predict, proba, classes, None, label)
     if args.json:
         print_json(
             {

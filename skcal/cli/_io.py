@@ -438,8 +438,12 @@ def _column_values(series, path: str, described: str, key: str) -> np.ndarray:
     return series.astype(str).to_numpy(dtype=str)
 
 
-def write_arrays(path: str, arrays: dict, *, class_names=None) -> None:
+def write_arrays(path: str, arrays: dict, *, class_names=None, label_name=None) -> None:
     """Write per-sample arrays (and, in npz, any other array) to ``path``.
+
+    ``label_name`` (the input's ``--label-col``) names the labels in every
+    format, so that an output reads back with the same option; by default
+    they are ``labels`` in npz and the column ``label`` in CSV and Parquet.
 
     CSV and Parquet files get the per-sample arrays only, under the column
     names of the module docstring: the per-class arrays
@@ -450,7 +454,9 @@ def write_arrays(path: str, arrays: dict, *, class_names=None) -> None:
     """
     fmt = file_format(path)
     arrays = {
-        key: value.astype(str) if value.dtype == object else value
+        (label_name if key == "labels" and label_name else key): (
+            value.astype(str) if value.dtype == object else value
+        )
         for key, value in arrays.items()
     }
     try:

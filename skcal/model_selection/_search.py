@@ -98,6 +98,32 @@ def _default_candidates() -> list:
     ]
 
 
+def _same_settings(estimator, default) -> bool:
+    """Whether ``estimator`` is ``default``'s class with its settings, on any
+    device (``device`` is where it runs, not what it fits)."""
+    if type(estimator) is not type(default):
+        return False
+    mine, theirs = estimator.get_params(deep=False), default.get_params(deep=False)
+    mine.pop("device", None), theirs.pop("device", None)
+    return mine.keys() == theirs.keys() and all(
+        type(mine[k]) is type(v) and not isinstance(v, np.ndarray) and mine[k] == v
+        for k, v in theirs.items()
+    )
+
+
+def _is_default_set(candidates) -> bool:
+    """Whether ``candidates`` is None or the default candidates, in order (as
+    the command line passes them, on its ``--device``)."""
+    if candidates is None:
+        return True
+    if not isinstance(candidates, (list, tuple)):
+        return False
+    defaults = _default_candidates()
+    return len(candidates) == len(defaults) and all(
+        _same_settings(c, d) for c, d in zip(candidates, defaults)
+    )
+
+
 # ------------------------------------------------------------ embeddings
 def _is_local(estimator) -> bool:
     """Whether ``estimator`` is fitted on embeddings (a local calibrator).
@@ -322,8 +348,12 @@ class CalibratorSearchCV(BaseCalibrator):
         ``cv=3``: the search scores it again anyway, and the full grid made
         it 90% of a default search's time), :class:`~skcal.SMARTCalibrator`,
         :class:`~skcal.IsotonicCalibrator`, :class:`~skcal.BetaCalibrator` and
-        :class:`~skcal.SplineCalibrator`. Local calibrators are allowed:
-        then ``X`` holds embeddings (see above).
+        :class:`~skcal.SplineCalibrator`. The default set's own rules (the
+        Dirichlet-CV candidate skipped where its grid would take minutes, its
+        grid-edge warnings hidden) apply to None and to a list of the same
+        estimators with the same settings on any ``device`` (what ``skcal
+        select`` passes without ``--candidates``). Local calibrators are
+        allowed: then ``X`` holds embeddings (see above).
     scoring : str or callable, default="neg_log_loss"
         Higher is better. ``"neg_log_loss"`` is the negative weighted mean
         log loss of every skcal calibrator's ``score`` (scikit-learn's scorer
@@ -968,7 +998,7 @@ class CalibratorSearchCV(BaseCalibrator):
             n_params * EVENTS_PER_PARAMETER,
         )
         reasons = self._skip_reasons(n_params, required, data.relative, events)
-        if self.candidates is None:
+        if _is_default_set(self.candidates):
             self._skip_costly(templates, reasons, len(data.relative), n_splits)
         return n_params, reasons
 
@@ -998,7 +1028,7 @@ class CalibratorSearchCV(BaseCalibrator):
         weight = data.sample_weight
         fit_params = {} if weight is None else {"sample_weight": weight}
         with warnings.catch_warnings():
-            if self.candidates is None:  # as in the folds
+            if _is_default_set(self.candidates):  # as in the folds
                 warnings.simplefilter("ignore", GridEdgeWarning)
             self.best_calibrator_ = clone(data.templates[self.best_index_]).fit(
                 data.inputs[self.best_index_], data.labels, **fit_params
@@ -1018,8 +1048,8 @@ class CalibratorSearchCV(BaseCalibrator):
                     f"skipped: a default candidate whose inner grid would take "
                     f"minutes on the CPU here ({n_rows} rows x {n_classes} "
                     f"classes x {n_splits} folds: work {work:.2g} > "
-                    f"{DIRICHLET_CV_MAX_WORK:.0e}); pass candidates=[...] to "
-                    "include it"
+                    f"{DIRICHLET_CV_MAX_WORK:.0e}); pass your own candidates, "
+                    "e.g. [DirichletCalibratorCV(), ...], to include it"
                 )
 
     def _skip_reasons(self, n_params, required, relative, events) -> list[str]:
@@ -1076,7 +1106,7 @@ class CalibratorSearchCV(BaseCalibrator):
             np.add.at(times_tested, test, 1.0)
         for c, fold_results in by_candidate.items():
             # a default candidate's own grid is not the user's: no edge warning
-            quiet = (GridEdgeWarning,) if self.candidates is None else ()
+            quiet = (GridEdgeWarning,) if _is_default_set(self.candidates) else ()
             self._warn_candidate(names[c], fold_results, quiet)
             errors = [(k, r["error"]) for k, r in enumerate(fold_results) if r["error"]]
             if errors:
