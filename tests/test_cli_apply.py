@@ -411,3 +411,28 @@ def test_broken_model_files_are_clear_errors(files, capsys):
         argv = ["apply", "--model", str(tmp / name), "--apply", str(tmp / "val.npz")]
         assert main([*argv, "--out", str(tmp / "o.npz"), "--allow-pickle"]) == 2
         assert text in _error(capsys), name
+
+
+def test_a_class_mismatch_names_the_difference_first(tmp_path, capsys):
+    """26 classes A..Z fitted, a file of 25 columns without Z applied: the
+    error says ``missing Z`` before the (cut) lists of both (issue 37)."""
+    pd = pytest.importorskip("pandas")
+    names = np.array([chr(ord("A") + j) for j in range(26)])
+    X, y = make_miscalibrated_logits(600, 26, random_state=0)
+    frame = pd.DataFrame({"target": names[y]})
+    for j, name in enumerate(names):
+        frame[f"s_{name}"] = X[:, j]
+    cal, new = tmp_path / "cal.csv", tmp_path / "new.csv"
+    frame.to_csv(cal, index=False)
+    frame.drop(columns="s_Z").to_csv(new, index=False)
+    opts = ["--label-col", "target", "--logit-cols", "s_", "--quiet"]
+    opts += ["--out", str(tmp_path / "o.csv")]
+    model = tmp_path / "m.skops"
+    fit = ["calibrate", "--method", "ts", "--fit", str(cal), "--apply", str(cal)]
+    assert main([*fit, "--save", str(model), *opts]) == 0
+    capsys.readouterr()
+    assert main(["apply", "--model", str(model), "--apply", str(new), *opts]) == 2
+    error = _error(capsys)
+    assert "(missing Z)" in error
+    assert error.index("missing Z") < error.index("A, B, C")
+    assert "25 columns" in error and "26 classes" in error

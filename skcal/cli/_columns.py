@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._common import CLIError, listing
+from ._common import CLIError, difference, listing
 
 #: option naming where each per-sample array is read from
 FLAGS = {
@@ -280,8 +280,10 @@ def align_columns(X, names, classes, what: str, *, strict: bool = False) -> np.n
     wanted = [str(c) for c in classes]
     if strict and (len(names) != X.shape[1] or sorted(names) != sorted(wanted)):
         raise CLIError(
-            f"{what} names the classes of its score columns {listing(names, 10)} "
-            f"(its classes array), but the classes are {listing(wanted, 10)}; "
+            f"{what} names the classes of its score columns "
+            f"({difference(names, wanted)}): {len(names)} names "
+            f"{listing(names, 10)} (its classes array), but {len(wanted)} "
+            f"classes {listing(wanted, 10)}; "
             "give one column per class and list them in its classes array, or "
             "leave the array out for columns in the classes' order."
         )
@@ -291,8 +293,9 @@ def align_columns(X, names, classes, what: str, *, strict: bool = False) -> np.n
         return X[:, [names.index(c) for c in wanted]]
     if set(names) & set(wanted):
         raise CLIError(
-            f"the score columns of {what} name the classes "
-            f"{listing(names, 10)}, but the classes are {listing(wanted, 10)}; "
+            f"the score columns of {what} do not name the classes "
+            f"({difference(names, wanted)}): {len(names)} columns "
+            f"{listing(names, 10)}, {len(wanted)} classes {listing(wanted, 10)}; "
             "give one column per class, named after it."
         )
     return X

@@ -40,6 +40,17 @@ def listing(names, limit: int = 12) -> str:
     return shown or "none"
 
 
+def difference(given, wanted) -> str:
+    """What ``given`` lacks and adds against ``wanted``, in full, for messages
+    where two long lists differ in a few names (``"missing Z"``)."""
+    have, want = set(given), set(wanted)
+    missing = [w for w in wanted if w not in have]
+    extra = [g for g in given if g not in want]
+    parts = [f"missing {', '.join(missing)}"] if missing else []
+    parts += [f"not a class: {', '.join(extra)}"] if extra else []
+    return "; ".join(parts) or "the same names, one repeated"
+
+
 def check_device(device: str) -> None:
     """A clear error now if ``device`` is unavailable (imports torch)."""
     from .._torch import resolve_device
