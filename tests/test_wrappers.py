@@ -87,6 +87,9 @@ def test_frozen_model_is_calibrated_on_its_decision_function(data):
     assert cc.response_ == "decision_function"
     assert len(cc.calibrated_classifiers_) == 1
     assert cc.calibrated_classifiers_[0].estimator is not None
+    # one pair: its calibrator is a documented attribute (issue 37)
+    assert cc.calibrator_ is cc.calibrated_classifiers_[0].calibrator
+    assert cc.calibrator_.temperature_ == ref.temperature_
 
 
 @pytest.mark.skipif(not SKLEARN_1_8, reason="method='temperature' needs sklearn 1.8")
@@ -180,6 +183,7 @@ def test_ensemble_cross_fitting_equals_a_manual_loop(data):
         ts = clone(TS).fit(clf.decision_function(X_tr[test]), y_tr[test])
         expected.append(ts.predict_proba(clf.decision_function(X_te)))
     assert len(cc.calibrated_classifiers_) == 3
+    assert cc.calibrator_ is None  # one per fold
     np.testing.assert_allclose(cc.predict_proba(X_te), np.mean(expected, 0), 1e-12)
     # same result with folds fitted in parallel
     par = CalibratedClassifier(base, calibrator=TS, cv=cv, n_jobs=2).fit(X_tr, y_tr)

@@ -229,6 +229,14 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         The fitted pairs, each with attributes ``estimator`` and
         ``calibrator`` (None for "passthrough"): one per fold when
         ensembling, else one.
+    calibrator_ : estimator or None
+        The fitted calibrator when there is one pair (a
+        :class:`~sklearn.frozen.FrozenEstimator`, or ``ensemble=False``):
+        ``calibrated_classifiers_[0].calibrator``; for a
+        :class:`~skcal.model_selection.CalibratorSearchCV`,
+        ``calibrator_.selected_`` and ``calibrator_.cv_results_`` say what it
+        chose and why. None with one pair per fold (each fold's calibrator is
+        in ``calibrated_classifiers_``).
     response_ : str
         The output that was calibrated: "decision_function",
         "predict_proba", "mlp_logits" or "embeddings".
@@ -427,6 +435,7 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             _CalibratedPair(est, cal, self.response_, len(self.classes_))
             for est, cal in pairs
         ]
+        self.calibrator_ = pairs[0][1] if len(pairs) == 1 else None
         first = pairs[0][0]
         for attr in ("n_features_in_", "feature_names_in_"):
             if hasattr(first, attr):

@@ -578,7 +578,9 @@ def test_inside_calibrated_classifier_and_pipeline():
         wrapped = CalibratedClassifier(
             FrozenEstimator(clf), calibrator=search, response_method=response
         ).fit(F[300:], labels[300:])
-        fitted = wrapped.calibrated_classifiers_[0].calibrator
+        fitted = wrapped.calibrator_  # the search, fitted (issue 37)
+        assert fitted is wrapped.calibrated_classifiers_[0].calibrator
+        assert fitted.selected_ == fitted.cv_results_["candidate"][fitted.best_index_]
         assert fitted.input == kind and fitted.best_calibrator_.input == kind
         np.testing.assert_array_equal(fitted.classes_, ["x", "y", "z"])
         direct = clone(search).set_params(input=kind, classes=clf.classes_)
