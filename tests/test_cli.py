@@ -588,6 +588,22 @@ def test_evaluate_ci_prints_the_calibration_report(tmp_path, capsys):
     assert (row["low"], row["high"]) == pytest.approx((ece.low, ece.high), rel=1e-12)
     assert row["p_value"] is None and got["metrics"]["ECCE"]["p_value"] > 0
 
+    # --ci-method bca: skcal's BCa intervals (issue 37)
+    assert main([*argv, "--ci-method", "bca", "--json", "--quiet"]) == 0
+    got = json.loads(capsys.readouterr().out)["intervals"]
+    bca = confidence_interval(
+        expected_calibration_error,
+        y,
+        proba,
+        n_resamples=40,
+        method="bca",
+        random_state=3,
+    )
+    assert got["method"] == "bca"
+    row = got["metrics"]["ECE"]
+    assert (row["low"], row["high"]) == pytest.approx((bca.low, bca.high), rel=1e-12)
+    assert row["covers_estimate"] == (bca.low <= bca.estimate <= bca.high)
+
 
 def test_evaluate_ci_options_are_checked(tmp_path, capsys):
     path = tmp_path / "pred.npz"

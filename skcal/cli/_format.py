@@ -178,6 +178,7 @@ def interval_report(args, y, proba, classes, report):
         proba,
         n_resamples=args.n_resamples,
         confidence_level=args.confidence_level,
+        method=args.ci_method,
         n_bins=args.n_bins,
         labels=classes,
         random_state=args.seed,

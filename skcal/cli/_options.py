@@ -163,6 +163,14 @@ def add_interval_options(parser, flag: str) -> None:
         default=0.9,
         help=f"nominal coverage of the {flag} intervals (default 0.9)",
     )
+    parser.add_argument(
+        "--ci-method",
+        choices=("percentile", "bca"),
+        default="percentile",
+        help=f"how the {flag} intervals are read from the bootstrap: percentile "
+        "(default) or bca (bias-corrected and accelerated: slower, and an "
+        "interval that holds its estimate where the percentile one may not)",
+    )
 
 
 def add_column_options(parser) -> None:

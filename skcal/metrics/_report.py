@@ -101,7 +101,7 @@ class CalibrationReport:
         cells = [
             [
                 name,
-                _fmt(ci.estimate),
+                _fmt(ci.estimate) + ("" if ci.covers_estimate else "*"),
                 f"[{_fmt(ci.low)}, {_fmt(ci.high)}]",
                 str(ci.n_resamples),
                 "" if p is None else f"{p:.3g}",
@@ -124,7 +124,19 @@ class CalibrationReport:
             f"ECE and cwECE: {self.n_bins} equal-width bins; p-value: ECCE test "
             "of perfect calibration."
         )
-        if self.method == "percentile":
+        outside = [name for name, ci, _ in self._rows() if not ci.covers_estimate]
+        if outside:
+            note += (
+                f" *: the interval excludes its estimate ({', '.join(outside)}): "
+                "calibration errors grow on resampled rows, so the bootstrap "
+                "distribution lies above the estimate"
+                + (
+                    "; method='bca' (skcal evaluate --ci-method bca) corrects this."
+                    if self.method == "percentile"
+                    else "."
+                )
+            )
+        elif self.method == "percentile":
             note += (
                 " Calibration errors grow on resampled rows, so their percentile "
                 "intervals may lie above the estimate; method='bca' corrects this."
@@ -140,8 +152,9 @@ class CalibrationReport:
         dict
             ``n_samples``, ``n_classes``, ``confidence_level``, ``method``,
             ``n_bins``, ``random_state`` and ``metrics``: for each row name,
-            a dict with ``estimate``, ``low``, ``high``, ``n_resamples`` and
-            ``p_value`` (None but for ECCE).
+            a dict with ``estimate``, ``low``, ``high``, ``n_resamples``,
+            ``p_value`` (None but for ECCE) and ``covers_estimate`` (whether
+            the interval holds the estimate).
         """
         return {
             "n_samples": self.n_samples,
@@ -157,6 +170,7 @@ class CalibrationReport:
                     "high": ci.high,
                     "n_resamples": ci.n_resamples,
                     "p_value": p,
+                    "covers_estimate": ci.covers_estimate,
                 }
                 for name, ci, p in self._rows()
             },
@@ -169,7 +183,8 @@ class CalibrationReport:
         -------
         pandas.DataFrame
             Indexed by metric name, with columns ``estimate``, ``low``,
-            ``high``, ``n_resamples`` and ``p_value`` (NaN but for ECCE).
+            ``high``, ``n_resamples``, ``p_value`` (NaN but for ECCE) and
+            ``covers_estimate``.
 
         Raises
         ------

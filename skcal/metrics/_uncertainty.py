@@ -130,6 +130,13 @@ class ConfidenceInterval:
         """Bootstrap standard error: the standard deviation of ``resamples``."""
         return _standard_error(self.resamples)
 
+    @property
+    def covers_estimate(self) -> bool:
+        """Whether ``low <= estimate <= high``. A percentile interval of a
+        calibration error can lie above its estimate (the error grows on
+        resampled rows); ``method="bca"`` corrects for that bias."""
+        return bool(self.low <= self.estimate <= self.high)
+
     def __repr__(self) -> str:
         return (
             f"ConfidenceInterval(metric={self.metric!r}, estimate={self.estimate!r}, "

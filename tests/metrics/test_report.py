@@ -144,6 +144,34 @@ def test_str_lists_every_metric_with_its_numbers():
     assert lines[header].index("CI") == table[0].index("]") - 1
 
 
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+def test_an_interval_that_excludes_its_estimate_is_marked(method):
+    """Issue 37: a row whose interval lies above its estimate (here cwECE,
+    0.0027 [0.0028, 0.0034] as a user met it) is starred and named in the
+    note, which points a percentile report to BCa; the others are not."""
+    y, proba = _data()
+    report = calibration_report(y, proba, n_resamples=30, random_state=2)
+    cw = report["cwECE"]
+    shifted = type(cw)("cwECE", 0.0027, 0.0028, 0.0034, 0.9, method, 30, cw.resamples)
+    intervals = tuple(shifted if n == "cwECE" else report[n] for n in NAMES)
+    others = [n for n in NAMES if n != "cwECE" and not report[n].covers_estimate]
+    fake = CalibrationReport(
+        NAMES, intervals, report.ecce_pvalue, 300, 4, 0.9, method, 15, 2
+    )
+    assert not fake["cwECE"].covers_estimate
+    text = str(fake)
+    row = next(line for line in text.splitlines() if line.startswith("cwECE"))
+    assert "0.0027*" in row and "[0.0028, 0.0034]" in row
+    outside = [n for n in NAMES if not fake[n].covers_estimate]
+    assert outside == sorted(["cwECE", *others], key=NAMES.index)
+    flat = " ".join(text.split())
+    assert f"the interval excludes its estimate ({', '.join(outside)})" in flat
+    assert ("--ci-method bca" in flat) == (method == "percentile")
+    for name in NAMES:
+        line = next(x for x in text.splitlines() if x.startswith(name + " "))
+        assert ("*" in line.split()[1]) == (not fake[name].covers_estimate)
+
+
 def test_to_dict_and_to_frame():
     y, proba = _data()
     report = calibration_report(y, proba, n_resamples=30, random_state=2)
@@ -154,12 +182,21 @@ def test_to_dict_and_to_frame():
         assert row["estimate"] == report[name].estimate
         assert (row["low"], row["high"]) == (report[name].low, report[name].high)
         assert row["p_value"] == (report.ecce_pvalue if name == "ECCE" else None)
+        ci = report[name]
+        assert row["covers_estimate"] == (ci.low <= ci.estimate <= ci.high)
     pd = pytest.importorskip("pandas")
     frame = report.to_frame()
     assert isinstance(frame, pd.DataFrame)
-    assert frame.shape == (7, 5)
+    assert frame.shape == (7, 6)
     assert list(frame.index) == list(NAMES)
-    assert list(frame.columns) == ["estimate", "low", "high", "n_resamples", "p_value"]
+    assert list(frame.columns) == [
+        "estimate",
+        "low",
+        "high",
+        "n_resamples",
+        "p_value",
+        "covers_estimate",
+    ]
     np.testing.assert_array_equal(frame["low"], [report[name].low for name in NAMES])
     assert frame.loc["ECCE", "p_value"] == report.ecce_pvalue
     assert frame["p_value"].drop("ECCE").isna().all()
