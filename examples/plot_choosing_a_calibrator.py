@@ -59,7 +59,6 @@ from skcal import (
     TemperatureScaling,
     VectorScaling,
 )
-from skcal.cli import format_table
 from skcal.metrics import (
     calibration_report,
     confidence_interval,
@@ -174,11 +173,15 @@ for k, name in enumerate(results["candidate"]):
             "CV NLL": -results["mean_test_score"][k],
             "std": results["std_test_score"][k],
             "rank": str(results["rank_test_score"][k]),
-            "fit s": results["mean_fit_time"][k],
             "note": reason.split(":")[0] if reason else "",
         }
     )
-print(format_table(rows, list(rows[0]), left=("note",)))
+print(f"{'candidate':<24} {'params':>6} {'CV NLL':>7} {'std':>6} {'rank':>4}  note")
+for r in rows:
+    print(
+        f"{r['candidate']:<24} {r['params']:>6} {r['CV NLL']:>7.4f} "
+        f"{r['std']:>6.4f} {r['rank']:>4}  {r['note']}"
+    )
 print(f"\nselected: {search.selected_}")
 print(textwrap.fill(search.selection_reason_, 79))
 

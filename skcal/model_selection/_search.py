@@ -265,7 +265,93 @@ def _fit_and_score(template, X, labels, classes, sample_weight, train, test, sco
     return out
 
 
+def _fit_and_score_at(c: int, k: int, *args):
+    """:func:`_fit_and_score` of candidate ``c`` on fold ``k``, as
+    ``(c, k, result)``: results may arrive in any order."""
+    return c, k, _fit_and_score(*args)
+
+
+def _failure(fold_results) -> str:
+    """Why a candidate's fold results give no score ("" when they do)."""
+    n_splits = len(fold_results)
+    for k, r in enumerate(fold_results):
+        if r["error"]:
+            return f"failed on fold {k} of {n_splits}: {r['error']}"
+    if not np.isfinite([r["score"] for r in fold_results]).all():
+        return "failed: a test score is not finite"
+    return ""
+
+
+def _candidate_line(fold_results) -> str:
+    """The ``verbose`` line of a candidate whose folds are done."""
+    failure = _failure(fold_results)
+    if failure:
+        return failure
+    scores = [r["score"] for r in fold_results]
+    fit_time = np.mean([r["fit_time"] for r in fold_results])
+    return (
+        f"score {np.mean(scores):.5g} +- {np.std(scores):.2g}, fit "
+        f"{fit_time:.3g} s per fold"
+    )
+
+
+def _parallel(n_jobs):
+    """A :class:`joblib.Parallel` yielding results as they finish, or, on a
+    backend that cannot (e.g. multiprocessing), returning them at the end."""
+    try:
+        return Parallel(n_jobs=n_jobs, return_as="generator_unordered")
+    except ValueError:  # "Backend ... does not support return_as=..."
+        return Parallel(n_jobs=n_jobs)
+
+
 # -------------------------------------------------------------- the guard
+
+
+class _LiveReport:
+    """The ``verbose`` lines of the cross-fitting, on stderr as it runs.
+
+    A first line says what runs, then each skipped candidate gets its
+    reason, and each candidate that runs one line as its last fold
+    finishes (its score and fit time, or why it failed), with how many are
+    done and the time since the start.
+    """
+
+    def __init__(self, verbose, names, n_run: int, n_splits: int):
+        self.verbose, self.names, self.n_run = verbose, names, n_run
+        self.n_splits, self.done = n_splits, 0
+        self.width = max(len(name) for name in names)
+        self.started = time.perf_counter()
+
+    def _print(self, name: str, line: str) -> None:
+        print(
+            f"[CalibratorSearchCV] {name:<{self.width}}  {line}",
+            file=sys.stderr,
+            flush=True,  # live, also where stderr is a pipe or a file
+        )
+
+    def start(self, n_rows: int, reasons) -> None:
+        """The first line, and the skipped candidates."""
+        if not self.verbose:
+            return
+        print(
+            f"[CalibratorSearchCV] scoring {self.n_run} of {len(self.names)} "
+            f"candidates x {self.n_splits} folds on {n_rows} rows; one line per "
+            "candidate as its folds finish",
+            file=sys.stderr,
+            flush=True,
+        )
+        for name, reason in zip(self.names, reasons):
+            if reason:
+                self._print(name, reason)
+
+    def candidate(self, c: int, line: str) -> None:
+        """The line of candidate ``c``, whose folds are done."""
+        self.done += 1
+        if self.verbose:
+            elapsed = time.perf_counter() - self.started
+            self._print(
+                self.names[c], f"{line} [{self.done}/{self.n_run}, {elapsed:.1f} s]"
+            )
 
 
 @dataclass(frozen=True)
@@ -381,9 +467,11 @@ class CalibratorSearchCV(BaseCalibrator):
         every candidate whose own ``random_state`` parameter is None (one
         seed per candidate, the same for all its folds and its refit).
     verbose : int, default=0
-        With ``verbose >= 1``, one line per candidate (its name, mean +- std
-        score and fit time, or why it was skipped or failed), then the
-        selection, printed to stderr.
+        With ``verbose >= 1``, live lines on stderr: what runs, each skipped
+        candidate and why, then one line per candidate as soon as its folds
+        finish (its name, mean +- std score and fit time, or why it failed;
+        how many are done and the time so far; in the order they finish
+        when ``n_jobs`` runs them in parallel), then the selection.
     input : {"logits", "proba"}, default="logits"
         What ``X`` holds; passed to every candidate.
     classes : array-like of shape (n_classes,), default=None
@@ -462,43 +550,50 @@ class CalibratorSearchCV(BaseCalibrator):
     isotonic regression through, at 3-7 times the uncalibrated test NLL).
     Without a head, a search over local calibrators counts rows instead. It
     removes only the candidates that cannot be estimated at all; the
-    one-standard-error rule judges the rest. With ``C`` classes: identity
-    0; temperature scaling 1; class temperatures ``C``; Platt ``2C``; beta
-    ``3C`` (``2C`` for "am" and "ab"); histogram binning ``C n_bins``;
-    spline ``n_knots``; isotonic regression ``C`` (non-parametric: at least
-    one step per class; its steps grow with the data); SMART and PTS the
-    weights and biases of their network (49 for SMART's default).
-    Penalised affine maps (vector and matrix scaling, Dirichlet, structured
-    matrix scaling) count their *unpenalised* entries, and at least one
-    parameter per five classes (``ceil(C / 5)``, at least 1): a ridge whose
-    strength grows as the data shrink (their ``"auto"`` defaults, SMS's
-    ``C / n``) pulls them to temperature scaling (or toward 0) when rows
-    are few, so they cannot over-fit the way an unpenalised map does; but
-    with fewer than two events per class their per-class entries still
-    follow the noise of the rows (on four real tasks at 100 rows, penalised
-    vector scaling and SMS, then counted as 1, were selected and raised the
-    test NLL 0.5-4.9% above temperature scaling's). So vector scaling
-    counts ``ceil(C / 5)`` with its default ridge and ``2C`` with
-    ``reg_lambda=0``, matrix scaling and Dirichlet ``C^2 + C``
-    unpenalised, SMS ``ceil(C / 5)``, and
-    :class:`~skcal.DirichletCalibratorCV` is counted at the least penalised
-    point of its grid (``C``, the diagonal that ODIR leaves free, by
-    default). Each calibrator states its count
-    (:meth:`~skcal.base.BaseCalibrator.n_free_parameters`); nested
-    searches and estimators that do not state one are not counted and
-    never skipped. Local calibrators are not counted either (``n_parameters`` is
-    NaN): their weights grow with the embedding dimension (a default
-    :class:`~skcal.LocalNetCalibrator` on 512-d embeddings of 10 classes
-    has 36,736; a :class:`~skcal.VQLocalCalibrator` retrains a ``C x
-    (n_features + 1)`` head), while what limits their over-fitting is not
-    that number but their own regularisation: early stopping on a held-out
-    split that restores the best epoch, from a start at the head's own
-    predictions (Local Nets, VQ's map), a bandwidth chosen by inner
-    cross-validation (KCal) or by a reference rule (ProCal's two 2-D
-    densities). Ten rows per weight would skip them even on the calibration
-    sets of thousands of rows they are meant for; the one-standard-error
-    rule judges them against the simple candidates instead, and one that
-    cannot be fitted on the rows of a fold is recorded as failed.
+    one-standard-error rule judges the rest.
+
+    The counts, with ``C`` classes (each calibrator states its own,
+    :meth:`~skcal.base.BaseCalibrator.n_free_parameters`):
+
+    - identity 0; temperature scaling 1; class temperatures ``C``; Platt
+      ``2C``; beta ``3C`` (``2C`` for "am" and "ab"); histogram binning
+      ``C n_bins``; spline ``n_knots``; isotonic regression ``C``
+      (non-parametric: at least one step per class; its steps grow with
+      the data); SMART and PTS the weights and biases of their network (49
+      for SMART's default);
+    - penalised affine maps (vector and matrix scaling, Dirichlet,
+      structured matrix scaling) count their *unpenalised* entries, and at
+      least one parameter per five classes (``ceil(C / 5)``, at least 1): a
+      ridge whose strength grows as the data shrink (their ``"auto"``
+      defaults, SMS's ``C / n``) pulls them to temperature scaling (or
+      toward 0) when rows are few, so they cannot over-fit the way an
+      unpenalised map does; but with fewer than two events per class their
+      per-class entries still follow the noise of the rows (on four real
+      tasks at 100 rows, penalised vector scaling and SMS, then counted as
+      1, were selected and raised the test NLL 0.5-4.9% above temperature
+      scaling's). So vector scaling counts ``ceil(C / 5)`` with its default
+      ridge and ``2C`` with ``reg_lambda=0``, matrix scaling and Dirichlet
+      ``C^2 + C`` unpenalised, SMS ``ceil(C / 5)``, and
+      :class:`~skcal.DirichletCalibratorCV` is counted at the least
+      penalised point of its grid (``C``, the diagonal that ODIR leaves
+      free, by default);
+    - nested searches and estimators that do not state a count are not
+      counted and never skipped;
+    - local calibrators are not counted either (``n_parameters`` is NaN):
+      their weights grow with the embedding dimension (a default
+      :class:`~skcal.LocalNetCalibrator` on 512-d embeddings of 10 classes
+      has 36,736; a :class:`~skcal.VQLocalCalibrator` retrains a ``C x
+      (n_features + 1)`` head), while what limits their over-fitting is not
+      that number but their own regularisation: early stopping on a
+      held-out split that restores the best epoch, from a start at the
+      head's own predictions (Local Nets, VQ's map), a bandwidth chosen by
+      inner cross-validation (KCal) or by a reference rule (ProCal's two
+      2-D densities). Ten rows per weight would skip them even on the
+      calibration sets of thousands of rows they are meant for; the
+      one-standard-error rule judges them against the simple candidates
+      instead, and one that cannot be fitted on the rows of a fold is
+      recorded as failed.
+
     Temperature scaling is counted too, but its one parameter, shared by
     every class and estimated from all the events at once, needs 5 events
     instead of 10: the lower end of the 5-9 events per variable that
@@ -937,7 +1032,7 @@ class CalibratorSearchCV(BaseCalibrator):
         folds = self._folds(data.X, data.labels)
         self.n_splits_ = len(folds)
         n_params, reasons = self._guard(data, len(folds))
-        by_candidate = self._cross_fit(data, folds, reasons, scorer)
+        by_candidate = self._cross_fit(names, data, folds, reasons, scorer)
         scores, fit_times, score_times, row_losses, tested = self._collect(
             names, folds, by_candidate, reasons, data.X.shape[0]
         )
@@ -950,7 +1045,7 @@ class CalibratorSearchCV(BaseCalibrator):
         self.selected_ = names[self.best_index_]
         self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
         if self.verbose:
-            self._report(names, reasons)
+            self._report()
         self._refit(data)
         return self
 
@@ -1002,12 +1097,18 @@ class CalibratorSearchCV(BaseCalibrator):
             self._skip_costly(templates, reasons, len(data.relative), n_splits)
         return n_params, reasons
 
-    def _cross_fit(self, data: _SearchData, folds, reasons, scorer) -> dict:
+    def _cross_fit(self, names, data: _SearchData, folds, reasons, scorer) -> dict:
         """Every candidate that runs, fitted and scored on every fold:
-        ``{candidate: [fold results]}``."""
+        ``{candidate: [fold results]}``. With ``verbose``, the skipped
+        candidates first, then one line per candidate as its folds finish."""
         run = [c for c in range(len(data.templates)) if not reasons[c]]
-        results = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_and_score)(
+        n = len(folds)
+        report = _LiveReport(self.verbose, names, len(run), n)
+        report.start(len(data.labels), reasons)
+        tasks = (
+            delayed(_fit_and_score_at)(
+                c,
+                k,
                 data.templates[c],
                 data.inputs[c],
                 data.labels,
@@ -1017,10 +1118,16 @@ class CalibratorSearchCV(BaseCalibrator):
                 scorer,
             )
             for c in run
-            for fold in folds
+            for k, fold in enumerate(folds)
         )
-        n = len(folds)
-        return {c: results[i * n : (i + 1) * n] for i, c in enumerate(run)}
+        by_candidate = {c: [None] * n for c in run}
+        waiting = dict.fromkeys(run, n)
+        for c, k, result in _parallel(self.n_jobs)(tasks):
+            by_candidate[c][k] = result
+            waiting[c] -= 1
+            if not waiting[c]:
+                report.candidate(c, _candidate_line(by_candidate[c]))
+        return by_candidate
 
     def _refit(self, data: _SearchData) -> None:
         """The selected candidate on every row: ``best_calibrator_``."""
@@ -1108,16 +1215,10 @@ class CalibratorSearchCV(BaseCalibrator):
             # a default candidate's own grid is not the user's: no edge warning
             quiet = (GridEdgeWarning,) if _is_default_set(self.candidates) else ()
             self._warn_candidate(names[c], fold_results, quiet)
-            errors = [(k, r["error"]) for k, r in enumerate(fold_results) if r["error"]]
-            if errors:
-                k, error = errors[0]
-                reasons[c] = f"failed on fold {k} of {n_splits}: {error}"
+            reasons[c] = _failure(fold_results)
+            if reasons[c]:
                 continue
-            fold_scores = [r["score"] for r in fold_results]
-            if not np.isfinite(fold_scores).all():
-                reasons[c] = "failed: a test score is not finite"
-                continue
-            scores[c] = fold_scores
+            scores[c] = [r["score"] for r in fold_results]
             fit_times[c] = [r["fit_time"] for r in fold_results]
             score_times[c] = [r["score_time"] for r in fold_results]
             for (_, test), r in zip(folds, fold_results):
@@ -1228,23 +1329,12 @@ class CalibratorSearchCV(BaseCalibrator):
             f"{text}, not more than one standard error.{notes}"
         )
 
-    def _report(self, names, reasons) -> None:
-        """The ``verbose`` lines: one per candidate, then the selection."""
-        res = self.cv_results_
-        width = max(len(name) for name in names)
-        for c, name in enumerate(names):
-            if reasons[c]:
-                line = reasons[c]
-            else:
-                line = (
-                    f"score {res['mean_test_score'][c]:.5g} +- "
-                    f"{res['std_test_score'][c]:.2g}, fit "
-                    f"{res['mean_fit_time'][c]:.3g} s per fold"
-                )
-            print(f"[CalibratorSearchCV] {name:<{width}}  {line}", file=sys.stderr)
+    def _report(self) -> None:
+        """The last ``verbose`` line: the selection and why."""
         print(
             f"[CalibratorSearchCV] selected {self.selected_}: {self.selection_reason_}",
             file=sys.stderr,
+            flush=True,
         )
 
     # -------------------------------------------------------------- predict
