@@ -11,8 +11,9 @@ Part ``table`` ("Divide et Calibra", Table 6 format). At one calibration size
 (``--size``, 2,000 rows by default), every skcal calibrator with its defaults:
 the score calibrators on the logits, the local ones (KCal, Local Nets, ProCal,
 VQ) on the embeddings, Local Nets, ProCal and VQ given the network's head
-(``coef``/``intercept``; VQ's default fine-tunes it, VQ-new is the paper's new
-head, VQ-frz its frozen-head ablation). Columns as in the paper: LCE and
+(``coef``/``intercept``; VQ's default fine-tunes it or trains a new head,
+whichever has the lower validation loss; VQ-new is the paper's new head,
+VQ-frz its frozen-head ablation). Columns as in the paper: LCE and
 MLCE (bandwidth 10, 15 bins, in one ``LocalSpace``, standardise + PCA-50, fitted on the
 calibration embeddings, the same space for every method), ECCE (the paper's
 binned mean), ECE (classwise, as the paper's tables), then top-label ECE,

@@ -43,6 +43,7 @@ The bootstrap uses 200 resamples (p-values are then at least 0.00995).
 
 Run:  python benchmarks/bench_select.py [--tasks satimage letter] [--sizes 100 500]
       [--repeats 3] [--n-resamples 200] [--threads 1] [--n-jobs 1]
+      [--add StructuredVectorScaling ...]  (candidates judged as default ones)
       [--skip-local] [--local-timeout 300] [--json out.json]
 The docs' table from a saved run:
       python benchmarks/bench_select.py --rst-from out.json
@@ -120,6 +121,20 @@ def _short(name):
 
 
 # ------------------------------------------------------------------ one case
+def add_candidates(names):
+    """Make the search's default set end with ``names`` (skcal class names,
+    default settings), in this process: a candidate is judged as if it were a
+    default one (the default set's rules apply) before it is made one."""
+    import skcal
+    import skcal.model_selection._search as search
+
+    defaults = search._default_candidates
+    search._default_candidates = lambda: [
+        *defaults(),
+        *(getattr(skcal, name)() for name in names),
+    ]
+
+
 def default_candidates():
     """The default candidates of ``CalibratorSearchCV`` (its ``candidates=None``)."""
     from skcal.model_selection._search import _default_candidates
@@ -582,6 +597,13 @@ def build_parser():
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--n-jobs", type=int, default=None, help="passed to the search")
     parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument(
+        "--add",
+        nargs="+",
+        default=(),
+        metavar="CLASS",
+        help="skcal calibrators appended to the default candidates for this run",
+    )
     parser.add_argument("--local-timeout", type=float, default=300.0)
     parser.add_argument("--json", default=None, help="write everything to this file")
     parser.add_argument("--local-case", default=None, help=argparse.SUPPRESS)
@@ -696,6 +718,7 @@ def main(argv=None):
         return
 
     names = args.tasks or list(available_tasks())
+    add_candidates(args.add)
     started, record = start_record(args, names)
     large = set(args.large_tasks)
     for name in names:

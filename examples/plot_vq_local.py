@@ -53,8 +53,10 @@ BANDWIDTH = "auto"
 ts = TemperatureScaling(device="cpu").fit(logits_cal, y_cal)
 procal = ProCalCalibrator(coef=coef, intercept=intercept, device="cpu")
 procal.fit(X_cal, y_cal)
-# with the head given, VQ fine-tunes it on the quantized embeddings; on 16
-# features, 16 one-dimensional slots with 8 codewords each quantize finely
+# with the head given, VQ fits it further on the quantized embeddings and a
+# new head too, and keeps the one of lower validation loss (head_mode_, here
+# the fine-tuned one); on 16 features, 16 one-dimensional slots with 8
+# codewords each quantize finely
 vq = VQLocalCalibrator(
     n_slots=16,
     n_codewords=8,

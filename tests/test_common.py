@@ -96,6 +96,7 @@ WEIGHTS_ARE_NOT_REPETITIONS = {
     "DirichletCalibrator": RELATIVE_WEIGHTS,
     "MatrixScaling": RELATIVE_WEIGHTS,
     "StructuredMatrixScaling": RELATIVE_WEIGHTS,
+    "StructuredVectorScaling": RELATIVE_WEIGHTS,
     "DirichletCalibratorCV": CV_SPLITS_ROWS,
     "SMARTCalibrator": FLOAT32_TRAINING,
     "KCalCalibrator": STOCHASTIC_TRAINING,
@@ -103,6 +104,12 @@ WEIGHTS_ARE_NOT_REPETITIONS = {
     "VQLocalCalibrator": STOCHASTIC_TRAINING,
     "ProCalCalibrator": KNN_ON_ROWS,
     "SplineCalibrator": SPLINE_ON_RANKS,
+    "ENIRCalibrator": (
+        "The BIC of its models counts Kish's effective sample size, so that "
+        "only the ratios of the weights matter: a row repeated k times adds k "
+        "to N, a row of weight k less (tests/calibrators/test_bayesian_binning.py "
+        "checks zero weights and weight scaling)."
+    ),
 }
 
 # ProCal fits the densities of the confidences of the correct and of the wrong

@@ -1,8 +1,15 @@
 """Calibrators: estimators that map classifier scores to calibrated probabilities."""
 
-from ._binning import HistogramBinningCalibrator, IsotonicCalibrator
+from ._bayesian_binning import BBQCalibrator, ENIRCalibrator
+from ._binning import (
+    CenteredIsotonicCalibrator,
+    HistogramBinningCalibrator,
+    IsotonicCalibrator,
+    ScalingBinningCalibrator,
+)
 from ._cts import ClassTemperatureScaling
 from ._dirichlet import DirichletCalibrator, DirichletCalibratorCV
+from ._ensemble import EnsembleTemperatureScaling
 from ._identity import IdentityCalibrator
 from ._kcal import KCalCalibrator
 from ._local_net import LocalNetCalibrator
@@ -11,15 +18,21 @@ from ._procal import ProCalCalibrator
 from ._pts import ParameterizedTemperatureScaling
 from ._scaling import MatrixScaling, TemperatureScaling, VectorScaling
 from ._smart import SMARTCalibrator
-from ._sms import StructuredMatrixScaling
+from ._sms import StructuredMatrixScaling, StructuredVectorScaling
 from ._spline import SplineCalibrator
+from ._top_versus_all import TopVersusAll
+from ._venn_abers import VennAbersCalibrator
 from ._vq_local import VQLocalCalibrator
 
 __all__ = [
+    "BBQCalibrator",
     "BetaCalibrator",
+    "CenteredIsotonicCalibrator",
     "ClassTemperatureScaling",
     "DirichletCalibrator",
     "DirichletCalibratorCV",
+    "ENIRCalibrator",
+    "EnsembleTemperatureScaling",
     "HistogramBinningCalibrator",
     "IdentityCalibrator",
     "IsotonicCalibrator",
@@ -30,9 +43,13 @@ __all__ = [
     "PlattCalibrator",
     "ProCalCalibrator",
     "SMARTCalibrator",
+    "ScalingBinningCalibrator",
     "SplineCalibrator",
     "StructuredMatrixScaling",
+    "StructuredVectorScaling",
     "TemperatureScaling",
+    "TopVersusAll",
     "VectorScaling",
+    "VennAbersCalibrator",
     "VQLocalCalibrator",
 ]

@@ -1,4 +1,5 @@
-"""Non-parametric one-vs-rest calibrators: isotonic regression and histogram binning."""
+"""Non-parametric one-vs-rest calibrators: isotonic regression, centred
+isotonic regression, histogram binning and scaling-binning."""
 
 from __future__ import annotations
 
@@ -6,14 +7,27 @@ from numbers import Integral
 
 import numpy as np
 from scipy.optimize import isotonic_regression
+from scipy.special import expit
 
 from ..base import BaseCalibrator
+from ..exceptions import ConvergenceWarning
 from ..metrics._binning import assign_bins, bin_edges
 from ..utils._proba import interp
 from ..utils._sklearn import Interval, StrOptions
-from ._one_vs_rest import OneVsRestCalibrator, map_transposed
+from ..utils._warnings import warn
+from ._one_vs_rest import (
+    OneVsRestCalibrator,
+    map_transposed,
+    renormalize_inplace,
+)
+from ._platt import fit_beta
 
-__all__ = ["HistogramBinningCalibrator", "IsotonicCalibrator"]
+__all__ = [
+    "CenteredIsotonicCalibrator",
+    "HistogramBinningCalibrator",
+    "IsotonicCalibrator",
+    "ScalingBinningCalibrator",
+]
 
 #: ``x + 2^52`` holds ``round(x)`` in its low mantissa bits for 0 <= x < 2^51:
 #: its bit pattern minus this one's is that integer (a float-to-int cast
@@ -23,6 +37,9 @@ _ROUND_MAGIC_BITS = _ROUND_MAGIC.view(np.int64)
 #: Entries per block of rows of the vectorised step map: its temporaries
 #: stay in cache and are allocated once per call.
 _BLOCK = 1 << 15
+#: Scaling-binning clips the probabilities to ``[eps, 1 - eps]`` before
+#: their log-odds, as uncertainty-calibration's ``get_platt_scaler`` does.
+_SB_EPS = 1e-12
 
 
 def _step_map_inplace(P: np.ndarray, edges: np.ndarray, values: np.ndarray) -> None:
@@ -95,16 +112,12 @@ def _mean_step_map(maps):
     return edges, values
 
 
-def _isotonic_knots(x, target, weight):
-    """Knots and values of the increasing isotonic fit of ``target`` on ``x``.
+def _pava(x, target, weight):
+    """``(x_unique, total_weight, fitted)``: the isotonic fit on the distinct ``x``.
 
-    The fit of scikit-learn's ``IsotonicRegression(y_min=0, y_max=1)``
-    (its ``X_thresholds_`` and ``y_thresholds_``): samples of zero weight
-    are dropped, equal ``x`` are merged into their weighted mean target,
-    scipy's pool-adjacent-violators solves the weighted problem, and only
-    the knots where the fitted value changes on either side are kept (the
-    same piecewise-linear function). One sort and a few vector passes: 4
-    times faster than the estimator's per-call checks and copies.
+    Samples of zero weight are dropped, equal ``x`` are merged into their
+    weighted mean target, and scipy's pool-adjacent-violators solves the
+    weighted problem (values clipped to [0, 1]).
     """
     if weight is not None and not weight.all():
         positive = weight > 0
@@ -123,12 +136,140 @@ def _isotonic_knots(x, target, weight):
         total = np.add.reduceat(weight, starts)
         mean = np.add.reduceat(target[order] * weight, starts) / total
     values = np.clip(isotonic_regression(mean, weights=total).x, 0.0, 1.0)
-    knots = x[starts]
+    return x[starts], total, values
+
+
+def _isotonic_knots(x, target, weight):
+    """Knots and values of the increasing isotonic fit of ``target`` on ``x``.
+
+    The fit of scikit-learn's ``IsotonicRegression(y_min=0, y_max=1)``
+    (its ``X_thresholds_`` and ``y_thresholds_``), from :func:`_pava`, with
+    only the knots where the fitted value changes on either side kept (the
+    same piecewise-linear function). One sort and a few vector passes: 4
+    times faster than the estimator's per-call checks and copies.
+    """
+    knots, _, values = _pava(x, target, weight)
     if values.size > 2:
         keep = np.ones(values.size, dtype=bool)
         keep[1:-1] = (values[:-2] != values[1:-1]) | (values[1:-1] != values[2:])
         knots, values = knots[keep], values[keep]
     return knots, values
+
+
+def _centered_isotonic_knots(x, target, weight):
+    """Knots and values of the centred isotonic fit (Oron & Flournoy 2017).
+
+    The isotonic fit of :func:`_pava` is constant on blocks of consecutive
+    distinct ``x``; each block is collapsed into one knot at its weighted
+    mean ``x`` (the weights of its samples), holding the block's value, and
+    the fit interpolates linearly between these knots. As in the paper (and
+    ``cir_model``), blocks of value 0 or 1 are not collapsed (their two
+    ends are kept), and the first and last blocks keep their outer end, so
+    that the map spans the calibration range (constant outside it).
+    """
+    xu, total, values = _pava(x, target, weight)
+    starts = np.flatnonzero(np.append(True, values[1:] != values[:-1]))
+    ends = np.append(starts[1:], values.size) - 1
+    first, last = xu[starts], xu[ends]
+    mean = np.add.reduceat(xu * total, starts) / np.add.reduceat(total, starts)
+    mean = np.clip(mean, first, last)  # rounding may leave a lone x's block
+    v = values[starts]
+    extreme = (v == 0.0) | (v == 1.0)
+    n_blocks = starts.size
+    block = np.arange(n_blocks)
+    points = np.full((n_blocks, 3), np.nan)
+    points[:, 0] = np.where(extreme | (block == 0), first, np.nan)
+    points[:, 1] = np.where(extreme, np.nan, mean)
+    points[:, 2] = np.where(extreme | (block == n_blocks - 1), last, np.nan)
+    knots = points.ravel()
+    keep = ~np.isnan(knots)
+    knots, knot_values = knots[keep], np.repeat(v, 3)[keep]
+    distinct = np.append(True, knots[1:] != knots[:-1])
+    return knots[distinct], knot_values[distinct]
+
+
+def _clipped_log_odds(p):
+    """``log(p / (1 - p))`` of ``p`` clipped to ``[1e-12, 1 - 1e-12]``.
+
+    The scores of the scaling step of uncertainty-calibration's
+    scaling-binning calibrators (``get_platt_scaler``).
+    """
+    p = np.clip(p, _SB_EPS, 1.0 - _SB_EPS)
+    return np.log(p) - np.log1p(-p)
+
+
+def _equal_mass_edges(q, w, n_bins):
+    """Upper edges of ``n_bins`` equal-mass bins of ``q``, the last one 1.
+
+    uncertainty-calibration's ``get_equal_bins``: the sorted values are
+    split as ``np.array_split`` splits them into ``min(n_bins, n)`` parts,
+    an edge sits halfway between the last value of a part and the first of
+    the next, 1 is appended and duplicates are dropped. With weights (all
+    positive) a sorted value covers its cumulative weight, counted in units
+    of the smallest weight: the same edges for unit weights, and for
+    integer weights (smallest 1) those of the repeated rows.
+    """
+    order = np.argsort(q, kind="stable")
+    v = q[order]
+    c = np.cumsum(w[order] / w.min())
+    total = c[-1]
+    m = int(min(n_bins, np.floor(total + 1e-9)))
+    size = np.floor(total / m)
+    j = np.arange(1, m, dtype=np.float64)
+    s = j * size + np.minimum(j, total - m * size)
+    top = v.size - 1
+    before = v[np.minimum(np.searchsorted(c, s, side="left"), top)]
+    after = v[np.minimum(np.searchsorted(c, s, side="right"), top)]
+    return np.unique(np.append((before + after) / 2.0, 1.0))
+
+
+def _fit_scaling_binning(p, positive, w, n_bins):
+    """``(a, b, edges, values, converged)`` of one scaling-binning map.
+
+    Kumar, Liang & Ma (2019), as uncertainty-calibration fits it: Platt's
+    sigmoid ``q = expit(a s + b)`` of the clipped log-odds ``s`` of ``p``
+    (unregularised weighted logistic regression on ``positive``), then
+    equal-mass bins of ``q`` (:func:`_equal_mass_edges`, bins ``(l, u]``),
+    each valued at the weighted mean of its ``q`` (an empty bin at the
+    middle of its edges). ``edges`` start at 0.
+    """
+    if not w.all():
+        keep = w > 0
+        p, positive, w = p[keep], positive[keep], w[keep]
+    # beta calibration's "am" form is this sigmoid of the log-odds
+    a, _, b, ok = fit_beta(np.clip(p, _SB_EPS, 1.0 - _SB_EPS), positive, w, "am")
+    a = float(a)
+    q = expit(a * _clipped_log_odds(p) + b)
+    upper = _equal_mass_edges(q, w, n_bins)
+    idx = np.searchsorted(upper, q, side="left")
+    total = np.bincount(idx, weights=w, minlength=upper.size)
+    mass = np.bincount(idx, weights=w * q, minlength=upper.size)
+    edges = np.append(0.0, upper)
+    centre = (edges[:-1] + edges[1:]) / 2
+    values = np.divide(mass, total, out=centre, where=total > 0)
+    return a, float(b), edges, values, ok
+
+
+def _scaling_binning_map(p, a, b, edges, values):
+    """The scaling-binning map ``values[bin(expit(a s(p) + b))]``."""
+    q = expit(a * _clipped_log_odds(p) + b)
+    idx = np.searchsorted(edges[1:], q, side="left")
+    return values[np.minimum(idx, values.size - 1)]
+
+
+def _mean_right_step_map(maps):
+    """The mean of step maps ``(edges, values)`` on bins ``(l, u]``.
+
+    Exactly a step map on the union of the edges, valued at each
+    interval's right end (the counterpart of :func:`_mean_step_map`).
+    """
+    edges = np.unique(np.concatenate([e for e, _ in maps]))
+    right = edges[1:]
+    values = np.mean(
+        [v[np.minimum(np.searchsorted(e[1:], right), v.size - 1)] for e, v in maps],
+        axis=0,
+    )
+    return edges, values
 
 
 class IsotonicCalibrator(OneVsRestCalibrator):
@@ -342,3 +483,261 @@ class HistogramBinningCalibrator(OneVsRestCalibrator):
 
     def _map_column(self, k, p):
         return self.bin_values_[k][assign_bins(p, self.bin_edges_[k], "left")]
+
+
+class CenteredIsotonicCalibrator(IsotonicCalibrator):
+    """One-vs-rest centred isotonic regression of each class's probability.
+
+    Centred isotonic regression (CIR; Oron & Flournoy 2017) is isotonic
+    regression made strictly increasing where the data allow it: the
+    isotonic fit of ``y == k`` on ``p_k`` is constant on blocks of
+    consecutive scores, and CIR collapses each block into one knot at the
+    block's weighted mean score, valued at the block's frequency, and
+    interpolates linearly between the knots. Blocks of value 0 or 1 keep
+    both ends (as in the paper and in ``cir_model``, which probmetrics'
+    ``cir`` wraps), and the first and last blocks keep their outer end: the
+    map spans the calibration range and is constant outside it. Rows are
+    then renormalised to sum to 1 after flooring the values at 1e-12, and a
+    class with no calibration sample (of positive weight) gets the mean of
+    the other classes' maps, as in :class:`IsotonicCalibrator`.
+
+    Where isotonic regression returns a step function (flat stretches that
+    tie scores of different rank), CIR is strictly increasing between the
+    knots of blocks with values other than 0 and 1, so it keeps the order
+    of the scores there.
+
+    **Many classes.** As for :class:`IsotonicCalibrator`, each class's map
+    is learned from its own positives: with many classes and few rows per
+    class, prefer temperature scaling or a structured map.
+
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds; logits are turned into probabilities by softmax.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+
+    Attributes
+    ----------
+    thresholds_ : list of ndarray
+        Per class, the ``p_k`` knots of the centred fit (increasing).
+    values_ : list of ndarray
+        Per class, the calibrated values at the knots (linear interpolation
+        between them, constant outside).
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+
+    Notes
+    -----
+    Matches probmetrics' ``cir`` (``cir_model.CenteredIsotonicRegression``
+    one-vs-rest) up to its floor before renormalising (1e-30 there) and one
+    corner: a class whose isotonic fit is a single block of a value other
+    than 0 or 1 is constant here, where ``cir_model`` returns NaN above the
+    block's mean score.
+
+    References
+    ----------
+    A. P. Oron and N. Flournoy. "Centered isotonic regression: point and
+    interval estimation for dose-response studies". Statistics in
+    Biopharmaceutical Research 9(3), 258-267, 2017.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import CenteredIsotonicCalibrator
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> logits, y = make_miscalibrated_logits(1000, 3, temperature=2.0, random_state=0)
+    >>> cir = CenteredIsotonicCalibrator().fit(logits, y)
+    >>> bool(np.all(np.diff(cir.values_[0]) >= 0))  # increasing map
+    True
+    >>> cir.predict_proba(logits).shape
+    (1000, 3)
+    """
+
+    def n_free_parameters(self, n_classes, n_features=None):
+        """``C``: at least one knot per class (non-parametric: the knots
+        grow with the data)."""
+        return n_classes
+
+    def _fit_class(self, k, scores, positive, sample_weight):
+        self.thresholds_[k], self.values_[k] = _centered_isotonic_knots(
+            scores, positive.astype(np.float64), sample_weight
+        )
+        return True
+
+
+class ScalingBinningCalibrator(OneVsRestCalibrator):
+    """Scaling-binning calibration (Kumar, Liang & Ma 2019), marginal or top-label.
+
+    The scaling-binning calibrator first fits Platt's sigmoid ``q = 1 / (1 +
+    exp(-(a s + b)))`` of the log-odds ``s = log(p / (1 - p))`` of a
+    probability (clipped to ``[1e-12, 1 - 1e-12]``) by unregularised
+    logistic regression, then puts the calibration values of ``q`` into
+    ``n_bins`` equal-mass bins and outputs, for a new ``q``, the mean ``q``
+    of the calibration rows of its bin: a discrete map whose calibration
+    error can be measured, with the sample efficiency of the scaling step.
+
+    * ``mode="marginal"``: one map per class, of ``p_k`` against ``y == k``
+      (uncertainty-calibration's ``PlattBinnerMarginalCalibrator``); the
+      rows are renormalised to sum to 1 after flooring the values at 1e-12.
+      A class with no calibration sample (of positive weight) gets the mean
+      slope and intercept of the other classes and the mean of their step
+      maps (on the union of their edges).
+    * ``mode="top_label"``: one map of the top-label confidence ``max_k
+      p_k`` against whether the argmax is right
+      (``PlattBinnerTopCalibrator``). The argmax gets the calibrated
+      confidence ``c``; the other classes share ``1 - c`` in proportion to
+      their probabilities (evenly where those are all 0). :meth:`predict`
+      is the argmax of these probabilities, which may differ from the
+      argmax of ``X`` where ``c`` is low.
+
+    The paper fits the sigmoid, the bins and the bin means on three
+    disjoint parts of the calibration set (for its guarantees);
+    uncertainty-calibration 0.1.4, whose maps this reproduces, fits all
+    three on the whole set, and so does this class (no randomness).
+
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds; logits are turned into probabilities by softmax.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+    n_bins : int, default=10
+        Equal-mass bins per map (fewer if there are fewer calibration rows;
+        bins with equal edges merge). The reference's examples use 10.
+    mode : {"marginal", "top_label"}, default="marginal"
+        One map per class, or one map of the top-label confidence.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_maps,)
+        The sigmoid's slope ``a`` of each map (``n_maps`` is the number of
+        classes, or 1 for ``mode="top_label"``).
+    intercept_ : ndarray of shape (n_maps,)
+        The sigmoid's intercept ``b`` of each map.
+    bin_edges_ : list of ndarray
+        Per map, the bin edges on ``q``, from 0 to 1; bins are ``(l, u]``
+        (the first holds 0).
+    bin_values_ : list of ndarray
+        Per map, the calibrated value of each bin.
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+
+    Notes
+    -----
+    Data on which a class's probability separates its labels have no
+    finite sigmoid: Newton's method then stops after 100 iterations with a
+    steep one (and a ``ConvergenceWarning``), the reference with its own
+    (``C=1e10``); the bins still hold the means of the calibration ``q``.
+
+    References
+    ----------
+    A. Kumar, P. Liang and T. Ma. "Verified uncertainty calibration".
+    Advances in Neural Information Processing Systems 32 (NeurIPS), 2019.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import ScalingBinningCalibrator
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> logits, y = make_miscalibrated_logits(1000, 3, temperature=2.0, random_state=0)
+    >>> sb = ScalingBinningCalibrator(n_bins=10).fit(logits, y)
+    >>> [len(v) for v in sb.bin_values_]
+    [10, 10, 10]
+    >>> top = ScalingBinningCalibrator(mode="top_label").fit(logits, y)
+    >>> top.bin_values_[0].shape  # one map, of the top-label confidence
+    (10,)
+    >>> proba = top.predict_proba(logits)
+    >>> conf = proba[np.arange(len(proba)), logits.argmax(axis=1)]
+    >>> len(np.unique(conf.round(8))) <= 10  # a discrete confidence
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **BaseCalibrator._parameter_constraints,
+        "n_bins": [Interval(Integral, 1, None, closed="left")],
+        "mode": [StrOptions({"marginal", "top_label"})],
+    }
+    _unconverged_hint = (
+        " (the class's probability may separate its labels: the sigmoid is "
+        "steep; its bins still hold the calibration means)"
+    )
+
+    def __init__(self, *, input="logits", classes=None, n_bins=10, mode="marginal"):
+        self.input = input
+        self.classes = classes
+        self.n_bins = n_bins
+        self.mode = mode
+
+    def n_free_parameters(self, n_classes, n_features=None):
+        """``2C`` (marginal) or 2 (top-label): the sigmoids' slopes and
+        intercepts, the only parameters fitted to the labels (the bins and
+        their values are functions of the calibration scores)."""
+        return 2 if self.mode == "top_label" else 2 * n_classes
+
+    def _start_maps(self, n_maps):
+        self.coef_, self.intercept_ = np.empty(n_maps), np.empty(n_maps)
+        self.bin_edges_, self.bin_values_ = [None] * n_maps, [None] * n_maps
+
+    def _fit_class(self, k, scores, positive, sample_weight):
+        a, b, edges, values, ok = _fit_scaling_binning(
+            scores, positive, sample_weight, self.n_bins
+        )
+        self.coef_[k], self.intercept_[k] = a, b
+        self.bin_edges_[k], self.bin_values_[k] = edges, values
+        return ok
+
+    def _fill_absent(self, present):
+        edges, values = _mean_right_step_map(
+            [(self.bin_edges_[k], self.bin_values_[k]) for k in np.flatnonzero(present)]
+        )
+        a, b = self.coef_[present].mean(), self.intercept_[present].mean()
+        for k in np.flatnonzero(~present):
+            self.coef_[k], self.intercept_[k] = a, b
+            self.bin_edges_[k], self.bin_values_[k] = edges, values
+
+    def _fit(self, logits, y_index, sample_weight):
+        if self.mode == "marginal":
+            return super()._fit(logits, y_index, sample_weight)
+        P = self._class_scores(logits)
+        top = np.argmax(P, axis=1)
+        confidence = P[np.arange(len(P)), top]
+        self._start_maps(1)
+        if not self._fit_class(0, confidence, top == y_index, sample_weight):
+            warn(
+                f"{type(self).__name__}: Newton's method did not converge for "
+                f"the top-label map in 100 iterations{self._unconverged_hint}.",
+                ConvergenceWarning,
+            )
+
+    def _map_column(self, k, p):
+        return _scaling_binning_map(
+            p,
+            self.coef_[k],
+            self.intercept_[k],
+            self.bin_edges_[k],
+            self.bin_values_[k],
+        )
+
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        if self.mode == "marginal":
+            return map_transposed(P, logits, self._map_column)
+        rows = np.arange(len(P))
+        top = np.argmax(P, axis=1)
+        confidence = P[rows, top]
+        calibrated = self._map_column(0, confidence)
+        P[rows, top] = 0.0
+        rest = P.sum(axis=1)
+        has_rest = rest > 0
+        # the shares first (each at most 1: no overflow for a tiny rest)
+        np.divide(P, rest[:, None], out=P, where=has_rest[:, None])
+        P *= (1.0 - calibrated)[:, None]
+        if not has_rest.all():  # the argmax held all the mass: share evenly
+            even = (1.0 - calibrated[~has_rest]) / max(P.shape[1] - 1, 1)
+            P[~has_rest] = even[:, None]
+        P[rows, top] = calibrated
+        return renormalize_inplace(P, logits)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from numbers import Integral, Real
 
 import numpy as np
@@ -97,7 +98,8 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     averages (``decay``) while a linear head is trained on the quantized
     embedding (Adam, cross-entropy, early stopping on a held-out
     ``validation_fraction``): the backbone's head ``coef`` / ``intercept``
-    trained further when it is given, a new one otherwise (``head``). A
+    trained further, or a new one (``head``; by default, when ``coef`` is
+    given, both are fitted and the one of lower validation loss is kept). A
     sample's *cell* is its sequence of codeword indices; :meth:`quantize`
     returns it.
 
@@ -137,8 +139,12 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         epoch 0, is a candidate of early stopping). ``"train"``: a new head
         from ``torch.nn.Linear``'s random start (the paper's VQ).
         ``"frozen"``: the backbone's head applied to them unchanged (VQ_frz,
-        paper C.10). ``"auto"`` is ``"finetune"`` when ``coef`` is given and
-        ``"train"`` otherwise (see Notes for the evidence).
+        paper C.10). ``"auto"``, when ``coef`` is given, fits stage 1 (the
+        codebook and the head) with ``"finetune"`` and with ``"train"`` on
+        the same split and seed, and keeps the one of lower held-out
+        cross-entropy (the loss early stopping minimises; ``"finetune"`` on
+        ties), which costs one more stage 1; without ``coef`` it is
+        ``"train"`` (see Notes for the evidence).
     coef : array-like of shape (n_classes, n_features), default=None
         The backbone's head, required by ``head="finetune"`` and
         ``head="frozen"``. Row ``j`` is class ``classes_[j]`` (integer
@@ -200,6 +206,10 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         codeword.
     head_mode_ : {"finetune", "train", "frozen"}
         The head used (``head`` with ``"auto"`` resolved).
+    head_validation_losses_ : dict
+        Validation cross-entropy of stage 1 (at its restored epoch) for each
+        head fitted: ``{"finetune": ..., "train": ...}`` with ``head="auto"``
+        and ``coef``, one entry otherwise.
     head_coef_ : ndarray of shape (n_classes, n_features)
         Head on the quantized embeddings.
     head_intercept_ : ndarray of shape (n_classes,)
@@ -247,9 +257,17 @@ class VQLocalCalibrator(BaseLocalCalibrator):
     wordnet_supersenses, whose networks are badly over-confident, the new
     head had the lower NLL, 0.357 against 0.415 and 1.57 against 1.96). A
     new head from a random start has only the calibration set to learn
-    from, far less than the backbone had. So when ``coef`` is given the
-    default (``head="auto"``) fine-tunes it; without it, the paper's new
-    head is the only option.
+    from, far less than the backbone had. But on three other held-out tasks
+    (6, 26 and 10 classes, 128- to 256-d embeddings) the new head had the
+    lower LCE on all three (e.g. 0.00417 against 0.00864) and the better
+    accuracy on the 10-class image task (0.908 against 0.9011). Neither wins
+    everywhere, so when ``coef`` is given the default (``head="auto"``)
+    fits both on the same split and seed and keeps the one of lower
+    validation cross-entropy: its fitted attributes are exactly those of a
+    fit with that ``head`` and the same ``random_state``. The choice is
+    ``head_mode_``, the two losses ``head_validation_losses_``, and
+    ``verbose`` prints them (after the two stage-1 bars, fine-tuned head
+    first). Without ``coef``, the paper's new head is the only option.
 
     **The paper's LCE claim did not carry over** to those tasks: VQ did not
     have the lowest LCE on any of them (a global, one-vs-rest or other
@@ -403,11 +421,13 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         # that a class absent from y keeps its column instead of vanishing
         return self.head in ("frozen", "finetune") or self.coef is not None
 
-    def _resolve_head(self):
-        """``head``, with ``"auto"`` resolved by whether ``coef`` is given."""
+    def _candidate_heads(self):
+        """The heads stage 1 fits: ``head``, or with ``"auto"`` both
+        ``"finetune"`` and ``"train"`` when ``coef`` is given (``"train"``
+        otherwise)."""
         if self.head != "auto":
-            return self.head
-        return "train" if self.coef is None else "finetune"
+            return (self.head,)
+        return ("train",) if self.coef is None else ("finetune", "train")
 
     def _fit_head(self, X, y_index, sample_weight):
         raise ValueError(
@@ -419,7 +439,6 @@ class VQLocalCalibrator(BaseLocalCalibrator):
 
     def _fit(self, X, y_index, sample_weight):
         self._check_slots(X.shape[1])
-        self.head_mode_ = self._resolve_head()
         rng = check_random_state(self.random_state)
         split_seed, seed1, seed2 = rng.randint(np.iinfo(np.int32).max, size=3)
         val, train = stratified_split(
@@ -431,7 +450,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
         )
         self._check_cost(check_device(self.device))
         split = dict(train_idx=train, val_idx=val)
-        stage1 = self._divide(
+        stage1 = self._stage1(
             X, y_index, sample_weight, options=training_options(self, seed1), **split
         )
         self.codebook_ = stage1.codebook
@@ -508,9 +527,33 @@ class VQLocalCalibrator(BaseLocalCalibrator):
                 f"TemperatureScaling on the head's logits."
             )
 
-    def _divide(self, X, y_index, sample_weight, **kwargs):
-        """Stage 1: the codebook and the head (:func:`fit_divide`)."""
-        given = self.head_mode_ in ("frozen", "finetune")
+    def _stage1(self, X, y_index, sample_weight, **kwargs):
+        """Stage 1 for every candidate head (same split and seed); keeps the
+        one of lowest validation loss (the first on ties), as ``head_mode_``."""
+        fits = {
+            mode: self._divide(mode, X, y_index, sample_weight, **kwargs)
+            for mode in self._candidate_heads()
+        }
+        losses = {mode: float(fit.val_loss) for mode, fit in fits.items()}
+        # a NaN loss (diverged head) never wins
+        self.head_mode_ = min(
+            losses, key=lambda m: np.inf if np.isnan(losses[m]) else losses[m]
+        )
+        self.head_validation_losses_ = losses
+        if len(fits) > 1 and self.verbose:
+            other = next(mode for mode in losses if mode != self.head_mode_)
+            print(
+                f"VQLocalCalibrator: head='auto' kept head={self.head_mode_!r}: "
+                f"validation loss {losses[self.head_mode_]:.6g}, against "
+                f"{losses[other]:.6g} for head={other!r}",
+                file=sys.stderr,
+            )
+        return fits[self.head_mode_]
+
+    def _divide(self, mode, X, y_index, sample_weight, **kwargs):
+        """Stage 1 with head ``mode``: the codebook and the head
+        (:func:`fit_divide`)."""
+        given = mode in ("frozen", "finetune")
         return fit_divide(
             X,
             y_index,
@@ -523,7 +566,7 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             decay=float(self.decay),
             head_coef=self.coef_ if given else None,
             head_intercept=self.intercept_ if given else None,
-            train_head=self.head_mode_ != "frozen",
+            train_head=mode != "frozen",
             n_init_batches=self.n_init_batches,
             **kwargs,
         )

@@ -9,6 +9,7 @@ from ._cumulative import (
     cumulative_calibration_test,
     ecce_binned_mean,
 )
+from ._debiased import l2_calibration_error
 from ._ece import (
     classwise_calibration_error,
     expected_calibration_error,
@@ -25,6 +26,7 @@ from ._local import (
     local_calibration_errors,
     max_local_calibration_error,
 )
+from ._mmce import maximum_mean_calibration_error
 from ._proper import brier_score, negative_log_likelihood
 from ._report import CalibrationReport, calibration_report
 from ._scorer import (
@@ -35,6 +37,7 @@ from ._scorer import (
 )
 from ._smooth import smooth_expected_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
+from ._spiegelhalter import SpiegelhalterTest, spiegelhalter_test
 from ._state import MetricState, mergeable_metrics, metric_state
 from ._uncertainty import (
     ConfidenceInterval,
@@ -52,6 +55,7 @@ __all__ = [
     "LocalCalibrationScorer",
     "LocalSpace",
     "PairedComparison",
+    "SpiegelhalterTest",
     "CalibrationScorer",
     "bin_edges",
     "binned_statistics",
@@ -71,10 +75,12 @@ __all__ = [
     "expected_calibration_error",
     "get_scorer",
     "get_scorer_names",
+    "l2_calibration_error",
     "local_calibration_error",
     "local_calibration_errors",
     "max_calibration_error",
     "max_local_calibration_error",
+    "maximum_mean_calibration_error",
     "mergeable_metrics",
     "metric_state",
     "MetricState",
@@ -83,4 +89,5 @@ __all__ = [
     "smooth_expected_calibration_error",
     "soft_binned_calibration_error",
     "soft_expected_calibration_error",
+    "spiegelhalter_test",
 ]

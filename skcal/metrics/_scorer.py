@@ -12,14 +12,18 @@ from sklearn.metrics import get_scorer_names as _sklearn_get_scorer_names
 # scorers route metadata exactly as scikit-learn's do.
 from ..utils._sklearn import _BaseScorer
 from ._cumulative import cumulative_calibration_error, ecce_binned_mean
+from ._debiased import l2_calibration_error
 from ._ece import (
     classwise_calibration_error,
     expected_calibration_error,
     max_calibration_error,
 )
 from ._local import local_calibration_error, max_local_calibration_error
+from ._mmce import maximum_mean_calibration_error
+from ._names import did_you_mean, find_metric, names_listing
 from ._smooth import smooth_expected_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
+from ._spiegelhalter import spiegelhalter_abs_z
 
 __all__ = [
     "CalibrationScorer",
@@ -182,6 +186,11 @@ _SCORERS = {
     "neg_smooth_expected_calibration_error": CalibrationScorer(
         smooth_expected_calibration_error
     ),
+    "neg_l2_calibration_error": CalibrationScorer(l2_calibration_error),
+    "neg_maximum_mean_calibration_error": CalibrationScorer(
+        maximum_mean_calibration_error
+    ),
+    "neg_spiegelhalter_abs_z": CalibrationScorer(spiegelhalter_abs_z),
     "neg_local_calibration_error": LocalCalibrationScorer(local_calibration_error),
     "neg_max_local_calibration_error": LocalCalibrationScorer(
         max_local_calibration_error
@@ -195,7 +204,10 @@ def get_scorer(scoring):
     Parameters
     ----------
     scoring : str or callable
-        A name from :func:`get_scorer_names`, or a callable returned as is.
+        A name from :func:`get_scorer_names`; or a metric's name, label or
+        alias in any case (``"ece"``, ``"ECE"``, ``"nll"``,
+        ``"expected_calibration_error"``), which names the metric's scorer;
+        or a callable returned as is.
 
     Returns
     -------
@@ -210,10 +222,46 @@ def get_scorer(scoring):
     CalibrationScorer(classwise_calibration_error, sign=-1)
     >>> get_scorer("neg_log_loss")
     make_scorer(log_loss, greater_is_better=False, response_method='predict_proba')
+    >>> get_scorer("ECE")
+    CalibrationScorer(expected_calibration_error, sign=-1)
     """
-    if isinstance(scoring, str) and scoring in _SCORERS:
-        return copy.deepcopy(_SCORERS[scoring])
+    if isinstance(scoring, str):
+        scoring = scorer_name(scoring)
+        if scoring in _SCORERS:
+            return copy.deepcopy(_SCORERS[scoring])
     return _sklearn_get_scorer(scoring)
+
+
+def scorer_name(name: str) -> str:
+    """The canonical scorer name of ``name``: itself when skcal or
+    scikit-learn has a scorer of that name, else the scorer of the metric it
+    names in the shared table (:mod:`._names`: ``"ece"``, ``"NLL"``, ...),
+    else a ValueError listing the names.
+
+    Examples
+    --------
+    >>> from skcal.metrics._scorer import scorer_name
+    >>> scorer_name("ECE"), scorer_name("nll"), scorer_name("accuracy")
+    ('neg_expected_calibration_error', 'neg_log_loss', 'accuracy')
+    """
+    if name in _SCORERS or name in _sklearn_get_scorer_names():
+        return name
+    entry = find_metric(name)
+    if entry is not None and entry.scorer is not None:
+        return entry.scorer
+    if entry is not None:
+        raise ValueError(
+            f"{entry.function} has no scorer: it returns a test, not a score. "
+            "The Spiegelhalter scorer is 'neg_spiegelhalter_abs_z' (alias "
+            "'spiegelhalter')."
+        )
+    raise ValueError(
+        f"{name!r} is not a valid scoring value.{did_you_mean(name, _SCORERS)} "
+        "Pass one of "
+        f"skcal's scorers ({', '.join(sorted(_SCORERS))}), a scikit-learn scorer "
+        "(sklearn.metrics.get_scorer_names()), or a metric name or alias in any "
+        f"case, which names its scorer: {names_listing()}."
+    )
 
 
 def get_scorer_names() -> list[str]:

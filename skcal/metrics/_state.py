@@ -22,6 +22,7 @@ pass bins the rows on those edges exactly.
 from __future__ import annotations
 
 import copy
+import difflib
 from numbers import Integral, Real
 
 import numpy as np
@@ -47,7 +48,16 @@ from ._binning import (
     uniform_edges,
 )
 from ._cumulative import binned_mean_ecce
+from ._debiased import (
+    bin_sums,
+    column_blocks,
+    combine,
+    reference_edges,
+    squared_errors,
+)
 from ._ece import top_label
+from ._names import find_metric
+from ._spiegelhalter import spiegelhalter_from_sums, spiegelhalter_sums
 
 __all__ = ["MetricState", "mergeable_metrics", "metric_state"]
 
@@ -602,6 +612,97 @@ class _SoftState(MetricState):
         )
 
 
+class _L2State(MetricState):
+    """Debiased L2 error: per column and bin, the sums of :func:`bin_sums`.
+
+    Equal-mass edges are the reference's midpoint edges on the scores the
+    sketch keeps (up to 2**20 over all columns); beyond, the sketch's
+    approximate equal-mass edges.
+    """
+
+    def __init__(self, metric, params):
+        self.n_passes = 2 if params.get("strategy") == "quantile" else 1
+        self.edges_ = None
+        self.sketch_ = None
+        self.sums_ = None
+        super().__init__(metric, params)
+
+    def _n_columns(self, n_classes):
+        return 1 if self.params["mode"] == "top_label" else n_classes
+
+    def _init_classes(self, n_classes):
+        super()._init_classes(n_classes)
+        n_columns = self._n_columns(n_classes)
+        n_bins = self.params["n_bins"]
+        self.sums_ = np.zeros((n_columns, 5, n_bins))
+        if self.n_passes == 1:
+            self.edges_ = reference_edges(None, n_bins, "uniform")
+        elif self.sketch_ is None:
+            budget = _SKETCH_BUDGET // max(n_columns, 1) // _MIN_EXPONENT
+            bits = int(np.clip(np.floor(np.log2(max(budget, 1))), 4, _TOP_EDGE_BITS))
+            self.sketch_ = _Sketch(n_columns, bits)
+
+    def _sketch_chunk(self, proba, y_index, w):
+        keep = w > 0
+        k = 0
+        for scores, _ in column_blocks(proba, y_index, self.params["mode"]):
+            for column in scores.T:
+                self.sketch_.add(k, column[keep], w[keep])
+                k += 1
+
+    def _freeze_edges(self):
+        n_bins, sketch = self.params["n_bins"], self.sketch_
+        # padded with 1.0 (an empty bin) to n_bins edges per column
+        self.edges_ = np.ones((n_bins, self._n_columns(self.n_classes_)))
+        for k in range(self.edges_.shape[1]):
+            if sketch.exact is not None and sketch.exact[k]:
+                scores = np.concatenate([c[0] for c in sketch.exact[k]])
+                edges = reference_edges(scores[:, None], n_bins, "quantile")[:, 0]
+            else:  # approximate equal-mass edges
+                edges = np.append(sketch.edges(k, n_bins)[1:-1], 1.0)
+            self.edges_[: len(edges), k] = edges
+
+    def _add_chunk(self, proba, y_index, w):
+        n_bins, start = self.params["n_bins"], 0
+        for scores, targets in column_blocks(proba, y_index, self.params["mode"]):
+            stop = start + scores.shape[1]
+            edges = self.edges_ if self.n_passes == 1 else self.edges_[:, start:stop]
+            self.sums_[start:stop] += bin_sums(scores, targets, w, edges, n_bins)
+            start = stop
+
+    def _merge(self, other):
+        if self.sketch_ is not None and self.pass_ == 1:
+            self.sketch_.merge(other.sketch_)
+            return
+        self.sums_ += other.sums_
+
+    def _compute(self):
+        squared = squared_errors(self.sums_, self.params["debias"])
+        return combine(squared, self.params["mode"])
+
+
+class _SpiegelhalterState(MetricState):
+    """Spiegelhalter's Z: its numerator and variance are sums over rows."""
+
+    def _init_classes(self, n_classes):
+        super()._init_classes(n_classes)
+        self.numerator_, self.variance_ = 0.0, 0.0
+
+    def _add_chunk(self, proba, y_index, w):
+        numerator, variance = spiegelhalter_sums(proba, y_index, w)
+        self.numerator_ += numerator
+        self.variance_ += variance
+
+    def _merge(self, other):
+        self.numerator_ += other.numerator_
+        self.variance_ += other.variance_
+
+    def _compute(self):
+        return spiegelhalter_from_sums(
+            self.numerator_, self.variance_, self.params["alternative"]
+        )
+
+
 #: metric name -> (state class, parameter names, parameter constraints); the
 #: defaults are the metric function's own (:func:`_defaults`)
 _BINNED = {
@@ -671,6 +772,24 @@ _REGISTRY = {
             "p": [Interval(Real, 0, None, closed="neither")],
         },
     ),
+    "l2_calibration_error": (
+        _L2State,
+        ("n_bins", "strategy", "mode", "debias", "labels"),
+        {
+            **_BINNED,
+            "strategy": [StrOptions({"uniform", "quantile"})],
+            "mode": [StrOptions({"classwise", "top_label"})],
+            "debias": ["boolean"],
+        },
+    ),
+    "spiegelhalter_test": (
+        _SpiegelhalterState,
+        ("alternative", "labels"),
+        {
+            "alternative": [StrOptions({"two-sided", "greater", "less"})],
+            "labels": ["array-like", None],
+        },
+    ),
 }
 #: metrics that no fixed-size state computes exactly, and why
 _NOT_MERGEABLE = {
@@ -684,6 +803,8 @@ _NOT_MERGEABLE = {
     "local_calibration_errors": "its kernel compares every pair of rows",
     "effective_sample_size": "its kernel compares every pair of rows",
     "ess_profile": "its kernel compares every pair of rows",
+    "maximum_mean_calibration_error": "its kernel compares every pair of rows "
+    "(an exact merge would have to keep the rows)",
 }
 
 
@@ -710,10 +831,12 @@ def metric_state(metric, **params) -> MetricState:
     :func:`max_calibration_error`, :func:`classwise_calibration_error`,
     :func:`ecce_binned_mean`, :func:`negative_log_likelihood`,
     :func:`brier_score`, :func:`soft_expected_calibration_error`,
-    :func:`soft_binned_calibration_error`, and :func:`binned_statistics`
+    :func:`soft_binned_calibration_error`, :func:`l2_calibration_error`
+    (equal-mass edges: the reference's midpoints while the sketch keeps the
+    scores), :func:`spiegelhalter_test`, and :func:`binned_statistics`
     (the top-label reliability-diagram statistics, returned as a
-    :class:`BinStatistics`). The cumulative (sorting), smooth and local
-    (pairwise) metrics have no fixed-size exact state and are refused.
+    :class:`BinStatistics`). The cumulative (sorting), smooth, local and
+    MMCE (pairwise) metrics have no fixed-size exact state and are refused.
 
     **Equal-mass bins** (``strategy="quantile"``) take two passes over the
     same rows: the first fills a sketch of the scores, ``next_pass()``
@@ -733,8 +856,9 @@ def metric_state(metric, **params) -> MetricState:
     Parameters
     ----------
     metric : str or callable
-        The metric function (e.g. :func:`expected_calibration_error`) or its
-        name.
+        The metric function (e.g. :func:`expected_calibration_error`), its
+        name or an alias in any case (``"ECE"``, ``"ece"``, ``"nll"``,
+        ``"neg_log_loss"``).
     **params
         The metric's keyword parameters (``n_bins``, ``strategy``,
         ``labels``, ...), as for the function. ``labels`` is needed for
@@ -759,16 +883,18 @@ def metric_state(metric, **params) -> MetricState:
     >>> bool(abs(state.compute() - batch) < 1e-12)
     True
     """
-    name = metric if isinstance(metric, str) else getattr(metric, "__name__", "")
+    name = _state_name(metric)
     if name in _NOT_MERGEABLE:
         raise ValueError(
             f"{name} has no mergeable state: {_NOT_MERGEABLE[name]}. Mergeable: "
             f"{', '.join(mergeable_metrics())}."
         )
     if name not in _REGISTRY:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ValueError(
-            f"No metric state for {metric!r}. Mergeable: "
-            f"{', '.join(mergeable_metrics())}."
+            f"No metric state for {metric!r}.{hint} Mergeable (by function name, "
+            f"label or alias, any case): {', '.join(mergeable_metrics())}."
         )
     cls, names, constraints = _REGISTRY[name]
     defaults = _defaults(name, names)
@@ -783,6 +909,15 @@ def metric_state(metric, **params) -> MetricState:
     if merged.get("labels") is not None:
         merged["labels"] = np.asarray(merged["labels"])
     return cls(name, merged)
+
+
+def _state_name(metric) -> str:
+    """The function name of ``metric``: a name of the shared table (any case
+    or alias, :mod:`._names`), another name as given, or a function's name."""
+    if not isinstance(metric, str):
+        return getattr(metric, "__name__", "")
+    entry = find_metric(metric)
+    return metric if entry is None else entry.function
 
 
 def _defaults(name: str, names: tuple) -> dict:

@@ -1,11 +1,19 @@
-"""Isotonic and histogram-binning calibrators against independent references."""
+"""Isotonic, centred isotonic, histogram-binning and scaling-binning calibrators
+against independent references."""
+
+import functools
 
 import numpy as np
 import pytest
 from scipy.special import softmax
 from sklearn.isotonic import IsotonicRegression
 
-from skcal import HistogramBinningCalibrator, IsotonicCalibrator
+from skcal import (
+    CenteredIsotonicCalibrator,
+    HistogramBinningCalibrator,
+    IsotonicCalibrator,
+    ScalingBinningCalibrator,
+)
 from skcal.calibrators._one_vs_rest import renormalize_inplace
 from skcal.exceptions import MissingClassWarning
 from skcal.utils._testing import make_miscalibrated_logits
@@ -71,7 +79,15 @@ def test_quantile_bins_and_empty_bins():
     assert hb2.bin_values_[1][1] == pytest.approx(0.375)
 
 
-@pytest.mark.parametrize("cls", [IsotonicCalibrator, HistogramBinningCalibrator])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        IsotonicCalibrator,
+        HistogramBinningCalibrator,
+        CenteredIsotonicCalibrator,
+        ScalingBinningCalibrator,
+    ],
+)
 def test_weights_are_repetitions(cls):
     X, y = make_miscalibrated_logits(600, 3, temperature=2.0, random_state=3)
     w = np.random.default_rng(0).integers(0, 4, size=600)
@@ -254,3 +270,249 @@ def test_isotonic_knots_closer_than_the_smallest_normal_stay_finite():
     proba = iso.predict_proba(X_test)
     assert np.isfinite(proba).all()
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+
+
+# ------------------------------------------------- centred isotonic (CIR)
+@functools.cache
+def _cached_scores(name):
+    from sklearn import datasets
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = getattr(datasets, f"load_{name}")(return_X_y=True)
+    # weak models, so that no class's probability separates its labels on
+    # wine and breast cancer (an unregularised sigmoid then has no optimum)
+    model = {
+        "digits": LogisticRegression(C=1e-4, max_iter=1000),
+        "wine": make_pipeline(StandardScaler(), LogisticRegression()),
+        "breast_cancer": make_pipeline(StandardScaler(), LogisticRegression(C=1e-2)),
+    }[name]
+    if name == "wine":
+        X = X[:, :4]
+    Xtr, Xr, ytr, yr = train_test_split(X, y, test_size=0.6, random_state=0)
+    Xc, Xt, yc, yt = train_test_split(Xr, yr, test_size=0.5, random_state=0)
+    model.fit(Xtr, ytr)
+    return model.predict_proba(Xc), yc, model.predict_proba(Xt), yt
+
+
+def _real_scores(name):
+    """Held-out LogisticRegression probabilities of a bundled dataset:
+    calibration and test halves ``(P, y, Pt, yt)`` (fresh copies)."""
+    return tuple(a.copy() for a in _cached_scores(name))
+
+
+def test_cir_hand_case():
+    # p_1 = x, y as below: PAVA gives 0, .5, .5, 1, 1, 1; the blocks are
+    # {.1} (value 0: its ends kept), {.2, .3} (collapsed at its mean .25)
+    # and {.4, .5, .6} (value 1: its ends kept)
+    x = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    y = np.array([0, 1, 0, 1, 1, 1])
+    cir = CenteredIsotonicCalibrator(input="proba").fit(np.column_stack([1 - x, x]), y)
+    np.testing.assert_allclose(cir.thresholds_[1], [0.1, 0.25, 0.4, 0.6], rtol=1e-12)
+    np.testing.assert_allclose(cir.values_[1], [0.0, 0.5, 1.0, 1.0])
+    # class 0 on p_0 = 1 - x: targets 0, 0, 0, 1, 0, 1 sorted by p_0, PAVA
+    # 0, 0, 0, .5, .5, 1: knots .4, .6 (value 0), .75 (.5), .9 (value 1)
+    np.testing.assert_allclose(cir.thresholds_[0], [0.4, 0.6, 0.75, 0.9], rtol=1e-12)
+    np.testing.assert_allclose(cir.values_[0], [0.0, 0.0, 0.5, 1.0])
+    # at p_1 = .2: class 1 interpolates (.1, 0)-(.25, .5): 1/3; class 0 at
+    # p_0 = .8 interpolates (.75, .5)-(.9, 1): 2/3; the row sums to 1
+    proba = cir.predict_proba(np.array([[0.8, 0.2]]))
+    np.testing.assert_allclose(proba, [[2 / 3, 1 / 3]], rtol=1e-12)
+    # isotonic regression is flat there (.5 on [.2, .3]); CIR is not
+    iso = IsotonicCalibrator(input="proba").fit(np.column_stack([1 - x, x]), y)
+    assert iso.values_[1][1] == iso.values_[1][2] == 0.5
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cir_is_cir_model_per_class_on_digits(weighted):
+    cir_model = pytest.importorskip("cir_model")
+
+    P, y, Pt, _ = _real_scores("digits")
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(y)) if weighted else None
+    cir = CenteredIsotonicCalibrator(input="proba").fit(P, y, sample_weight=w)
+    for k in range(P.shape[1]):
+        ref = cir_model.CenteredIsotonicRegression().fit(
+            P[:, k], (y == k).astype(np.float64), sample_weight=w
+        )
+        # cir_model refuses to extrapolate: probmetrics clips to the range
+        x = np.clip(Pt[:, k], P[:, k].min(), P[:, k].max())
+        mine = np.interp(Pt[:, k], cir.thresholds_[k], cir.values_[k])
+        np.testing.assert_allclose(mine, ref.transform(x), rtol=0, atol=1e-12)
+
+
+def _dyadic_rows(P):
+    """``P`` rounded to multiples of 2^-20 (exact in float32), each row's
+    largest entry set to 1 minus the others (an exact sum of 1)."""
+    Q = np.round(P * 2.0**20) / 2.0**20
+    rows, top = np.arange(len(Q)), Q.argmax(axis=1)
+    Q[rows, top] = 0.0
+    Q[rows, top] = 1.0 - Q.sum(axis=1)
+    assert (Q >= 0).all() and (Q.sum(axis=1) == 1.0).all()
+    return Q
+
+
+def test_cir_is_probmetrics_cir_on_wine_and_digits():
+    pytest.importorskip("cir_model")
+    from probmetrics.calibrators import get_calibrator
+
+    for name in ["wine", "digits"]:
+        P, y, Pt, _ = _real_scores(name)
+        # probmetrics rounds each class's probabilities to float32: give
+        # both probabilities that float32 holds exactly and whose rows sum
+        # to 1 exactly (multiples of 2^-20)
+        P32, P32t = _dyadic_rows(P), _dyadic_rows(Pt)
+        ref = get_calibrator("cir").fit(P32, y)
+        cir = CenteredIsotonicCalibrator(input="proba").fit(P32, y)
+        for k in range(P.shape[1]):
+            binary = np.column_stack([1 - P32t[:, k], P32t[:, k]])
+            r = ref.bin_calibs_[k].predict_proba(binary)[:, 1]
+            mine = np.interp(P32t[:, k], cir.thresholds_[k], cir.values_[k])
+            np.testing.assert_allclose(mine, r, rtol=0, atol=1e-12)
+        # the renormalised rows: floors of 1e-12 (skcal) and 1e-30 (probmetrics)
+        np.testing.assert_allclose(
+            cir.predict_proba(P32t), ref.predict_proba(P32t), rtol=0, atol=1e-9
+        )
+
+
+# -------------------------------------------------------- scaling-binning
+def _tight_reference(monkeypatch):
+    """uncertainty-calibration, its Platt step solved to convergence.
+
+    Its ``get_platt_scaler`` fits ``LogisticRegression(C=1e10)`` with
+    lbfgs' default tolerance (1e-4), which leaves the slope 1e-4 off the
+    optimum; the same model with ``tol=1e-12`` is the optimum both fit.
+    """
+    import calibration
+    import calibration.utils as cu
+    from sklearn.linear_model import LogisticRegression
+
+    def tight(**params):
+        return LogisticRegression(**{**params, "tol": 1e-12, "max_iter": 100000})
+
+    monkeypatch.setattr(cu, "LogisticRegression", tight)
+    return calibration
+
+
+def test_equal_mass_bins_are_get_equal_bins():
+    cu = pytest.importorskip("calibration.utils")
+    from skcal.calibrators._binning import _equal_mass_edges
+
+    rng = np.random.default_rng(0)
+    for n, n_bins in [(5, 2), (7, 10), (100, 10), (101, 15), (50, 3)]:
+        q = rng.uniform(size=n)
+        q[: n // 5] = q[0]  # ties: duplicated edges merge
+        ref = cu.get_equal_bins(q, num_bins=n_bins)
+        edges = _equal_mass_edges(q, np.ones(n), n_bins)
+        np.testing.assert_array_equal(edges, ref)
+        # integer weights (the smallest 1) are repetitions, any scale
+        w = rng.integers(1, 4, size=n)
+        w[0] = 1
+        rep = cu.get_equal_bins(np.repeat(q, w), num_bins=n_bins)
+        np.testing.assert_array_equal(_equal_mass_edges(q, w * 1.0, n_bins), rep)
+        np.testing.assert_array_equal(_equal_mass_edges(q, w * 0.25, n_bins), rep)
+    # hand case: .1 .2 .3 | .4 .5 -> an edge halfway between .3 and .4
+    q = np.array([0.5, 0.1, 0.4, 0.3, 0.2])
+    np.testing.assert_allclose(_equal_mass_edges(q, np.ones(5), 2), [0.35, 1.0])
+
+
+@pytest.mark.parametrize("dataset", ["wine", "breast_cancer"])
+def test_scaling_binning_marginal_is_uncertainty_calibration(monkeypatch, dataset):
+    pytest.importorskip("calibration")
+    calibration = _tight_reference(monkeypatch)
+    P, y, Pt, _ = _real_scores(dataset)
+    ref = calibration.PlattBinnerMarginalCalibrator(len(P), 10)
+    ref.train_calibration(P, y)
+    R = ref.calibrate(Pt)
+    sb = ScalingBinningCalibrator(input="proba").fit(P, y)
+    assert [v.size for v in sb.bin_values_] == [10] * P.shape[1]
+    # the bins are the reference's; their values are means of the sigmoid
+    # of one and the same optimum (to the tight lbfgs' precision)
+    for k in range(P.shape[1]):
+        platt, lr = calibration.utils.get_platt_scaler(P[:, k], y == k, get_clf=True)
+        np.testing.assert_allclose(
+            [sb.coef_[k], sb.intercept_[k]],
+            [lr.coef_[0, 0], lr.intercept_[0]],
+            rtol=1e-6,
+        )
+        ref_edges = calibration.utils.get_equal_bins(platt(P[:, k]), num_bins=10)
+        np.testing.assert_allclose(sb.bin_edges_[k][1:], ref_edges, rtol=0, atol=1e-8)
+    Q = np.maximum(R, 1e-12)
+    np.testing.assert_allclose(
+        sb.predict_proba(Pt), Q / Q.sum(axis=1, keepdims=True), rtol=0, atol=1e-7
+    )
+
+
+@pytest.mark.parametrize("dataset", ["wine", "digits"])
+def test_scaling_binning_top_label_is_uncertainty_calibration(monkeypatch, dataset):
+    pytest.importorskip("calibration")
+    calibration = _tight_reference(monkeypatch)
+    P, y, Pt, _ = _real_scores(dataset)
+    ref = calibration.PlattBinnerTopCalibrator(len(P), 10)
+    ref.train_calibration(P, y)
+    conf = ref.calibrate(Pt)
+    sb = ScalingBinningCalibrator(input="proba", mode="top_label").fit(P, y)
+    assert sb.coef_.shape == (1,) and sb.bin_values_[0].size == 10
+    proba = sb.predict_proba(Pt)
+    rows, top = np.arange(len(Pt)), Pt.argmax(axis=1)
+    np.testing.assert_allclose(proba[rows, top], conf, rtol=0, atol=1e-6)
+    # the other classes share 1 - c in proportion to their probabilities
+    rest = Pt.copy()
+    rest[rows, top] = 0.0
+    expected = rest * ((1 - conf) / rest.sum(axis=1))[:, None]
+    expected[rows, top] = conf
+    np.testing.assert_allclose(proba, expected, rtol=0, atol=1e-6)
+
+
+def test_scaling_binning_stock_reference_agrees_to_its_tolerance():
+    calibration = pytest.importorskip("calibration")
+
+    P, y, Pt, _ = _real_scores("breast_cancer")
+    ref = calibration.PlattBinnerMarginalCalibrator(len(P), 10)
+    ref.train_calibration(P, y)
+    R = ref.calibrate(Pt)
+    sb = ScalingBinningCalibrator(input="proba").fit(P, y)
+    # lbfgs stops at a gradient of 1e-4: the maps differ by about that
+    np.testing.assert_allclose(
+        sb.predict_proba(Pt), R / R.sum(1, keepdims=True), atol=1e-3
+    )
+
+
+def test_scaling_binning_hand_case():
+    # two classes; p_1 below, labels alternate so that the sigmoid of the
+    # class-1 log-odds is the identity (a = 1, b = 0 is not optimal in
+    # general, so the test reads the fitted sigmoid and checks the rest)
+    x = np.array([0.1, 0.2, 0.3, 0.6, 0.7, 0.8])
+    y = np.array([0, 1, 0, 1, 0, 1])
+    sb = ScalingBinningCalibrator(input="proba", n_bins=2).fit(
+        np.column_stack([1 - x, x]), y
+    )
+    a, b = sb.coef_[1], sb.intercept_[1]
+    q = 1 / (1 + np.exp(-(a * np.log(x / (1 - x)) + b)))
+    # equal-mass bins of the six q: edge halfway between the 3rd and 4th
+    np.testing.assert_allclose(sb.bin_edges_[1], [0, (q[2] + q[3]) / 2, 1])
+    np.testing.assert_allclose(sb.bin_values_[1], [q[:3].mean(), q[3:].mean()])
+    # the fitted sigmoid is the logistic regression's optimum: zero gradient
+    s = np.log(x / (1 - x))
+    np.testing.assert_allclose([np.sum(q - y), np.sum((q - y) * s)], 0, atol=1e-10)
+
+
+def test_scaling_binning_absent_class_gets_the_mean_map():
+    X, y = make_miscalibrated_logits(600, 3, temperature=2.0, random_state=11)
+    y[y == 2] = 0
+    with pytest.warns(MissingClassWarning):
+        sb = ScalingBinningCalibrator().fit(X, y)
+    assert sb.coef_[2] == pytest.approx(sb.coef_[:2].mean())
+    assert sb.intercept_[2] == pytest.approx(sb.intercept_[:2].mean())
+    # the mean of the two step maps, on the union of their edges
+    grid = np.linspace(0, 1, 1001)
+    mean = np.mean(
+        [
+            sb.bin_values_[k][np.searchsorted(sb.bin_edges_[k][1:], grid)]
+            for k in (0, 1)
+        ],
+        axis=0,
+    )
+    got = sb.bin_values_[2][np.searchsorted(sb.bin_edges_[2][1:], grid)]
+    np.testing.assert_allclose(got, mean, rtol=1e-12)

@@ -1,16 +1,23 @@
-"""Structured matrix scaling against the paper's formulas and probmetrics.
+"""Structured matrix and vector scaling against the paper's formulas and
+probmetrics.
 
 Berta, Holzmüller, Jordan, Bach, "Structured matrix scaling for multi-class
 calibration" (AISTATS 2026), as the ``StructuredMatrixScaling`` docstring
 writes them out.
 """
 
+import functools
+
 import numpy as np
 import pytest
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import log_softmax, softmax
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
 
-from skcal import StructuredMatrixScaling
+from skcal import StructuredMatrixScaling, StructuredVectorScaling
+from skcal.exceptions import MissingClassWarning
 from skcal.utils._testing import make_miscalibrated_logits
 
 FLOOR = np.log(np.finfo(np.float32).tiny)
@@ -138,3 +145,192 @@ def test_logits_of_any_scale_give_the_same_map(factor):
     np.testing.assert_allclose(
         small.predict_proba(Xt * factor), reference.predict_proba(Xt), atol=1e-6
     )
+
+
+# ============================================= structured vector scaling (SVS)
+@functools.cache
+def real_scores(name):
+    """Logits of a quick, overconfident LogisticRegression on a bundled set
+    (standardised features, C=10): calibration and test halves of the rows
+    it was not trained on."""
+    loader = {"digits": load_digits, "wine": load_wine, "cancer": load_breast_cancer}
+    X, y = loader[name](return_X_y=True)
+    X = (X - X.mean(0)) / (X.std(0) + 1e-9)
+    X_fit, X_rest, y_fit, y_rest = train_test_split(
+        X, y, train_size=0.3, random_state=0, stratify=y
+    )
+    X_cal, X_test, y_cal, y_test = train_test_split(
+        X_rest, y_rest, train_size=0.5, random_state=0, stratify=y_rest
+    )
+    clf = LogisticRegression(C=10.0, max_iter=5000).fit(X_fit, y_fit)
+
+    def logits(A):
+        d = clf.decision_function(A)
+        return np.c_[np.zeros(len(A)), d] if d.ndim == 1 else d
+
+    return logits(X_cal), y_cal, logits(X_test), y_test
+
+
+def reference_svs(X, y, lam=(1.0, 1.0), w=None, held=()):
+    """Berta et al.'s SVS step by step (scipy): temperature scaling of
+    ``log p``, the uniform mixture, then ``softmax(v x + b)`` by L-BFGS-B on
+    the weighted mean NLL plus ``lambda_b ||b||^2 + lambda_d ||v - 1||^2``,
+    ``lambda = lam C / n`` with ``n`` Kish's ``(sum w)^2 / sum w^2``. The
+    classes of ``held`` keep ``v = 1``, ``b = 0``."""
+    n_rows, c = X.shape
+    w = np.ones(n_rows) if w is None else np.asarray(w, dtype=float)
+    w_mean = w / w.sum()
+    n = w.sum() ** 2 / (w @ w)
+    rows = np.arange(n_rows)
+    z = log_softmax(X, axis=1)
+    res = minimize_scalar(
+        lambda u: -w_mean @ log_softmax(np.exp(u) * z, axis=1)[rows, y],
+        bounds=(-16, 16),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
+    beta, mix = np.exp(res.x), 1 / (n + 1)
+    x = np.log((1 - mix) * softmax(beta * z, axis=1) + mix / c)
+    l_b, l_d = lam[0] * c / n, lam[1] * c / n
+    free = np.ones(c)
+    free[list(held)] = 0.0
+
+    def fun(theta):
+        d, b = theta[:c] * free, theta[c:] * free
+        logp = log_softmax(x * (1 + d) + b, axis=1)
+        r = w_mean[:, None] * (np.exp(logp) - np.eye(c)[y])
+        loss = -w_mean @ logp[rows, y] + l_d * d @ d + l_b * b @ b
+        grad = np.concatenate([(r * x).sum(0) + 2 * l_d * d, r.sum(0) + 2 * l_b * b])
+        return loss, grad * np.tile(free, 2)
+
+    sol = minimize(
+        fun,
+        np.zeros(2 * c),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 20000, "gtol": 1e-11, "ftol": 1e-15},
+    )
+    return beta, mix, 1 + sol.x[:c] * free, sol.x[c:] * free
+
+
+def nll(P, y):
+    return -np.mean(np.log(P[np.arange(len(y)), y]))
+
+
+@pytest.mark.parametrize("lam", [(1.0, 1.0), (0.1, 3.0)])
+def test_svs_matches_the_papers_formulas_on_digits(lam, device):
+    X, y, Xt, _ = real_scores("digits")
+    svs = StructuredVectorScaling(
+        reg_intercept=lam[0], reg_diagonal=lam[1], tol=1e-8, device=device
+    ).fit(X, y)
+    beta, mix, v, b = reference_svs(X, y, lam)
+    assert svs.beta_ == pytest.approx(beta, rel=1e-6)
+    assert svs.mix_ == pytest.approx(mix, rel=1e-12)
+    np.testing.assert_allclose(svs.coef_, v, atol=2e-5)
+    np.testing.assert_allclose(svs.intercept_, b, atol=2e-5)
+    # predict: softmax(v * log p~ + b) of the test scores
+    zt = log_softmax(Xt, axis=1)
+    xt = np.log((1 - mix) * softmax(beta * zt, axis=1) + mix / X.shape[1])
+    expected = softmax(xt * v + b, axis=1)
+    np.testing.assert_allclose(svs.predict_proba(Xt), expected, atol=1e-5)
+
+
+def test_svs_is_stationary_for_the_papers_objective_by_hand():
+    # the gradient of mean CE + (C/n)(||b||^2 + ||v - 1||^2) at the fitted
+    # parameters, written out with numpy: zero at a minimum
+    X, y, _, _ = real_scores("wine")
+    n, c = X.shape
+    svs = StructuredVectorScaling(tol=1e-9, device="cpu").fit(X, y)
+    x = np.log(
+        (1 - 1 / (n + 1)) * softmax(svs.beta_ * log_softmax(X, axis=1), axis=1)
+        + 1 / ((n + 1) * c)
+    )
+    r = (softmax(svs.coef_ * x + svs.intercept_, axis=1) - np.eye(c)[y]) / n
+    grad_v = (r * x).sum(0) + 2 * (c / n) * (svs.coef_ - 1)
+    grad_b = r.sum(0) + 2 * (c / n) * svs.intercept_
+    assert np.abs(grad_v).max() < 1e-8 and np.abs(grad_b).max() < 1e-8
+    # and the pre-scaling's inverse temperature zeroes the TS derivative
+    z = log_softmax(X, axis=1)
+    q = softmax(svs.beta_ * z, axis=1)
+    assert abs(np.mean((q * z).sum(1) - z[np.arange(n), y])) < 1e-7
+
+
+@pytest.mark.parametrize("name", ["digits", "wine", "cancer"])
+def test_svs_agrees_with_probmetrics_on_real_data(name):
+    pytest.importorskip("probmetrics", reason="probmetrics is not installed")
+    from probmetrics.calibrators import get_calibrator
+
+    X, y, Xt, yt = real_scores(name)
+    P, Pt = softmax(X, axis=1), softmax(Xt, axis=1)
+    ref = get_calibrator("svs")
+    ref.fit(P, y)
+    p_ref = np.asarray(ref.predict_proba(Pt), dtype=np.float64)
+    ours = StructuredVectorScaling(input="proba", device="cpu").fit(P, y)
+    p_ours = ours.predict_proba(Pt)
+    # probmetrics solves in float32: its parameters agree to ~1e-4
+    assert nll(p_ours, yt) == pytest.approx(nll(p_ref, yt), abs=1e-3)
+    np.testing.assert_allclose(p_ours, p_ref, atol=2e-4)
+    np.testing.assert_allclose(ours.coef_, ref.v_, atol=5e-4)
+
+
+def test_svs_absent_class_keeps_its_column():
+    X, y, Xt, _ = real_scores("digits")
+    keep = y != 3
+    with pytest.warns(MissingClassWarning):
+        svs = StructuredVectorScaling(
+            classes=np.arange(10), tol=1e-8, device="cpu"
+        ).fit(X[keep], y[keep])
+    assert svs.coef_[3] == 1.0 and svs.intercept_[3] == 0.0
+    _, _, v, b = reference_svs(X[keep], y[keep], held=[3])
+    np.testing.assert_allclose(svs.coef_, v, atol=2e-5)
+    np.testing.assert_allclose(svs.intercept_, b, atol=2e-5)
+    P = svs.predict_proba(Xt)
+    assert P.shape == (len(Xt), 10) and np.isfinite(P).all()
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_svs_sample_weight_is_the_weighted_objective():
+    X, y, _, _ = real_scores("wine")
+    w = np.random.default_rng(0).integers(0, 4, len(y)).astype(float)
+    w_in = w.copy()
+    svs = StructuredVectorScaling(tol=1e-8, device="cpu").fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(w, w_in)  # not modified in place
+    beta, mix, v, b = reference_svs(X, y, w=w)
+    assert svs.beta_ == pytest.approx(beta, rel=1e-6)
+    assert svs.mix_ == pytest.approx(mix, rel=1e-12)
+    np.testing.assert_allclose(svs.coef_, v, atol=2e-5)
+    np.testing.assert_allclose(svs.intercept_, b, atol=2e-5)
+    # rows of weight 0 are as if absent (n counts the others)
+    _, _, v0, b0 = reference_svs(X[w > 0], y[w > 0], w=w[w > 0])
+    np.testing.assert_allclose(svs.coef_, v0, atol=2e-5)
+    np.testing.assert_allclose(svs.intercept_, b0, atol=2e-5)
+
+
+def test_svs_from_probabilities_equals_from_logits():
+    X, y, Xt, _ = real_scores("digits")
+    a = StructuredVectorScaling(tol=1e-8, device="cpu").fit(X, y)
+    b = StructuredVectorScaling(input="proba", tol=1e-8, device="cpu")
+    b.fit(softmax(X, axis=1), y)
+    np.testing.assert_allclose(
+        a.predict_proba(Xt), b.predict_proba(softmax(Xt, axis=1)), atol=1e-6
+    )
+
+
+def test_svs_fits_a_thousand_classes_in_linear_memory():
+    # 2 C parameters and O(n C) work: 1,000 classes is an ordinary input;
+    # the fitted point zeroes the gradient of the paper's objective
+    X, y = make_miscalibrated_logits(3000, 1000, temperature=2.0, random_state=0)
+    n, c = X.shape
+    with pytest.warns(MissingClassWarning):  # ~5% of 1,000 classes unseen
+        svs = StructuredVectorScaling(tol=1e-7, device="cpu").fit(X, y)
+    assert svs.coef_.shape == (c,) and svs.intercept_.shape == (c,)
+    x = np.log(
+        (1 - 1 / (n + 1)) * softmax(svs.beta_ * log_softmax(X, axis=1), axis=1)
+        + 1 / ((n + 1) * c)
+    )
+    r = (softmax(svs.coef_ * x + svs.intercept_, axis=1) - np.eye(c)[y]) / n
+    present = np.bincount(y, minlength=c) > 0
+    grad_v = (r * x).sum(0) + 2 * (c / n) * (svs.coef_ - 1)
+    grad_b = r.sum(0) + 2 * (c / n) * svs.intercept_
+    assert np.abs(grad_v[present]).max() < 1e-6
+    assert np.abs(grad_b[present]).max() < 1e-6

@@ -9,6 +9,7 @@ from skcal import VQLocalCalibrator
 from skcal._torch.kernels import CompositionalMap, vq_calibrated_proba
 from skcal._torch.kernels._vq import codeword_counts, compositional_logits
 from skcal.exceptions import CodebookWarning, MissingClassWarning
+from skcal.utils._split import stratified_split
 from skcal.utils._testing import make_region_miscalibrated_embeddings
 
 
@@ -379,3 +380,62 @@ def test_finetuned_head_starts_from_the_backbone_head_and_learns(data, device):
     assert held_out_nll(tuned) < held_out_nll(frozen) - 0.03
     with pytest.raises(ValueError, match="head='finetune' .* pass it as coef"):
         _vq(device=device, head="finetune").fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::skcal.exceptions.AccuracyDropWarning")
+@pytest.mark.parametrize("backbone", ["good", "bad"])
+def test_auto_head_keeps_the_candidate_of_lower_validation_loss(data, backbone, device):
+    # issue 36: with coef, head="auto" fits stage 1 with the fine-tuned and
+    # with a new head on the same split and seed, and keeps the one whose
+    # held-out cross-entropy (early stopping's) is lower
+    X, y, coef, intercept = data
+    if backbone == "bad":  # points away from the classes: fine-tuning is
+        coef, intercept = -3.0 * coef, -3.0 * intercept  # far from a new head
+    params = dict(coef=coef, intercept=intercept, device=device)
+    fits = {mode: _vq(head=mode, **params).fit(X, y) for mode in ("finetune", "train")}
+    auto = _vq(**params).fit(X, y)
+    expected = {"good": "finetune", "bad": "train"}[backbone]
+    assert auto.head_mode_ == expected
+    chosen = fits[expected]
+    for name in ("codebook_", "head_coef_", "head_intercept_", "receivers_"):
+        np.testing.assert_array_equal(getattr(auto, name), getattr(chosen, name))
+    assert auto.n_iter_ == chosen.n_iter_ and auto.best_iter_ == chosen.best_iter_
+    np.testing.assert_array_equal(auto.predict_proba(X), chosen.predict_proba(X))
+    # the losses are those of the separate fits, and the kept one is the min
+    losses = auto.head_validation_losses_
+    assert set(losses) == {"finetune", "train"}
+    for mode, fit in fits.items():
+        assert losses[mode] == fit.head_validation_losses_[mode]
+    assert losses[expected] == min(losses.values())
+
+    # an independent check of the losses: the cross-entropy, in numpy, of
+    # each fitted codebook and head on the validation rows the fit drew
+    # (random_state=0 seeds the split first)
+    split_seed = np.random.RandomState(0).randint(np.iinfo(np.int32).max, size=3)[0]
+    val, _ = stratified_split(y, 0.1, len(X), split_seed, "VQLocalCalibrator")
+    for mode, fit in fits.items():
+        q = fit.codebook_[_numpy_quantize(X[val], fit.codebook_, 8)]
+        z = q.reshape(len(q), -1) @ fit.head_coef_.T + fit.head_intercept_
+        nll = -np.mean(log_softmax(z, axis=1)[np.arange(len(z)), y[val]])
+        np.testing.assert_allclose(losses[mode], nll, rtol=1e-10)
+
+
+def test_auto_head_without_coef_trains_a_new_head(data, capsys):
+    X, y, _, _ = data
+    auto = _vq(max_iter=2).fit(X, y)
+    train = _vq(max_iter=2, head="train").fit(X, y)
+    assert auto.head_mode_ == "train"
+    assert list(auto.head_validation_losses_) == ["train"]
+    np.testing.assert_array_equal(auto.head_coef_, train.head_coef_)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.filterwarnings("ignore::skcal.exceptions.AccuracyDropWarning")
+def test_auto_head_reports_its_choice_in_verbose_output(data, capsys):
+    X, y, coef, intercept = data
+    auto = _vq(max_iter=2, coef=coef, intercept=intercept, verbose=1).fit(X, y)
+    err = capsys.readouterr().err
+    kept = auto.head_mode_
+    assert f"head='auto' kept head={kept!r}" in err
+    # one stage-1 bar per candidate head
+    assert err.count("VQ stage 1: codebook and head:   0%") == 2

@@ -14,9 +14,12 @@ from skcal.metrics import (
     expected_calibration_error,
     get_scorer,
     get_scorer_names,
+    l2_calibration_error,
     max_calibration_error,
+    maximum_mean_calibration_error,
     smooth_expected_calibration_error,
 )
+from skcal.metrics._spiegelhalter import spiegelhalter_abs_z
 from skcal.utils._testing import make_miscalibrated_logits
 
 SCORERS = {
@@ -26,6 +29,9 @@ SCORERS = {
     "neg_cumulative_calibration_error": cumulative_calibration_error,
     "neg_ecce_binned_mean": ecce_binned_mean,
     "neg_smooth_expected_calibration_error": smooth_expected_calibration_error,
+    "neg_l2_calibration_error": l2_calibration_error,
+    "neg_maximum_mean_calibration_error": maximum_mean_calibration_error,
+    "neg_spiegelhalter_abs_z": spiegelhalter_abs_z,
 }
 
 

@@ -16,6 +16,7 @@ from skcal.metrics import (
     classwise_calibration_error,
     ecce_binned_mean,
     expected_calibration_error,
+    l2_calibration_error,
     max_calibration_error,
     mergeable_metrics,
     metric_state,
@@ -41,6 +42,9 @@ CASES = [
     (soft_expected_calibration_error, {}),
     (soft_expected_calibration_error, {"alpha": 50.0, "q": 2.0, "smoothing": 1e-3}),
     (soft_binned_calibration_error, {}),
+    (l2_calibration_error, {"strategy": "uniform"}),
+    (l2_calibration_error, {"strategy": "uniform", "mode": "top_label"}),
+    (l2_calibration_error, {"strategy": "uniform", "debias": False, "n_bins": 5}),
 ]
 
 
@@ -121,9 +125,9 @@ def test_a_chunk_whose_weights_are_all_zero(metric, params):
 
 
 def test_every_mergeable_metric_is_tested():
-    assert {m.__name__ for m, _ in CASES} | {"binned_statistics"} == set(
-        mergeable_metrics()
-    )
+    # spiegelhalter_test returns a test result: tests/metrics/test_spiegelhalter.py
+    others = {"binned_statistics", "spiegelhalter_test"}
+    assert {m.__name__ for m, _ in CASES} | others == set(mergeable_metrics())
 
 
 def test_a_class_seen_in_one_chunk_only():

@@ -31,7 +31,7 @@ import torch
 
 from .._convert import to_numpy, to_tensor
 from .._device import resolve_device
-from .._optim import train_adam
+from .._optim import AdamResult, train_adam
 from .._options import TrainingOptions
 from .._random import make_generator
 from ._common import uniform_linear, weighted_cross_entropy
@@ -267,6 +267,9 @@ class DivideFit:
         Epoch whose state was kept (0: the initial one).
     n_epochs : int
         Epochs run.
+    val_loss : float
+        Weighted cross-entropy of the validation rows at ``best_epoch`` (the
+        loss early stopping minimised).
     """
 
     codebook: np.ndarray
@@ -274,6 +277,7 @@ class DivideFit:
     intercept: np.ndarray
     best_epoch: int
     n_epochs: int
+    val_loss: float
 
 
 @dataclass(frozen=True)
@@ -399,9 +403,9 @@ class _Rows:
         return weighted_cross_entropy(logits, self.y[rows], self.w[rows])
 
 
-def _train(loss, val_loss, params, rows: _Rows, gen, options, desc) -> tuple[int, int]:
-    """:func:`train_adam` over the training rows: ``(best_epoch, n_epochs)``."""
-    run = train_adam(
+def _train(loss, val_loss, params, rows: _Rows, gen, options, desc) -> AdamResult:
+    """:func:`train_adam` over the training rows."""
+    return train_adam(
         loss,
         val_loss,
         params,
@@ -410,7 +414,6 @@ def _train(loss, val_loss, params, rows: _Rows, gen, options, desc) -> tuple[int
         generator=gen,
         desc=desc,
     )
-    return run.best_epoch, run.n_epochs
 
 
 # ------------------------------------------------------------------ stage 1
@@ -579,7 +582,7 @@ def fit_divide(
     def val_loss():
         return float(rows.loss(head_logits(rows.val)[0], rows.val))
 
-    best_epoch, n_epochs = _train(
+    run = _train(
         loss,
         val_loss,
         ([] if frozen else [W, b]) + book.state,
@@ -588,9 +591,8 @@ def fit_divide(
         options if (ema or not frozen) else options.replace(max_iter=0),
         "VQ stage 1: codebook and head",
     )
-    return DivideFit(
-        to_numpy(book.codebook), to_numpy(W), to_numpy(b), best_epoch, n_epochs
-    )
+    arrays = (to_numpy(t) for t in (book.codebook, W, b))
+    return DivideFit(*arrays, run.best_epoch, run.n_epochs, run.best_loss)
 
 
 def head_log_proba(
@@ -819,7 +821,8 @@ def _fit_map(
     def val_loss():
         return float(rows.loss(logits_of(rows.val), rows.val))
 
-    return _train(loss, val_loss, params, rows, gen, options, desc)
+    run = _train(loss, val_loss, params, rows, gen, options, desc)
+    return run.best_epoch, run.n_epochs
 
 
 def calibrated_proba(

@@ -1,0 +1,461 @@
+"""Ensemble temperature scaling (Zhang, Kailkhura, Han, 2020) and its mixture
+with the uniform distribution (probmetrics' ``ts-mix``)."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+from .._torch import newton_root_1d
+from .._torch.kernels import logit_scale, softmax_inplace
+from ..base import BaseCalibrator
+from ..exceptions import ConvergenceWarning
+from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
+from ..utils._validation import PROBA_EPS, effective_sample_size
+from ..utils._warnings import warn
+from ._scaling import fit_inverse_temperature
+
+__all__ = ["EnsembleTemperatureScaling"]
+
+#: Rows per chunk hold about this many entries (2 MiB of float64).
+_CHUNK_ENTRIES = 1 << 18
+#: Inverse temperatures times the logits' scale are searched in exp(+-16).
+_LOG_BETA_BOUND = 16.0
+#: ``w = e_2 + _PLANE @ u``: the plane of weights summing to one.
+_PLANE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
+
+
+def _chunks(n_rows: int, n_classes: int):
+    step = max(1, _CHUNK_ENTRIES // max(n_classes, 1))
+    return [slice(start, start + step) for start in range(0, n_rows, step)]
+
+
+class _BrierTemperature:
+    """Weighted mean Brier score of ``softmax(beta * z)`` and its derivatives.
+
+    ``z`` are the logits shifted to a row maximum of 0 and divided by
+    ``scale`` (see :func:`~skcal._torch.kernels.logit_scale`). Per row,
+    with ``p = softmax(beta z)``, ``m1 = E_p[z]``, ``V = Var_p[z]`` and
+    ``q = p^2``, the derivative of ``sum_k (p_k - y_k)^2`` is
+    ``2 (sum q z - m1 sum q - p_y (z_y - m1))``. Products are taken as
+    ``(p z) z``, never ``z^2``, so that logits up to 1e300 do not overflow.
+    """
+
+    def __init__(self, logits, y_index, sample_weight, scale):
+        z = np.asarray(logits, dtype=np.float64)
+        self.z = (z - z.max(axis=1, keepdims=True)) / scale
+        self.y = y_index
+        self.w = sample_weight / sample_weight.sum()
+        self.rows = np.arange(len(y_index))
+        self.chunks = _chunks(*z.shape)
+
+    def derivatives(self, beta: float) -> tuple[float, float]:
+        grad = hess = 0.0
+        for rows in self.chunks:
+            z = self.z[rows]
+            p = softmax_inplace(beta * z)
+            pz = p * z
+            m1 = pz.sum(axis=1)
+            var = np.maximum((pz * z).sum(axis=1) - m1 * m1, 0.0)
+            sq, sqz, sqzz = (p * p).sum(axis=1), (p * pz).sum(axis=1), (pz * pz).sum(1)
+            index = self.rows[: len(z)], self.y[rows]
+            py, dy = p[index], z[index] - m1
+            pdy = py * dy
+            g = sqz - m1 * sq - pdy
+            h = 2.0 * (sqzz - m1 * sqz) - var * sq - 2.0 * m1 * (sqz - m1 * sq)
+            h += py * var - pdy * dy
+            w = self.w[rows]
+            grad += 2.0 * float(w @ g)
+            hess += 2.0 * float(w @ h)
+        return grad, hess
+
+
+def _bracket_root(fun, start):
+    """``(a, b)`` with ``fun(a) < 0 < fun(b)`` and ``b = 2 a``, searched by
+    doubling or halving from ``start`` within ``exp(+-16)``; None if none.
+
+    The derivative of a non-convex function may change sign again far
+    away (the Brier score's flattens out as ``beta -> infinity``), so the
+    bracket of the nearest sign change is found first.
+    """
+    bound = math.exp(_LOG_BETA_BOUND)
+    x = min(max(start, 1.0 / bound), bound)
+    g = fun(x)[0]
+    if not math.isfinite(g):
+        return None
+    factor = 2.0 if g < 0.0 else 0.5
+    while 1.0 / bound <= x * factor <= bound:
+        nxt = x * factor
+        g_next = fun(nxt)[0]
+        if not math.isfinite(g_next):
+            return None
+        if (g_next > 0.0) if factor > 1.0 else (g_next < 0.0):
+            return (x, nxt) if factor > 1.0 else (nxt, x)
+        x = nxt
+    return None
+
+
+def _brier_inverse_temperature(logits, y_index, sample_weight, beta_nll, options):
+    """The inverse temperature of least Brier score, from the NLL one.
+
+    The Brier score of temperature scaling need not be convex in ``beta``:
+    the minimum found is the nearest to the NLL-optimal ``beta`` (doubling
+    or halving it until the derivative changes sign from negative to
+    positive), refined by a safeguarded Newton iteration in that bracket.
+    When there is none within ``exp(+-16)`` of the logits' scale (separable
+    scores, where the NLL fit already warned, or uninformative ones), the
+    NLL ``beta`` is kept.
+
+    Returns
+    -------
+    beta : float
+    n_iter : int
+        Newton iterations in the bracket.
+    """
+    tol, max_iter = options
+    scale = logit_scale(logits)
+    objective = _BrierTemperature(logits, y_index, sample_weight, scale)
+    bracket = _bracket_root(objective.derivatives, beta_nll * scale)
+    if bracket is None:
+        return beta_nll, 0
+    lower, upper = bracket
+    result = newton_root_1d(
+        objective.derivatives, lower, lower, upper, xtol=tol, max_iter=max_iter
+    )
+    if result.at_bound is not None or not math.isfinite(result.x):
+        return beta_nll, result.n_iter
+    if not result.converged:
+        warn(
+            f"EnsembleTemperatureScaling: the Brier-optimal temperature did not "
+            f"converge in max_iter={max_iter} Newton iterations; increase max_iter.",
+            ConvergenceWarning,
+        )
+    return result.x / scale, result.n_iter
+
+
+class _MixtureObjective:
+    """A convex objective of the weights ``w`` of the three members.
+
+    ``loss="mse"``: ``w^T G w`` with ``G`` the weighted mean Gram matrix of
+    the residuals ``P_j - onehot(y)`` of the members (the mean Brier score
+    of the mixture, since the weights sum to one). ``loss="log_loss"``:
+    ``-sum_i s_i log(A_i . w)`` with ``A_i`` the members' probabilities of
+    the true class of row ``i`` (floored at the smallest normal float64).
+    """
+
+    def __init__(self, loss, gram=None, true_proba=None, weights=None):
+        self.loss, self.G, self.A, self.s = loss, gram, true_proba, weights
+
+    def value(self, w) -> float:
+        if self.loss == "mse":
+            return float(w @ self.G @ w)
+        r = self.A @ w
+        if not (r > 0).all():
+            return math.inf
+        return -float(self.s @ np.log(r))
+
+    def grad(self, w) -> np.ndarray:
+        if self.loss == "mse":
+            return 2.0 * self.G @ w
+        return -(self.s @ (self.A / (self.A @ w)[:, None]))
+
+    def hess(self, w) -> np.ndarray:
+        if self.loss == "mse":
+            return 2.0 * self.G
+        B = self.A / (self.A @ w)[:, None]
+        return (B * self.s[:, None]).T @ B
+
+
+def _interior_minimum(objective, max_iter=100):
+    """Newton's method on the plane ``sum w = 1`` from the simplex's centre.
+
+    Returns the stationary point if it converged inside the simplex (then
+    the global minimum, by convexity), else None.
+    """
+    u = np.full(2, 1.0 / 3.0)
+    weights = np.array([u[0], u[1], 1.0 - u.sum()])
+    for _ in range(max_iter):
+        g = _PLANE.T @ objective.grad(weights)
+        H = _PLANE.T @ objective.hess(weights) @ _PLANE
+        eig = np.linalg.eigvalsh(H)
+        if not np.isfinite(eig).all() or eig[0] <= 1e-12 * max(eig[1], 1e-300):
+            return None  # flat in a direction: the minimum is on an edge
+        step = -np.linalg.solve(H, g)
+        decrement = -float(g @ step)
+        if decrement <= 1e-26:
+            break
+        t, f0 = 1.0, objective.value(weights)
+        while t > 1e-12:
+            trial = u + t * step
+            candidate = np.array([trial[0], trial[1], 1.0 - trial.sum()])
+            if objective.value(candidate) <= f0 - 1e-4 * t * decrement:
+                break
+            t /= 2.0
+        else:
+            break  # no decrease left: at the minimum up to rounding
+        u, weights = trial, candidate
+    else:
+        return None
+    return weights if weights.min() >= 0.0 else None
+
+
+def _edge_minimum(objective, j, k, max_iter=200):
+    """Minimum over the segment from vertex ``e_j`` to ``e_k``, as ``w``.
+
+    The derivative along the segment is non-decreasing (convexity): its
+    root is bracketed and found by Newton steps, bisecting when a step
+    leaves the bracket.
+    """
+    d = np.zeros(3)
+    d[j], d[k] = -1.0, 1.0
+
+    def point(t):
+        w = np.zeros(3)
+        w[j], w[k] = 1.0 - t, t
+        return w
+
+    if objective.grad(point(0.0)) @ d >= 0.0:
+        return point(0.0)
+    if objective.grad(point(1.0)) @ d <= 0.0:
+        return point(1.0)
+    a, b, t = 0.0, 1.0, 0.5
+    for _ in range(max_iter):
+        w = point(t)
+        g = float(objective.grad(w) @ d)
+        if g == 0.0:
+            break
+        a, b = (t, b) if g < 0.0 else (a, t)
+        h = float(d @ objective.hess(w) @ d)
+        newton = t - g / h if h > 0.0 else math.nan
+        nxt = newton if a < newton < b else 0.5 * (a + b)
+        if abs(nxt - t) <= 1e-15 or b - a <= 1e-15:
+            t = nxt
+            break
+        t = nxt
+    return point(t)
+
+
+def _simplex_minimum(objective) -> np.ndarray:
+    """Minimum of a convex function of three weights on the simplex.
+
+    The interior stationary point if there is one, else the best of the
+    minima over the three edges (exact for convex functions).
+    """
+    weights = _interior_minimum(objective)
+    if weights is not None:
+        return weights
+    edges = [_edge_minimum(objective, j, k) for j, k in ((0, 1), (0, 2), (1, 2))]
+    values = [objective.value(w) for w in edges]
+    return edges[int(np.argmin(values))]
+
+
+class EnsembleTemperatureScaling(BaseCalibrator):
+    """Ensemble temperature scaling (ETS): temperature scaling mixed with the
+    uncalibrated prediction and the uniform distribution.
+
+    With ``mixture="ensemble"`` (the method of Zhang et al., 2020), the
+    calibrated probabilities are
+
+    ``w_0 softmax(z / T) + w_1 softmax(z) + w_2 / C``,
+
+    a weighted mean of temperature scaling, the classifier's own
+    probabilities and the uniform distribution over the ``C`` classes, with
+    weights ``w`` on the simplex (non-negative, summing to one). As in the
+    authors' code (``util_calibration.py``, ``ets_calibrate``), the
+    temperature is fitted first and the weights then, both by minimising
+    the weighted mean squared error (Brier score) with the default
+    ``loss="mse"``, or both by minimising the negative log-likelihood with
+    ``loss="log_loss"`` (the temperature then is that of
+    :class:`TemperatureScaling`). Both weight problems are convex on the
+    simplex and solved to machine precision (the Brier score of the mixture
+    is a quadratic form in ``w``, solved exactly); the Brier-optimal
+    temperature is found by a safeguarded Newton iteration from the
+    NLL-optimal one. Unlike the authors' code, the temperature is not
+    bounded to ``[0.05, 5]`` (see :class:`TemperatureScaling` for its range
+    and its warnings).
+
+    With ``mixture="uniform"`` (``ts-mix`` of the authors' ``probmetrics``
+    library, the first step of :class:`StructuredMatrixScaling`), the
+    temperature is fitted by NLL and the weights are fixed:
+    ``(1 - 1/(n+1), 0, 1/(n+1))`` with ``n`` the number of calibration
+    samples (Kish's effective sample size with weights), which bounds every
+    probability below by ``1 / ((n+1) C)``.
+
+    Every member ranks the classes as the logits do and the weights are
+    non-negative, so the predicted class never changes; the model reads the
+    logits only through their softmax, so adding a constant to a row
+    changes nothing. The two modes are one class because ``ts-mix`` is the
+    same map with its weights fixed instead of fitted.
+
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds. Probabilities are validated and turned into
+        log-probabilities ``log(max(p, 2.2e-308))``.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+    mixture : {"ensemble", "uniform"}, default="ensemble"
+        ``"ensemble"``: weights fitted on the simplex (ETS). ``"uniform"``:
+        temperature scaling mixed with the uniform distribution at weight
+        ``1/(n+1)`` (``ts-mix``).
+    loss : {"mse", "log_loss"}, default="mse"
+        The objective of the temperature and of the weights of
+        ``mixture="ensemble"``: mean squared error (the authors' code) or
+        negative log-likelihood. Ignored by ``mixture="uniform"``, whose
+        temperature minimises the NLL.
+    device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
+        Where the NLL temperature fit runs.
+    tol : float, default=1e-12
+        Relative tolerance on the inverse temperature.
+    max_iter : int, default=100
+        Maximum number of Newton iterations of each temperature solve.
+
+    Attributes
+    ----------
+    temperature_ : float
+        Temperature ``T`` of the first member.
+    weights_ : ndarray of shape (3,)
+        Weights of ``softmax(z / T)``, ``softmax(z)`` and the uniform
+        distribution; non-negative, summing to one.
+    n_iter_ : int
+        Newton iterations of the temperature solves (NLL, then Brier).
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+
+    See Also
+    --------
+    TemperatureScaling : the first member alone.
+    StructuredMatrixScaling : a matrix scaling of ``ts-mix``'s log-probabilities.
+
+    References
+    ----------
+    J. Zhang, B. Kailkhura, T. Y.-J. Han. "Mix-n-Match: Ensemble and
+    Compositional Methods for Uncertainty Calibration in Deep Learning".
+    ICML 2020.
+
+    Examples
+    --------
+    >>> from skcal import EnsembleTemperatureScaling
+    >>> from skcal.utils._testing import make_miscalibrated_logits
+    >>> logits, y = make_miscalibrated_logits(1000, 5, temperature=2.0, random_state=0)
+    >>> ets = EnsembleTemperatureScaling(device="cpu").fit(logits, y)
+    >>> ets.weights_.shape, bool(abs(ets.weights_.sum() - 1) < 1e-12)
+    ((3,), True)
+    >>> bool((ets.predict(logits) == logits.argmax(axis=1)).all())
+    True
+    >>> mix = EnsembleTemperatureScaling(mixture="uniform", device="cpu").fit(logits, y)
+    >>> round(float(mix.weights_[2] * 1001), 6)
+    1.0
+    """
+
+    _shift_invariant = True
+    _keeps_argmax = "proba"
+
+    _parameter_constraints: dict = {
+        **BaseCalibrator._parameter_constraints,
+        "mixture": [StrOptions({"ensemble", "uniform"})],
+        "loss": [StrOptions({"mse", "log_loss"})],
+        "device": DEVICE_CONSTRAINT,
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        *,
+        input="logits",
+        classes=None,
+        mixture="ensemble",
+        loss="mse",
+        device="auto",
+        tol=1e-12,
+        max_iter=100,
+    ):
+        self.input = input
+        self.classes = classes
+        self.mixture = mixture
+        self.loss = loss
+        self.device = device
+        self.tol = tol
+        self.max_iter = max_iter
+
+    def n_free_parameters(self, n_classes, n_features=None):
+        """3 (a temperature and two free weights) for ``mixture="ensemble"``,
+        1 (the temperature) for ``mixture="uniform"``."""
+        return 3 if self.mixture == "ensemble" else 1
+
+    def _fit(self, logits, y_index, sample_weight):
+        result = fit_inverse_temperature(
+            logits, y_index, sample_weight, self.device, self.tol, self.max_iter
+        )
+        beta, self.n_iter_ = result.x, result.n_iter
+        if self.mixture == "uniform":
+            mix = 1.0 / (effective_sample_size(sample_weight) + 1.0)
+            self.temperature_ = float(1.0 / beta)
+            self.weights_ = np.array([1.0 - mix, 0.0, mix])
+            return
+        if self.loss == "mse":
+            options = (self.tol, self.max_iter)
+            beta, n_iter = _brier_inverse_temperature(
+                logits, y_index, sample_weight, beta, options
+            )
+            self.n_iter_ += n_iter
+        self.temperature_ = float(1.0 / beta)
+        objective = self._mixture_objective(logits, y_index, sample_weight)
+        weights = np.clip(_simplex_minimum(objective), 0.0, 1.0)
+        self.weights_ = weights / weights.sum()
+
+    def _mixture_objective(self, logits, y_index, sample_weight):
+        """The objective of the weights on the calibration set (chunked)."""
+        n, n_classes = logits.shape
+        s = sample_weight / sample_weight.sum()
+        true_proba = np.empty((n, 3))
+        true_proba[:, 2] = 1.0 / n_classes
+        cross = np.zeros((n, 3))  # sum_k p0^2, p0 p1, p1^2 per row
+        for rows in _chunks(n, n_classes):
+            p0, p1 = self._members(logits[rows])
+            index = np.arange(p0.shape[0]), y_index[rows]
+            true_proba[rows, 0], true_proba[rows, 1] = p0[index], p1[index]
+            if self.loss == "mse":
+                cross[rows, 0] = np.einsum("ij,ij->i", p0, p0)
+                cross[rows, 1] = np.einsum("ij,ij->i", p0, p1)
+                cross[rows, 2] = np.einsum("ij,ij->i", p1, p1)
+        if self.loss == "log_loss":
+            true_proba = np.maximum(true_proba, PROBA_EPS)
+            return _MixtureObjective("log_loss", true_proba=true_proba, weights=s)
+        p0y, p1y = true_proba[:, 0], true_proba[:, 1]
+        # <P_j - Y, P_k - Y> per row; the uniform member gives 1 - p_y and 1 - 1/C
+        g00 = s @ (cross[:, 0] - 2.0 * p0y + 1.0)
+        g01 = s @ (cross[:, 1] - p0y - p1y + 1.0)
+        g11 = s @ (cross[:, 2] - 2.0 * p1y + 1.0)
+        g02, g12, g22 = 1.0 - s @ p0y, 1.0 - s @ p1y, 1.0 - 1.0 / n_classes
+        gram = np.array([[g00, g01, g02], [g01, g11, g12], [g02, g12, g22]])
+        return _MixtureObjective("mse", gram=gram)
+
+    def _members(self, logits, raw=True):
+        """``softmax(z / T)`` and ``softmax(z)`` (None unless ``raw``) of a
+        block of rows."""
+        z = np.asarray(logits, dtype=np.float64)
+        p1 = softmax_inplace(z.copy()) if raw else None
+        return softmax_inplace(z / self.temperature_), p1
+
+    def _calibrated_proba(self, logits):
+        n, n_classes = logits.shape
+        out = np.empty((n, n_classes))
+        w0, w1, w2 = self.weights_
+        for rows in _chunks(n, n_classes):
+            p0, p1 = self._members(logits[rows], w1 > 0.0)
+            p0 *= w0
+            if p1 is not None:
+                p0 += w1 * p1
+            p0 += w2 / n_classes
+            p0 /= p0.sum(axis=1, keepdims=True)
+            out[rows] = p0
+        return out
+
+    def _calibrated_logits(self, logits):
+        return np.log(np.maximum(self._calibrated_proba(logits), PROBA_EPS))

@@ -1,0 +1,307 @@
+"""TopVersusAll against the paper's reduction, computed independently.
+
+References: the paper's own code fits netcal's binary calibrators
+(``HistogramBinning(15, equal_intervals=True)``, ``IsotonicRegression``) on
+(top-label confidence, correct) and its scaling methods on the binary
+cross-entropy of the top confidence. Here: netcal's histogram binning and
+scikit-learn's IsotonicRegression on that binary problem, and the binary
+objectives written out in numpy and minimised by scipy, all on real data
+(logistic regression scores on scikit-learn's bundled datasets).
+"""
+
+import time
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize, minimize_scalar
+from scipy.special import log_softmax, logsumexp, softmax
+from sklearn.base import clone
+from sklearn.datasets import load_digits, load_wine
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
+
+from skcal import (
+    HistogramBinningCalibrator,
+    IsotonicCalibrator,
+    KCalCalibrator,
+    PlattCalibrator,
+    TemperatureScaling,
+    TopVersusAll,
+    VectorScaling,
+)
+from skcal.exceptions import ConvergenceWarning, MissingClassWarning
+
+
+def _scores(loader, C=10.0, random_state=0):
+    """Logits of a logistic regression: calibration and test halves."""
+    X, y = loader(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    X_fit, X_rest, y_fit, y_rest = train_test_split(
+        X, y, test_size=0.6, random_state=random_state, stratify=y
+    )
+    model = LogisticRegression(C=C, max_iter=500).fit(X_fit, y_fit)
+    Z = model.decision_function(X_rest)
+    Zc, Zt, yc, yt = train_test_split(
+        Z, y_rest, test_size=0.5, random_state=random_state, stratify=y_rest
+    )
+    return Zc, yc, Zt, yt
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return _scores(load_digits, C=0.01)
+
+
+def _top(P):
+    rows = np.arange(len(P))
+    top = P.argmax(axis=1)
+    return top, P[rows, top]
+
+
+def _least_share(P, top):
+    """The smallest confidence that keeps ``top`` first when the others keep
+    their proportions: ``p_2 / (1 - p_top + p_2)``."""
+    rest = P.copy()
+    rest[np.arange(len(P)), top] = 0.0
+    second = rest.max(axis=1)
+    return second / (rest.sum(axis=1) + second)
+
+
+def _proportional(P, top, confidence):
+    """The paper's confidence on the top class, the rest in proportion."""
+    rows = np.arange(len(P))
+    rest = P.copy()
+    rest[rows, top] = 0.0
+    out = rest / rest.sum(axis=1, keepdims=True) * (1.0 - confidence)[:, None]
+    out[rows, top] = confidence
+    return out
+
+
+def _assert_top_first(P, top):
+    """``top`` has the largest probability of its row (a tie allowed: the
+    calibrated confidence is raised to the largest other share)."""
+    rows = np.arange(len(P))
+    assert (P[rows, top] >= P.max(axis=1) * (1 - 1e-12)).all()
+
+
+def _binary_reference(reference, digits):
+    Zc, yc, Zt, _ = digits
+    Pc, Pt = softmax(Zc, axis=1), softmax(Zt, axis=1)
+    top_c, conf_c = _top(Pc)
+    top_t, conf_t = _top(Pt)
+    right = (top_c == yc).astype(int)
+    raw = np.asarray(reference(conf_c, right, conf_t), dtype=np.float64).ravel()
+    expected = np.maximum(raw, _least_share(Pt, top_t))
+    return Pt, top_t, raw, _proportional(Pt, top_t, expected)
+
+
+def test_isotonic_is_sklearn_isotonic_on_the_top_label(digits):
+    def reference(conf, right, new):
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+        return iso.fit(conf, right).predict(new)
+
+    Pt, top, raw, expected = _binary_reference(reference, digits)
+    tva = TopVersusAll(IsotonicCalibrator(), redistribution="proportional")
+    P = tva.fit(*digits[:2]).predict_proba(digits[2])
+    # 1e-12: the floor of the one-vs-rest calibrators' renormalisation
+    np.testing.assert_allclose(P, expected, rtol=0, atol=1e-11)
+    assert not tva.scaling_ and tva.temperature_ == 1.0
+
+
+def test_histogram_binning_is_netcal_on_the_top_label(digits):
+    netcal_binning = pytest.importorskip("netcal.binning")
+
+    def reference(conf, right, new):
+        hb = netcal_binning.HistogramBinning(15, equal_intervals=True)
+        return hb.fit(conf, right).transform(new)
+
+    Pt, top, raw, expected = _binary_reference(reference, digits)
+    tva = TopVersusAll(
+        HistogramBinningCalibrator(n_bins=15), redistribution="proportional"
+    )
+    P = tva.fit(*digits[:2]).predict_proba(digits[2])
+    np.testing.assert_allclose(P, expected, rtol=0, atol=1e-11)
+    _assert_top_first(P, digits[2].argmax(axis=1))
+
+
+def _bce_of_top(S, top, right, weight=None):
+    """The paper's loss: binary cross-entropy of the top class's softmax."""
+    log_p = log_softmax(S, axis=1)
+    rows = np.arange(len(top))
+    log_c = log_p[rows, top]
+    others = log_p.copy()
+    others[rows, top] = -np.inf
+    log_rest = logsumexp(others, axis=1)  # log(1 - c), without rounding
+    loss = -(right * log_c + (1 - right) * log_rest)
+    return np.average(loss, weights=weight)
+
+
+def _reference_temperature(Z, y, weight=None):
+    top = Z.argmax(axis=1)
+    right = (top == y).astype(float)
+    result = minimize_scalar(
+        lambda log_t: _bce_of_top(Z / np.exp(log_t), top, right, weight),
+        bounds=(-5.0, 5.0),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
+    return float(np.exp(result.x))
+
+
+@pytest.mark.parametrize("loader, C", [(load_digits, 0.01), (load_wine, 0.01)])
+def test_temperature_minimises_the_binary_cross_entropy(loader, C):
+    Zc, yc, Zt, yt = _scores(loader, C=C)
+    T_ref = _reference_temperature(Zc, yc)
+    tva = TopVersusAll().fit(Zc, yc)  # the default: temperature scaling
+    assert isinstance(tva.calibrator_, TemperatureScaling)
+    np.testing.assert_allclose(tva.calibrator_.temperature_, T_ref, rtol=1e-6)
+    # the full vector is softmax(z / T): the scaling's own shares
+    np.testing.assert_allclose(
+        tva.predict_proba(Zt), softmax(Zt / T_ref, axis=1), rtol=1e-5, atol=1e-12
+    )
+    # the binary objective differs from the multiclass NLL's temperature
+    T_nll = TemperatureScaling(device="cpu").fit(Zc, yc).temperature_
+    assert abs(T_nll - T_ref) > 1e-3 * T_ref
+
+
+def test_temperature_with_weights_is_the_weighted_objective(digits):
+    Zc, yc, _, _ = digits
+    w = np.random.default_rng(0).integers(0, 4, size=len(yc)).astype(float)
+    T_ref = _reference_temperature(Zc, yc, w)
+    tva = TopVersusAll().fit(Zc, yc, sample_weight=w)
+    np.testing.assert_allclose(tva.calibrator_.temperature_, T_ref, rtol=1e-6)
+    # integer weights are repetitions
+    rep = TopVersusAll().fit(
+        np.repeat(Zc, w.astype(int), 0), np.repeat(yc, w.astype(int))
+    )
+    np.testing.assert_allclose(
+        rep.calibrator_.temperature_, tva.calibrator_.temperature_, rtol=1e-8
+    )
+
+
+def test_vector_scaling_minimises_the_regularised_binary_objective():
+    Zc, yc, Zt, _ = _scores(load_wine, C=0.01)
+    reg = 0.01
+    Z = Zc - Zc.max(axis=1, keepdims=True)  # the logits the scaling sees
+    top = Z.argmax(axis=1)
+    right = (top == yc).astype(float)
+    beta = 1.0 / _reference_temperature(Zc, yc)
+    n_classes = Z.shape[1]
+
+    def objective(x):
+        d, b = x[:n_classes], x[n_classes:]
+        S = Z * ((1.0 + d) * beta) + b
+        return _bce_of_top(S, top, right) + reg * (d @ d + b @ b)
+
+    ref = minimize(objective, np.zeros(2 * n_classes), method="BFGS", tol=1e-10)
+    tva = TopVersusAll(VectorScaling(reg_lambda=reg, tol=1e-9, max_iter=2000))
+    tva.fit(Zc, yc)
+    vs = tva.calibrator_
+    assert tva.scaling_
+    np.testing.assert_allclose(vs.temperature_init_, 1.0 / beta, rtol=1e-6)
+    np.testing.assert_allclose(
+        vs.coef_, (1.0 + ref.x[:n_classes]) * beta, rtol=0, atol=1e-4 * beta
+    )
+    np.testing.assert_allclose(vs.intercept_, ref.x[n_classes:], rtol=0, atol=1e-4)
+    # prediction: the top class keeps the first place
+    P = tva.predict_proba(Zt)
+    _assert_top_first(P, Zt.argmax(axis=1))
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        None,
+        IsotonicCalibrator(),
+        HistogramBinningCalibrator(),
+        PlattCalibrator(),
+        VectorScaling(),
+        LogisticRegression(),  # any scikit-learn classifier
+    ],
+    ids=lambda est: type(est).__name__,
+)
+def test_rows_sum_to_one_and_argmax_is_kept_on_real_data(digits, inner):
+    Zc, yc, Zt, yt = digits
+    before = None if inner is None else clone(inner).get_params()
+    tva = TopVersusAll(inner).fit(Zc, yc)
+    if inner is not None:  # the calibrator passed is cloned, not fitted
+        assert inner.get_params() == before and not hasattr(inner, "classes_")
+    P = tva.predict_proba(Zt)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    _assert_top_first(P, Zt.argmax(axis=1))
+    np.testing.assert_array_equal(tva.predict(Zt), Zt.argmax(axis=1))
+    np.testing.assert_allclose(np.exp(tva.predict_log_proba(Zt)), P, atol=1e-12)
+    # probabilities are read as their logs: the same fit
+    proba = TopVersusAll(inner, input="proba").fit(softmax(Zc, axis=1), yc)
+    np.testing.assert_allclose(
+        proba.predict_proba(softmax(Zt, axis=1)), P, rtol=1e-6, atol=1e-9
+    )
+
+
+def test_temperature_redistribution_uses_temperature_scaling_shares(digits):
+    Zc, yc, Zt, _ = digits
+    tva = TopVersusAll(IsotonicCalibrator()).fit(Zc, yc)
+    T = TemperatureScaling(device="cpu").fit(Zc, yc).temperature_
+    np.testing.assert_allclose(tva.temperature_, T, rtol=1e-8)
+    P = tva.predict_proba(Zt)
+    top = Zt.argmax(axis=1)
+    conf = P[np.arange(len(P)), top]
+    expected = _proportional(softmax(Zt / T, axis=1), top, conf)
+    np.testing.assert_allclose(P, expected, rtol=0, atol=1e-12)
+
+
+def test_binary_problem_is_one_calibrator_on_two_columns(digits):
+    Zc, yc, _, _ = digits
+    tva = TopVersusAll(PlattCalibrator()).fit(Zc, yc)
+    assert tva.calibrator_.n_features_in_ == 2
+    np.testing.assert_array_equal(tva.calibrator_.classes_, [0, 1])
+    assert tva.n_free_parameters(10) == PlattCalibrator().n_free_parameters(2) + 1
+    assert TopVersusAll().n_free_parameters(1000) == 1
+    vs = VectorScaling(reg_lambda=0.0)
+    assert TopVersusAll(vs).n_free_parameters(10) == vs.n_free_parameters(10)
+
+
+@pytest.mark.parametrize("inner", [None, IsotonicCalibrator(), VectorScaling()])
+def test_no_binary_problem_keeps_the_probabilities(inner):
+    Z = np.array([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]] * 4)
+    Z += np.random.default_rng(0).normal(scale=0.1, size=Z.shape)
+    y = np.tile([0, 1, 2], 4)
+    for labels, word in [(y, "right"), ((y + 1) % 3, "wrong")]:
+        with pytest.warns(ConvergenceWarning, match=f"top class .* is {word}"):
+            tva = TopVersusAll(inner).fit(Z, labels)
+        assert tva.calibrator_ is None
+        np.testing.assert_allclose(
+            tva.predict_proba(Z), softmax(Z, axis=1), rtol=1e-12, atol=0
+        )
+
+
+def test_a_local_calibrator_is_refused():
+    Zc, yc, _, _ = _scores(load_wine, C=0.01)
+    with pytest.raises(TypeError, match="local calibrator"):
+        TopVersusAll(KCalCalibrator()).fit(Zc, yc)
+
+
+def test_absent_class_keeps_its_column(digits):
+    Zc, yc, Zt, _ = digits
+    keep = yc != 3
+    with pytest.warns(MissingClassWarning):
+        tva = TopVersusAll(classes=np.arange(10)).fit(Zc[keep], yc[keep])
+    P = tva.predict_proba(Zt)
+    assert P.shape == Zt.shape and (P[:, 3] > 0).all()
+
+
+@pytest.mark.filterwarnings("ignore:The number of unique classes")
+@pytest.mark.parametrize("inner", [None, IsotonicCalibrator()])
+def test_a_thousand_classes_fit_quickly(inner):
+    rng = np.random.default_rng(0)
+    Z = 3.0 * rng.standard_normal((400, 1000))
+    y = np.where(rng.random(400) < 0.5, Z.argmax(axis=1), rng.integers(0, 1000, 400))
+    start = time.perf_counter()
+    with pytest.warns(MissingClassWarning):
+        tva = TopVersusAll(inner, classes=np.arange(1000)).fit(Z, y)
+    P = tva.predict_proba(Z)
+    assert time.perf_counter() - start < 10.0
+    _assert_top_first(P, Z.argmax(axis=1))
