@@ -38,6 +38,7 @@ from skcal.metrics import (
     smooth_expected_calibration_error,
     soft_expected_calibration_error,
 )
+from skcal.model_selection import CalibratorSearchCV
 from skcal.utils._testing import make_miscalibrated_logits, sample_labels
 
 
@@ -65,7 +66,9 @@ def test_format_table():
     ]
 
 
-def test_demo_runs_as_a_console_command():
+@pytest.fixture(scope="module")
+def demo_stdout():
+    """The stdout of the real ``skcal demo --seed 1`` (run once: about 20 s)."""
     proc = subprocess.run(
         [sys.executable, "-m", "skcal", "demo", "--seed", "1", "--device", "cpu"],
         capture_output=True,
@@ -73,7 +76,11 @@ def test_demo_runs_as_a_console_command():
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    return proc.stdout
+
+
+def test_demo_runs_as_a_console_command(demo_stdout):
+    lines = demo_stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("method"))
     rows = {}
     for line in lines[header + 2 :]:
@@ -88,6 +95,34 @@ def test_demo_runs_as_a_console_command():
         assert 0.8 < accuracy <= 1 and 0 < nll < 5  # parsed, finite, sane
     # temperature scaling never changes the predictions
     assert rows["TemperatureScaling"][0] == rows["uncalibrated"][0]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_demo_ends_with_what_the_search_selects(demo_stdout):
+    """The last line: the default search on the demo's calibration logits."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    # the demo's data, rebuilt: digits split 50/25/25 with seed 1, an MLP
+    X, y = load_digits(return_X_y=True)
+    X_train, X_rest, y_train, y_rest = train_test_split(
+        X, y, train_size=0.5, stratify=y, random_state=1
+    )
+    X_cal, _, y_cal, _ = train_test_split(
+        X_rest, y_rest, train_size=0.5, stratify=y_rest, random_state=1
+    )
+    scaler = StandardScaler().fit(X_train)
+    mlp = MLPClassifier(
+        hidden_layer_sizes=(64,), alpha=1e-5, max_iter=400, random_state=1
+    ).fit(scaler.transform(X_train), y_train)
+    z_cal = mlp_logits(mlp, scaler.transform(X_cal))
+    search = CalibratorSearchCV(random_state=1).fit(z_cal, y_cal)
+
+    last = demo_stdout.rstrip("\n").splitlines()[-1]
+    assert last.startswith("CalibratorSearchCV() on the same ")
+    assert f" {len(y_cal)} calibration samples " in last
+    assert f" selects {search.selected_}: {search.selection_reason_}" in last
 
 
 def test_bad_device_is_a_clear_error(capsys):
@@ -650,3 +685,78 @@ def test_every_public_name_of_skcal_resolves():
     assert set(skcal.__all__) <= set(dir(skcal))
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         skcal.Nope  # noqa: B018
+
+
+def test_static_method_listing_equals_the_live_one():
+    # the help texts read the calibrators from the source (no import): the
+    # same names, kinds, aliases, heads and default candidates as the classes
+    import inspect
+
+    from skcal.cli._methods import (
+        candidate_list,
+        method_list,
+        static_candidates,
+        static_listing,
+        takes_head,
+    )
+    from skcal.model_selection._search import _default_candidates
+
+    live = {
+        name: kind for kind in ("score", "local") for name, _ in all_estimators(kind)
+    }
+    assert {c.name: c.kind for c in static_listing()} == live
+    assert [c.name for c in static_listing()] == [n for n, _ in all_estimators()]
+    aliases = method_aliases()
+    assert method_list() == ", ".join(
+        f"{n} ({', '.join(a)})" for n, a in aliases.items()
+    )
+    classes = dict(all_estimators())
+    for listed in static_listing():
+        cls = classes[listed.name]
+        assert listed.takes_head == takes_head(cls), listed.name
+        uses = inspect.getattr_static(cls, "_uses_head", False)
+        if listed.uses_head == "depends":
+            assert isinstance(uses, property), listed.name
+        else:
+            assert listed.uses_head is uses, listed.name
+    names = [type(est).__name__ for est in _default_candidates()]
+    assert list(static_candidates()) == names
+    assert candidate_list() == ", ".join(
+        f"{n} ({', '.join(aliases[n])})" for n in names
+    )
+
+
+_COMMANDS = ["calibrate", "apply", "evaluate", "select", "benchmark", "demo"]
+
+
+def _help_imports(command):
+    """``python -X importtime -m skcal <command> --help``: (run, top-level modules)."""
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "skcal", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    modules = {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in run.stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
+    return run, modules
+
+
+def test_every_help_imports_neither_torch_nor_sklearn():
+    # the epilogs list every calibrator: read from the source, not imported
+    # (importing them took 7-9 s of `skcal calibrate --help`)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = dict(zip(_COMMANDS, pool.map(_help_imports, _COMMANDS)))
+    for command, (run, modules) in runs.items():
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.startswith("usage: skcal "), run.stdout[:300]
+        heavy = sorted(modules & {"torch", "sklearn", "scipy", "pandas"})
+        assert not heavy, f"skcal {command} --help imports {heavy}"
+    # the list is wrapped at 79 columns: compare with the line breaks removed
+    assert "VectorScaling (vector, vs)" in " ".join(runs["calibrate"][0].stdout.split())
+    assert "DirichletCalibratorCV" in runs["select"][0].stdout

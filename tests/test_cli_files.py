@@ -600,3 +600,117 @@ def test_evaluate_names_calibrated_files_by_method_and_plots_one_count_panel(
         ece = expected_calibration_error(y_test, np.load(out)["proba"], n_bins=15)
         assert f"{name} (ECE {ece:.3f})" in legend
     assert len(figure.axes[1].patches) == 2  # one count outline per file
+
+
+# ------------------------------------------- rounded probabilities (issue 37)
+@pytest.fixture(scope="module")
+def rounded(tmp_path_factory):
+    """A logistic regression's probabilities on scikit-learn's digits, written
+    as ``DataFrame.round(3)`` does: calibration and test CSVs, and the values
+    as read back (rows summing to 0.997-1.003, not 1)."""
+    pd = pytest.importorskip("pandas")
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X_train, X_rest, y_train, y_rest = train_test_split(
+        X / 16, y, train_size=0.4, random_state=0, stratify=y
+    )
+    model = LogisticRegression(C=0.1, max_iter=300).fit(X_train, y_train)
+    frame = pd.DataFrame(
+        model.predict_proba(X_rest), columns=[f"proba_{j}" for j in range(10)]
+    ).round(3)
+    frame.insert(0, "label", y_rest)
+    folder = tmp_path_factory.mktemp("rounded")
+    paths = {"cal": folder / "cal.csv", "test": folder / "test.csv"}
+    frame.iloc[:500].to_csv(paths["cal"], index=False)
+    frame.iloc[500:].to_csv(paths["test"], index=False)
+    read = {k: pd.read_csv(p) for k, p in paths.items()}
+    P = {k: f.filter(like="proba_").to_numpy() for k, f in read.items()}
+    labels = {k: f["label"].to_numpy() for k, f in read.items()}
+    assert np.abs(P["cal"].sum(axis=1) - 1).max() > 1e-3  # really off
+    return paths, P, labels
+
+
+def test_rounded_probabilities_are_refused_with_the_flag_that_fixes_them(
+    rounded, tmp_path, capsys
+):
+    paths, _, _ = rounded
+    out = tmp_path / "out.npz"
+    for argv in (
+        ["calibrate", "--method", "ts", "--fit", str(paths["cal"])]
+        + ["--apply", str(paths["test"]), "--out", str(out)],
+        ["evaluate", str(paths["test"])],
+        ["select", "--fit", str(paths["cal"]), "--candidates", "ts"],
+    ):
+        assert main([*argv, "--quiet"]) == 2
+        err = _error(capsys, argv[0])
+        assert "rows sum to 1" in err and "--renormalize" in err, err
+        assert "--input logits" in err and "input=" not in err and ".sum(" not in err
+    assert not out.exists()
+
+
+def test_renormalize_fits_the_rows_divided_by_their_sums(rounded, tmp_path, capsys):
+    paths, P, labels = rounded
+    cal, test = (P[k] / P[k].sum(axis=1, keepdims=True) for k in ("cal", "test"))
+    out, model = tmp_path / "out.npz", tmp_path / "ts.pkl"
+    argv = ["calibrate", "--method", "ts", "--fit", str(paths["cal"]), "--apply"]
+    argv += [str(paths["test"]), "--out", str(out), "--save", str(model)]
+    assert main([*argv, "--renormalize"]) == 0
+    note = capsys.readouterr().err
+    assert "--renormalize: divided each row of columns proba_0" in note
+    assert f"{paths['test']} by its sum (sums in [" in note
+    reference = TemperatureScaling(input="proba", device="cpu").fit(cal, labels["cal"])
+    expected = reference.predict_proba(test)
+    with np.load(out) as written:
+        np.testing.assert_allclose(written["proba"], expected, rtol=1e-7, atol=1e-12)
+    # apply and evaluate read the rounded file the same way
+    again = tmp_path / "again.npz"
+    argv = ["apply", "--model", str(model), "--apply", str(paths["test"])]
+    assert main([*argv, "--out", str(again), "--allow-pickle", "--quiet"]) == 2
+    assert "--renormalize" in _error(capsys, "apply")
+    assert main([*argv, "--out", str(again), "--allow-pickle", "--renormalize"]) == 0
+    with np.load(again) as written:
+        np.testing.assert_allclose(written["proba"], expected, rtol=1e-7, atol=1e-12)
+    capsys.readouterr()
+    argv = ["evaluate", str(paths["test"]), "--renormalize", "--json", "--quiet"]
+    assert main(argv) == 0
+    metrics = _json(capsys)["metrics"]
+    assert metrics["NLL"] == pytest.approx(
+        log_loss(labels["test"], test, labels=range(10)), rel=1e-9
+    )
+    assert metrics["Brier"] == pytest.approx(
+        _brier(labels["test"], test, range(10)), rel=1e-9
+    )
+
+
+def test_renormalize_still_refuses_scores_and_empty_rows(tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    z, y = make_miscalibrated_logits(60, 3, random_state=1)
+    frame = pd.DataFrame(z, columns=["proba_0", "proba_1", "proba_2"])
+    frame.insert(0, "label", y)
+    scores = tmp_path / "scores.csv"
+    frame.to_csv(scores, index=False)
+    assert main(["evaluate", str(scores), "--renormalize", "--quiet"]) == 2
+    err = _error(capsys, "evaluate")
+    assert "probabilities in [0, 1]" in err and "--input logits" in err
+    frame.iloc[:, 1:] = softmax(z, axis=1)
+    frame.iloc[4, 1:] = 0.0
+    zero = tmp_path / "zero.csv"
+    frame.to_csv(zero, index=False)
+    assert main(["evaluate", str(zero), "--renormalize", "--quiet"]) == 2
+    err = _error(capsys, "evaluate")
+    assert "row 4 of columns proba_0" in err and "sums to 0: --renormalize" in err
+
+
+def test_library_messages_name_the_options_not_python_keywords(tmp_path, capsys):
+    # probabilities read as logits: the calibrator's warning, in flags
+    z, y = make_miscalibrated_logits(200, 3, random_state=0)
+    path, out = tmp_path / "p.npz", tmp_path / "out.npz"
+    np.savez(path, logits=softmax(z, axis=1), labels=y)
+    argv = ["calibrate", "--method", "ts", "--fit", str(path), "--apply", str(path)]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "skcal calibrate: warning: --input logits but every row" in err
+    assert "Pass --input proba if they are" in err and "input=" not in err

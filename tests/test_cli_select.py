@@ -295,7 +295,7 @@ def _write_bad_files(tmp_path):
         ("nan", [], "NaN or infinite values in 1 row(s) (first: row 7)"),
         ("embeddings", [], "has neither logits nor proba (it holds embeddings"),
         ("good", ["--input", "proba"], "good.npz has no array 'proba'"),
-        ("good", ["--scoring", "nll"], "unknown --scoring 'nll'"),
+        ("good", ["--scoring", "nlll"], "--scoring: 'nlll' is not a valid scoring"),
         ("good", ["--save", "{tmp}/model.npz"], "not arrays, but '{tmp}/model.npz'"),
         ("good", ["--save", "{tmp}/no/model.pkl"], "folder {tmp}/no does not exist"),
         ("good", ["--test", "{tmp}/nolabels.npz"], "which --test reports on"),

@@ -215,10 +215,12 @@ def test_reliability_several_models_share_one_count_axis_and_show_their_ece():
         assert np.all(faces[~big, 3] == 0) and np.all(faces[big, 3] > 0)
         assert (~big).any()  # each model has bins of fewer than 20 samples
     assert shown[0].count_ax_ is shown[1].count_ax_
-    assert len(fig.axes) == 2  # the diagram and one count axis
-    # the shared twin is scaled to the larger of the two count series
+    # one count axis, inside the diagram (its lower quarter), not a twin each
+    assert len(fig.axes) == 1 and ax.child_axes == [shown[0].count_ax_]
+    # the shared axis runs to the larger of the two count series (issue 37:
+    # it ran to 4 times that)
     top = max(d.count.max() for d in shown)
-    assert shown[0].count_ax_.get_ylim()[1] == pytest.approx(4 * top)
+    assert top <= shown[0].count_ax_.get_ylim()[1] <= 1.1 * top
     plt.close("all")
 
 
@@ -238,4 +240,72 @@ def test_reliability_new_figure_has_a_count_panel_below():
     )
     assert len(plain.figure_.axes) == 1 and plain.count_ax_ is None
     assert plain.line_.get_label() == "m"
+    plt.close("all")
+
+
+# ------------------------------------- count axis and legend (issue 37)
+def _legend_covers(disp) -> list:
+    """The markers of ``disp.ax_`` (display pixels, centres) inside its legend."""
+    disp.figure_.canvas.draw()
+    box = disp.ax_.get_legend().get_window_extent()
+    covered = []
+    for markers in disp.ax_.collections:
+        centres = markers.get_offset_transform().transform(markers.get_offsets())
+        covered += [tuple(c) for c in centres if box.contains(*c)]
+    return covered
+
+
+@pytest.mark.parametrize("count_ax", [False, True])
+def test_reliability_count_axis_ends_at_the_largest_count(count_ax):
+    from skcal.display import ReliabilityDisplay
+
+    y, P = _reliability_problem(seed=5, n=900)
+    fig, (ax, below) = plt.subplots(2, 1)
+    kwargs = {"count_ax": below} if count_ax else {}
+    d = ReliabilityDisplay.from_predictions(y, P, n_bins=10, ax=ax, **kwargs)
+    low, high = d.count_ax_.get_ylim()
+    assert low == 0 and d.count.max() <= high <= 1.1 * d.count.max()
+    assert d.count_ax_.get_yscale() == "linear"
+    plt.close("all")
+
+
+def test_reliability_count_scale_log_and_its_check():
+    from skcal.display import ReliabilityDisplay
+
+    y, P = _reliability_problem(seed=6, n=3000, n_classes=10)
+    d = ReliabilityDisplay.from_predictions(y, P, n_bins=15, count_scale="log")
+    assert d.count_ax_.get_yscale() == "log"
+    low, high = d.count_ax_.get_ylim()
+    assert 0 < low <= 1 and d.count.max() <= high <= 1.1 * d.count.max()
+    with pytest.raises(ValueError, match="count_scale must be 'linear' or 'log'"):
+        ReliabilityDisplay.from_predictions(y, P, count_scale="logarithmic")
+    plt.close("all")
+
+
+def test_reliability_legend_covers_no_point():
+    from skcal.display import ReliabilityDisplay
+
+    # under-confident predictions: the points lie above the diagonal, in
+    # the upper-left corner where the legend used to be
+    rng = np.random.default_rng(7)
+    sharp = rng.dirichlet(np.full(3, 0.3), size=3000)
+    y = sample_labels(sharp, rng)
+    flat = 0.15 * sharp + 0.85 / 3
+    for kwargs in ({"show_counts": False}, {}):
+        d = ReliabilityDisplay.from_predictions(y, flat, n_bins=15, **kwargs)
+        assert _legend_covers(d) == []
+    d.ax_.get_legend().set_loc("upper left")  # where it used to be
+    assert _legend_covers(d) != []
+    # a point in every corner: the legend goes above the diagram
+    edges = np.linspace(0, 1, 6)
+    corners = ReliabilityDisplay(
+        mean_predicted=np.array([0.05, 0.05, 0.5, 0.95, 0.95]),
+        fraction_positive=np.array([0.05, 0.95, 0.5, 0.05, 0.95]),
+        count=np.full(5, 100),
+        edges=edges,
+        name="corners",
+    ).plot(show_counts=False)
+    assert _legend_covers(corners) == []
+    legend = corners.ax_.get_legend().get_window_extent()
+    assert legend.y0 >= corners.ax_.get_window_extent().y1
     plt.close("all")

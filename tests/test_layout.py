@@ -295,6 +295,30 @@ def test_every_public_calibrator_is_in_the_api_reference():
     assert not missing, f"doc/api.rst does not list {missing}"
 
 
+def test_every_warning_and_error_is_documented():
+    """Every public class of ``skcal.exceptions`` is in the API reference, and
+    every warning in the user guide's list of warnings (issue 37)."""
+    import inspect
+
+    import skcal.exceptions
+
+    api = (ROOT / "doc" / "api.rst").read_text(encoding="utf-8")
+    guide = (ROOT / "doc" / "user_guide.rst").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\s+(\w+)\s*$", api, re.M))
+    public = [
+        name
+        for name, obj in vars(skcal.exceptions).items()
+        if inspect.isclass(obj)
+        and issubclass(obj, Exception)
+        and obj.__module__ == "skcal.exceptions"
+        and not name.startswith("_")
+    ]
+    assert public and not [n for n in public if n not in listed]
+    warnings_ = [n for n in public if n.endswith("Warning")]
+    unlisted = [n for n in warnings_ if f"skcal.exceptions.{n}`" not in guide]
+    assert not unlisted, f"doc/user_guide.rst's warnings list lacks {unlisted}"
+
+
 def test_every_calibrator_is_in_the_changelog():
     import skcal.calibrators
 

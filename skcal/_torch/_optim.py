@@ -289,6 +289,7 @@ def minimize_lbfgs_flat(
                 slope = float(grad @ direction)
             found = _strong_wolfe(evaluate, x, loss, slope, direction, step)
             if found is None:  # no decrease along the direction: stalled
+                progress.end(f"stalled at iteration {n_iter} (no decrease found)")
                 break
             step, new_loss, new_grad = found
             s = step * direction
@@ -310,6 +311,8 @@ def minimize_lbfgs_flat(
                 loss=loss,
                 grad=grad_max,
             )
+        if converged:
+            progress.end(f"converged at iteration {n_iter}")
     return x, OptimResult(
         x=None, n_iter=n_iter, converged=converged, loss=loss, grad_max=grad_max
     )
@@ -608,6 +611,7 @@ def train_adam(
             else:
                 waited += 1
                 if waited >= options.n_iter_no_change:
+                    progress.stopped_early(epoch, options.n_iter_no_change)
                     break
     _restore(params, best_state)
     return AdamResult(
@@ -661,6 +665,7 @@ def minimize_adam(
             value = float(loss.detach())
             curve.append(value)
             if not math.isfinite(value):
+                progress.end(f"stopped at epoch {epoch}: the loss is not finite")
                 break
             # n_iter_no_change counts from the last improvement larger than tol; the
             # state kept is the best one seen, however small its improvement
@@ -672,6 +677,7 @@ def minimize_adam(
                 best_loss, best_epoch = value, epoch
                 best_state = _snapshot(params)
             if waited >= patience:
+                progress.stopped_early(epoch, patience)
                 break
             if epoch == max_iter:
                 break

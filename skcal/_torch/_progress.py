@@ -3,7 +3,9 @@
 ``verbose=0`` prints nothing, ``verbose=1`` shows one bar per training phase
 (its name, step k of the maximum, elapsed and remaining time, the monitored
 loss), and ``verbose >= 2`` also writes one line per step above the bar.
-Everything goes to stderr, so that a program's stdout stays clean.
+A phase that ends before its maximum (early stopping, convergence) ends its
+bar there, with a note saying why (:meth:`Progress.end`). Everything goes to
+stderr, so that a program's stdout stays clean.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ class Progress:
     verbose : int or bool
         0: silent; 1: the bar; 2 or more: the bar and a line per step.
     total : int
-        The maximum number of steps (the bar ends earlier when training
-        stops early).
+        The maximum number of steps. A phase that stops before it calls
+        :meth:`end` (or :meth:`stopped_early`): the total becomes the steps
+        taken, and the note says why.
     desc : str
         The phase's name, written before the bar.
     unit : str, default="epoch"
@@ -32,6 +35,7 @@ class Progress:
     >>> with Progress(0, total=3, desc="demo") as progress:
     ...     for step in range(3):
     ...         progress.step(f"step {step}", loss=0.5)
+    ...     progress.stopped_early(epoch=3, patience=2)
     """
 
     def __init__(self, verbose, total: int, desc: str, unit: str = "epoch"):
@@ -61,6 +65,28 @@ class Progress:
             }
             self._bar.set_postfix(shown, refresh=False)
         self._bar.update(1)
+
+    def end(self, note: str | None = None) -> None:
+        """End the bar at the steps taken (its total adjusted), with ``note``.
+
+        The note (why the phase ended before its maximum) is appended to the
+        bar's postfix, so that the bar's last line says it.
+        """
+        bar = self._bar
+        if bar is None:
+            return
+        if bar.total != bar.n:
+            bar.total = bar.n
+        if note:
+            postfix = bar.postfix
+            bar.set_postfix_str(
+                f"{postfix}, {note}" if postfix else note, refresh=False
+            )
+        bar.refresh()
+
+    def stopped_early(self, epoch: int, patience: int) -> None:
+        """:meth:`end` with the note of early stopping."""
+        self.end(f"stopped early at epoch {epoch} (no improvement for {patience})")
 
     def close(self) -> None:
         if self._bar is not None:

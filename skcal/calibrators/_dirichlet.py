@@ -634,6 +634,10 @@ class DirichletCalibratorCV(BaseCalibrator):
                             f"loss {value:.6g}"
                         )
                 if self._hopeless(scores.mean(axis=2), r):
+                    progress.end(
+                        f"path stopped after reg_lambda={lam:g} (held-out log "
+                        "loss worse than the stronger ones)"
+                    )
                     break
         return scores.reshape(-1, self.cv)
 

@@ -84,9 +84,12 @@ class KCalCalibrator(BaseLocalCalibrator):
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         Where the projection is trained and the kernels are computed.
     verbose : int, default=0
-        0: silent. 1: a progress bar on stderr for each training phase (its
-        name, epoch k of ``max_iter``, elapsed and remaining time, the
-        held-out log loss). 2: also one line per epoch.
+        0: silent. 1: a progress bar on stderr for each phase: the
+        projection's training (epoch k of ``max_iter``, elapsed and remaining
+        time, the held-out log loss; a note where early stopping ended it)
+        and the bandwidth search (one step per bandwidth tried, with its
+        cross-validated log loss). 2: also one line per epoch and per
+        bandwidth.
 
     Attributes
     ----------
@@ -255,6 +258,7 @@ class KCalCalibrator(BaseLocalCalibrator):
             init=self.bandwidth_init_,
             fixed=None if self.bandwidth == "auto" else self.bandwidth,
             device=self.device,
+            verbose=self.verbose,
         )
         self.bandwidth_, self.cv_log_loss_ = chosen.bandwidth, chosen.cv_log_loss
         if self.bandwidth == "auto":

@@ -540,7 +540,8 @@ def add_apply(sub) -> None:
         default=[],
         metavar="TYPE",
         help="also trust this fully qualified type in a .skops model (repeatable; "
-        "the error names the types the file needs)",
+        "the error names the types the file needs); a class of your own must be "
+        "importable: install its package or set PYTHONPATH to its folder",
     )
     parser.add_argument(
         "--allow-pickle",

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._common import CLIError, difference, listing
+from ._common import CLIError, difference, listing, reporter
 
 #: option naming where each per-sample array is read from
 FLAGS = {
@@ -119,11 +119,16 @@ class Columns:
     logits: str | tuple | None = None
     proba: str | tuple | None = None
     embeddings: str | tuple | None = None
+    #: ``--renormalize``: divide each row of proba by its sum
+    renormalize: bool = False
+    #: prints a note on stderr (what --renormalize did); None: silent
+    report: object = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_args(cls, args) -> Columns:
-        """From the options ``--label-col``, ``--logit-cols``, ``--proba-cols``
-        and ``--emb-cols`` of ``args`` (absent options: the defaults)."""
+        """From the options ``--label-col``, ``--logit-cols``, ``--proba-cols``,
+        ``--emb-cols`` and ``--renormalize`` of ``args`` (absent options: the
+        defaults; ``--quiet`` silences the note of ``--renormalize``)."""
         label = getattr(args, "label_col", None)
         if label is not None and not label.strip():
             raise CLIError(
@@ -137,6 +142,8 @@ class Columns:
             embeddings=parse_columns(
                 getattr(args, "emb_cols", None), FLAGS["embeddings"]
             ),
+            renormalize=bool(getattr(args, "renormalize", False)),
+            report=None if getattr(args, "quiet", True) else reporter(args),
         )
 
     def spec(self, key: str):

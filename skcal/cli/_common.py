@@ -10,12 +10,44 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import re
 import sys
 import warnings
 
 
 class CLIError(ValueError):
     """An input or usage error reported as one line, without a traceback."""
+
+
+#: skcal's messages name Python keywords; the command line's options instead
+_AS_FLAGS = (
+    (re.compile(r" \(or the matching option\)"), ""),
+    (re.compile(r"\binput=['\"](logits|proba)['\"]"), r"--input \1"),
+    (
+        re.compile(r"Renormalise with (\w+) / \1\.sum\(axis=1, keepdims=True\)"),
+        "Add --renormalize (which divides each row by its sum)",
+    ),
+)
+
+
+def in_flags(message: str) -> str:
+    """``message`` with the Python keywords of skcal's checks as options.
+
+    The library's messages say ``input='logits'`` or show the Python that
+    renormalises rows; on the command line, ``--input logits`` and
+    ``--renormalize`` do that.
+
+    Examples
+    --------
+    >>> from skcal.cli._common import in_flags
+    >>> in_flags("If these are scores, pass input='logits' instead.")
+    'If these are scores, pass --input logits instead.'
+    >>> in_flags("Renormalise with X / X.sum(axis=1, keepdims=True) if so.")
+    'Add --renormalize (which divides each row by its sum) if so.'
+    """
+    for pattern, replacement in _AS_FLAGS:
+        message = pattern.sub(replacement, message)
+    return message
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -67,7 +99,9 @@ def reporter(args):
 
 def _warn_lines(prog: str, caught) -> None:
     """Print each distinct caught warning as a ``prog: warning:`` line."""
-    for message in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
+    for message in dict.fromkeys(
+        in_flags(" ".join(str(w.message).split())) for w in caught
+    ):
         print(f"{prog}: warning: {message}", file=sys.stderr)
 
 

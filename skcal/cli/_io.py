@@ -327,7 +327,8 @@ class ArrayFile:
                 f"{name} must be 2-D of shape (n_samples, n_columns) with at "
                 f"least one row; got shape {value.shape}."
             )
-        return _finite_float(value, name)
+        value = _finite_float(value, name)
+        return _probability_rows(value, name, self.columns) if key == "proba" else value
 
     def column_names(self, key: str) -> list[str] | None:
         """The class-name part of each column of ``key`` (None for a 2-D array).
@@ -373,6 +374,58 @@ def _finite_float(value: np.ndarray, name: str) -> np.ndarray:
             f"row {bad[0]}); drop or repair those rows."
         )
     return value
+
+
+def _probability_rows(P: np.ndarray, name: str, columns: Columns) -> np.ndarray:
+    """``P`` checked as rows of probabilities, or with ``--renormalize``
+    (``columns.renormalize``) each row divided by its sum.
+
+    Refused, with the options that fix it: negative entries (scores, not
+    probabilities: ``--input logits``); without ``--renormalize``, rows
+    whose sums are off by more than the tolerance of skcal's calibrators
+    and metrics (``SUM_TOL``); with it, rows that sum to 0. The flag sets no
+    limit on how far a sum may be from 1, since rounding each of ``C``
+    entries to ``d`` decimals moves it by up to ``C 10^-d / 2`` (0.5 for
+    1,000 classes and 3 decimals); the note on stderr gives the range of
+    the sums divided.
+    """
+    from ..utils._validation import SUM_TOL
+
+    if P.min() < -SUM_TOL:
+        row = int(np.argmin(P.min(axis=1)))
+        raise CLIError(
+            f"{name} should hold probabilities in [0, 1], but row {row} has "
+            f"{P[row].min():.6g}. If these are logits or decision scores, read "
+            "them as logits: --input logits (and --logit-cols to name their "
+            "columns)."
+        )
+    if columns.renormalize:
+        P = np.clip(P, 0.0, None)  # entries within the tolerance below 0
+    sums = P.sum(axis=1)
+    worst = int(np.argmax(np.abs(sums - 1.0)))
+    span = f"[{sums.min():.6g}, {sums.max():.6g}]"
+    if not columns.renormalize:
+        if abs(sums[worst] - 1.0) > SUM_TOL:
+            raise CLIError(
+                f"{name} should hold probabilities whose rows sum to 1 "
+                f"(tolerance {SUM_TOL:g}), but row {worst} sums to "
+                f"{sums[worst]:.6g} (the sums range over {span}). If these are "
+                "rounded or unnormalised probabilities, add --renormalize to "
+                "divide each row by its sum; if they are logits or decision "
+                "scores, read them with --input logits."
+            )
+        return P
+    if sums.min() <= 0:
+        row = int(np.argmin(sums))
+        raise CLIError(
+            f"row {row} of {name} sums to 0: --renormalize cannot divide it by "
+            "its sum; drop or repair that row."
+        )
+    if columns.report is not None:
+        columns.report(
+            f"--renormalize: divided each row of {name} by its sum (sums in {span})"
+        )
+    return P / sums[:, None]
 
 
 def _read_npz(path: str) -> dict:

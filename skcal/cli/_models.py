@@ -89,7 +89,7 @@ def read_model(path: str, *, trusted=(), allow_pickle: bool = False):
                 f"by skops by default: {listed}. Loading them could run code "
                 "written by whoever made the file. If you trust its author and "
                 "expect these types (for instance the trees of a scikit-learn "
-                f"forest), pass them explicitly: {flags}."
+                f"forest), pass them explicitly: {flags}.{_not_importable(exc.types)}"
             ) from None
         except ValueError as exc:  # load's errors start with the path
             text = str(exc)
@@ -97,6 +97,8 @@ def read_model(path: str, *, trusted=(), allow_pickle: bool = False):
             raise CLIError(f"{where} {text}") from None
         except OSError as exc:
             raise CLIError(f"--model {path} cannot be read: {exc}") from None
+        except ImportError as exc:  # a type of the user's own, not importable
+            raise CLIError(f"--model {exc}") from None
     if not allow_pickle:
         raise CLIError(
             f"--model {path} is not a .skops file, so it is read as a pickle, and "
@@ -115,6 +117,20 @@ def read_model(path: str, *, trusted=(), allow_pickle: bool = False):
             f"have ({exc}): it was written with another version of skcal or of "
             "its dependencies. Fit and save the model again, as *.skops."
         ) from None
+
+
+def _not_importable(types) -> str:
+    """A note on the ``types`` whose top-level package is not on the path
+    (looked up without importing anything), for the untrusted-types error."""
+    tops = sorted({name.split(".")[0] for name in types})
+    missing = [top for top in tops if importlib.util.find_spec(top) is None]
+    if not missing:
+        return ""
+    return (
+        f" The module(s) {', '.join(missing)} of these types cannot be imported "
+        "here, which --trust alone does not fix: install the package that "
+        "defines them, or set PYTHONPATH to the folder of the .py file."
+    )
 
 
 def saved_note(path: str, what: str) -> str:

@@ -174,7 +174,8 @@ def add_interval_options(parser, flag: str) -> None:
 
 
 def add_column_options(parser) -> None:
-    """``--label-col``, ``--logit-cols``, ``--proba-cols`` and ``--emb-cols``."""
+    """``--label-col``, ``--logit-cols``, ``--proba-cols``, ``--emb-cols`` and
+    ``--renormalize`` (how the files' arrays are read)."""
     group = parser.add_argument_group(
         "columns and keys",
         "where the files hold their arrays, the same in every format (see below)",
@@ -200,4 +201,12 @@ def add_column_options(parser) -> None:
         "--emb-cols",
         metavar="SPEC",
         help="the embeddings, likewise (default: embeddings, else emb_)",
+    )
+    group.add_argument(
+        "--renormalize",
+        action="store_true",
+        help="divide each row of proba by its sum, for rounded probabilities "
+        "(a table written with 3 decimals: row sums 0.997-1.001), which are "
+        "refused without it; negative entries and rows summing to 0 are "
+        "still refused",
     )

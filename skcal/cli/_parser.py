@@ -15,7 +15,7 @@ import sys
 from .. import __version__
 from ._benchmark import add_benchmark, add_demo
 from ._calibrate import add_apply, add_calibrate
-from ._common import CLIError
+from ._common import CLIError, in_flags
 from ._evaluate import add_evaluate
 from ._select import add_select
 
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     except ValueError as exc:
         if not _is_input_error(exc):
             raise
-        message = " ".join(str(exc).split())
+        message = in_flags(" ".join(str(exc).split()))
         print(f"skcal {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -28,6 +28,7 @@ from ._inputs import (
 from ._io import ArrayFile
 from ._methods import (
     alias_lookup,
+    candidate_list,
     comma_names,
     method_aliases,
     normalize,
@@ -117,21 +118,17 @@ def _parse_candidates(tokens, *, device: str) -> list:
 
 
 def _check_scoring(name: str) -> str:
-    """``name`` if it is a scorer of skcal or scikit-learn, else a CLIError."""
-    from sklearn.metrics import get_scorer_names as sklearn_scorer_names
+    """The canonical scorer name of ``name`` (a scorer of skcal or
+    scikit-learn, or a metric name or alias of skcal's shared table, any
+    case: ``ece``, ``NLL``), else a CLIError."""
+    from ..metrics._scorer import scorer_name
 
-    from ..metrics import get_scorer_names
-
-    names = get_scorer_names()
-    if name in names:
-        return name
-    own = sorted(set(names) - set(sklearn_scorer_names()))
-    raise CLIError(
-        f"unknown --scoring {name!r}{did_you_mean(name, names)}; higher must be "
-        "better: neg_log_loss (the default), one of skcal's calibration scorers "
-        f"({', '.join(own)}) or another scikit-learn scorer "
-        "(sklearn.metrics.get_scorer_names())."
-    )
+    try:
+        return scorer_name(name)
+    except ValueError as exc:
+        raise CLIError(
+            f"--scoring: {exc} Higher is better; neg_log_loss is the default."
+        ) from None
 
 
 @dataclass
@@ -351,8 +348,9 @@ _n_jobs = int_type(lambda value: value != 0, "a non-zero integer (-1: every CPU)
 
 def _select_epilog() -> str:
     """The epilog of ``select --help``: formats and the default candidates."""
+    # read from the source: importing the candidates takes seconds (issue 37)
     candidates = textwrap.fill(
-        _candidate_list(), 79, initial_indent="  ", subsequent_indent="  "
+        candidate_list(), 79, initial_indent="  ", subsequent_indent="  "
     )
     return (
         f"{FORMATS_HELP}\n\ncandidates (case-insensitive; aliases in "
@@ -425,7 +423,8 @@ def _add_search_options(parser) -> None:
         "--scoring",
         default="neg_log_loss",
         help="score of the held-out rows, higher is better: neg_log_loss "
-        "(default), a skcal or scikit-learn scorer name",
+        "(default), a skcal or scikit-learn scorer name, or a metric name or "
+        "alias, any case (ece, cwece, nll, brier: its negated error)",
     )
     parser.add_argument(
         "--no-guard",

@@ -22,6 +22,13 @@ _COUNT_PANELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _MAX_AREA, _MIN_AREA = 300.0, 6.0
 #: Marker area of a bin of fewer than ``min_count`` samples (drawn hollow).
 _HOLLOW_AREA = 30.0
+#: The corners the legend may take, the two the diagonal leaves free first;
+#: the first that covers no marker is taken, else the legend goes above.
+_LEGEND_CORNERS = ("upper left", "lower right", "upper right", "lower left")
+#: Height of the counts drawn inside the diagram (a share of its height).
+_INSET_HEIGHT = 0.25
+#: Headroom above the largest count on the count axis.
+_COUNT_MARGIN = 1.05
 
 
 def _scores_and_targets(proba, y_index, view, labels_):
@@ -58,10 +65,14 @@ class ReliabilityDisplay:
     Each bin's marker has an area proportional to the share of the samples
     it holds, and bins of fewer than ``min_count`` samples are drawn hollow:
     a point resting on one sample does not look like one resting on a
-    thousand. The legend gives each model's ECE over the plotted bins. The
-    counts go to a panel below the diagram (a new figure), or to one count
-    axis per diagram axis: several models drawn on the same ``ax`` share it,
-    each as an outline of its own colour.
+    thousand. The legend gives each model's ECE over the plotted bins; it
+    takes the first corner of the diagram that covers no marker (upper left
+    and lower right, which the diagonal leaves free, first) and goes above
+    the diagram when every corner holds one. The counts go to a panel below
+    the diagram (a new figure), or to one count axis per diagram axis: several
+    models drawn on the same ``ax`` share it, each as an outline of its own
+    colour. The count axis runs to the largest count (plus 5%), on a linear
+    or (``count_scale="log"``) logarithmic scale.
 
     Build it with :meth:`from_predictions` or :meth:`from_estimator`; pass
     ``ax`` to draw several calibrators on one axis.
@@ -164,6 +175,7 @@ class ReliabilityDisplay:
         show_ece=True,
         min_count=10,
         count_ax=None,
+        count_scale="linear",
         **kwargs,
     ):
         """Draw the diagram.
@@ -177,8 +189,8 @@ class ReliabilityDisplay:
             Legend label; overrides the one given at construction.
         show_counts : bool, default=True
             Draw the bin counts. On a given ``ax`` they go to one count axis
-            (a twin on the right, lower quarter) shared by every model drawn
-            on that ``ax``.
+            (the lower quarter of ``ax``, its scale on the right) shared by
+            every model drawn on that ``ax``.
         ref_line : bool, default=True
             Draw the diagonal of perfect calibration.
         show_ece : bool, default=True
@@ -188,6 +200,9 @@ class ReliabilityDisplay:
         count_ax : matplotlib Axes, default=None
             Draw the counts on this axis (such as a panel below ``ax``)
             instead; later models drawn on ``ax`` reuse it.
+        count_scale : {"linear", "log"}, default="linear"
+            Scale of the count axis; "log" shows bins of a few samples next
+            to bins of thousands.
         **kwargs
             Passed to ``ax.plot`` (the curve; markers are drawn separately).
 
@@ -195,6 +210,11 @@ class ReliabilityDisplay:
         -------
         self : ReliabilityDisplay
         """
+        if count_scale not in ("linear", "log"):
+            raise ValueError(
+                f"count_scale must be 'linear' or 'log'; got {count_scale!r}. Use "
+                "'log' when a few bins hold most of the samples."
+            )
         name = self.name if name is None else name
         keep = self.count > 0
         self.ece_ = self._ece(keep)
@@ -211,9 +231,9 @@ class ReliabilityDisplay:
         self._draw_curve(ax, keep, label, min_count, kwargs)
         self.counts_, self.count_ax_ = None, None
         if show_counts:
-            self._draw_counts(ax, count_ax)
+            self._draw_counts(ax, count_ax, count_scale)
         self._label_axes(ax)
-        ax.legend(loc="upper left")
+        _place_legend(ax)
         self.ax_, self.figure_ = ax, ax.figure
         return self
 
@@ -267,17 +287,21 @@ class ReliabilityDisplay:
                 linewidth=0,
             )  # fmt: skip
 
-    def _draw_counts(self, ax, count_ax) -> None:
-        self.count_ax_ = self._count_panel(ax, count_ax)
-        self.counts_ = self.count_ax_.stairs(
+    def _draw_counts(self, ax, count_ax, scale) -> None:
+        """The counts as an outline on the count axis, scaled to the largest
+        count of every model drawn on it (plus ``_COUNT_MARGIN``)."""
+        panel = self.count_ax_ = self._count_panel(ax, count_ax)
+        self.counts_ = panel.stairs(
             self.count, self.edges, color=self.line_.get_color(), linewidth=1.2
         )
-        if _COUNT_PANELS[ax][1]:  # a twin: the counts keep to the lower quarter
-            highest = max(
-                float(np.max(p.get_data().values, initial=0))
-                for p in self.count_ax_.patches
-            )
-            self.count_ax_.set_ylim(0, 4 * max(highest, 1))
+        highest = max(
+            float(np.max(p.get_data().values, initial=1))
+            for p in panel.patches
+            if hasattr(p, "get_data")  # the count outlines (StepPatch)
+        )
+        panel.set_yscale(scale)
+        # log: a bin of one sample still shows as a step above the floor
+        panel.set_ylim(0.5 if scale == "log" else 0, _COUNT_MARGIN * highest)
 
     def _label_axes(self, ax) -> None:
         """Limits and labels; with a counts panel below sharing x, the x
@@ -292,7 +316,7 @@ class ReliabilityDisplay:
         ax.set_ylabel(ylabel)
         below = (
             self.count_ax_ is not None
-            and not _COUNT_PANELS[ax][1]  # not a twin
+            and not _COUNT_PANELS[ax][1]  # a panel, not inside the diagram
             and ax.get_shared_x_axes().joined(ax, self.count_ax_)
         )
         if below:
@@ -304,15 +328,25 @@ class ReliabilityDisplay:
 
     @staticmethod
     def _count_panel(ax, count_ax):
-        """The count axis of ``ax``: given, registered earlier, or a new twin."""
+        """The count axis of ``ax``: given, registered earlier, or a new one
+        inside the lower quarter of ``ax`` (transparent, scale on the right)."""
         if count_ax is not None:
             _COUNT_PANELS[ax] = (count_ax, False)
         elif ax not in _COUNT_PANELS:
-            twin = ax.twinx()
-            _COUNT_PANELS[ax] = (twin, True)
-        panel, twin = _COUNT_PANELS[ax]
+            inset = ax.inset_axes([0, 0, 1, _INSET_HEIGHT])
+            inset.patch.set_visible(False)
+            inset.set_xlim(0, 1)
+            inset.tick_params(
+                axis="x", bottom=False, labelbottom=False, top=False, labeltop=False
+            )
+            inset.yaxis.tick_right()
+            inset.yaxis.set_label_position("right")
+            for side in ("left", "top", "bottom"):
+                inset.spines[side].set_visible(False)
+            _COUNT_PANELS[ax] = (inset, True)
+        panel, inside = _COUNT_PANELS[ax]
         panel.set_ylabel("samples per bin")
-        if not twin:
+        if not inside:
             panel.set_xlim(0, 1)
         return panel
 
@@ -443,6 +477,54 @@ class ReliabilityDisplay:
         kwargs.setdefault("labels", getattr(estimator, "classes_", None))
         name = type(estimator).__name__ if name is None else name
         return cls.from_predictions(y, proba, name=name, **kwargs)
+
+
+def _marker_boxes(ax) -> np.ndarray:
+    """``(x0, y0, x1, y1)`` in display pixels of every marker drawn on ``ax``
+    (the scatter points of each model), their line width included."""
+    from matplotlib.collections import PathCollection
+
+    boxes = [np.empty((0, 4))]
+    points_to_px = ax.figure.dpi / 72
+    for markers in ax.collections:
+        offsets = np.asarray(markers.get_offsets(), dtype=float)
+        if not isinstance(markers, PathCollection) or not len(offsets):
+            continue
+        centres = markers.get_offset_transform().transform(offsets)
+        sizes = np.broadcast_to(markers.get_sizes(), len(offsets))
+        widths = np.broadcast_to(markers.get_linewidths(), len(offsets))
+        radius = (np.sqrt(sizes) / 2 + widths / 2) * points_to_px
+        boxes.append(
+            np.column_stack([centres - radius[:, None], centres + radius[:, None]])
+        )
+    return np.concatenate(boxes)
+
+
+def _place_legend(ax) -> None:
+    """The legend in the first of ``_LEGEND_CORNERS`` where it covers no
+    marker (measured in the figure's layout), else above the diagram.
+
+    Lower corners are skipped when the counts are drawn inside the diagram.
+    """
+    ax.legend(loc="upper left")
+    # the layout (of the root figure, if ``ax`` is in a subfigure) gives the
+    # legend its real size; a legend of the same entries keeps it
+    ax.figure.figure.draw_without_rendering()
+    boxes = _marker_boxes(ax)
+    inside = ax in _COUNT_PANELS and _COUNT_PANELS[ax][1]
+    for corner in _LEGEND_CORNERS:
+        if inside and corner.startswith("lower"):
+            continue
+        box = ax.legend(loc=corner).get_window_extent()
+        covered = (
+            (boxes[:, 0] < box.x1)
+            & (boxes[:, 2] > box.x0)
+            & (boxes[:, 1] < box.y1)
+            & (boxes[:, 3] > box.y0)
+        )
+        if not covered.any():
+            return
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.02), borderaxespad=0)
 
 
 def _rgba(color):

@@ -13,6 +13,7 @@ from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._cumulative import cumulative_calibration_error, cumulative_calibration_test
 from ._ece import classwise_calibration_error, expected_calibration_error
+from ._names import find_metric
 from ._proper import brier_score, negative_log_likelihood
 from ._smooth import smooth_expected_calibration_error
 from ._uncertainty import ConfidenceInterval, confidence_interval
@@ -53,7 +54,8 @@ class CalibrationReport:
         ``"cwECE"``, ``"ECCE"``, ``"smECE"``.
     intervals : tuple of ConfidenceInterval
         The interval of each row, in the order of ``metrics``; index the
-        report by name (``report["NLL"]``) to get one.
+        report by name (``report["NLL"]``, or any name of the metric in any
+        case: ``report["nll"]``, ``report["neg_log_loss"]``) to get one.
     ecce_pvalue : float
         Asymptotic p-value of perfect calibration of the ECCE test
         (:func:`~skcal.metrics.cumulative_calibration_test`).
@@ -81,14 +83,18 @@ class CalibrationReport:
     random_state: int
 
     def __getitem__(self, name: str) -> ConfidenceInterval:
-        """The :class:`ConfidenceInterval` of the row ``name``."""
-        try:
-            return self.intervals[self.metrics.index(name)]
-        except ValueError:
-            raise KeyError(
-                f"No metric {name!r} in the report; its metrics are "
-                f"{list(self.metrics)}."
-            ) from None
+        """The :class:`ConfidenceInterval` of the row ``name``: its label
+        (``"ECE"``), or any name of the same metric in any case (``"ece"``,
+        ``"expected_calibration_error"``, ``"neg_log_loss"``)."""
+        entry = find_metric(name)
+        for key in (name, entry and entry.label, str(name).lower()):
+            if key in self.metrics:
+                return self.intervals[self.metrics.index(key)]
+        raise KeyError(
+            f"No metric {name!r} in the report; its metrics are "
+            f"{list(self.metrics)} (or another name of the same metric: "
+            "'ece', 'expected_calibration_error', 'nll', ...)."
+        )
 
     def _rows(self):
         for name, ci in zip(self.metrics, self.intervals):

@@ -23,7 +23,6 @@ entries of the counts matrix at a time).
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import warnings
 from contextlib import contextmanager
@@ -48,6 +47,7 @@ from ._ece import (
     max_calibration_error,
 )
 from ._local import local_calibration_error, max_local_calibration_error
+from ._names import did_you_mean, find_metric, metric_function, names_listing
 from ._proper import brier_score, negative_log_likelihood
 from ._smooth import smooth_expected_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
@@ -227,7 +227,7 @@ def _standard_error(values: np.ndarray) -> float:
 
 
 def _metric_names_hint() -> str:
-    return ", ".join(sorted(METRICS))
+    return names_listing()
 
 
 def _resolve_metric(metric):
@@ -235,25 +235,20 @@ def _resolve_metric(metric):
     from . import __all__ as public  # the package's names, imported lazily
 
     if isinstance(metric, str):
-        if metric in METRICS:
-            return METRICS[metric], metric, True
-        if metric in public:
+        entry = find_metric(metric)  # any name of the shared table
+        if entry is not None and entry.scorer is not None:
+            return metric_function(entry), entry.function, entry.function in METRICS
+        if metric in public or entry is not None:
             raise ValueError(
                 f"metric={metric!r} is a name in skcal.metrics but not a metric "
                 "function mapping (y_true, y_proba) to a float. Metric names: "
                 f"{_metric_names_hint()}."
             )
-        close = difflib.get_close_matches(metric, list(METRICS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        if metric.startswith("neg_") and metric[4:] in METRICS:
-            hint = (
-                f" {metric!r} is a scorer name; the metric is {metric[4:]!r} "
-                "(lower is better)."
-            )
         raise ValueError(
-            f"Unknown metric {metric!r}.{hint} Pass the name of a skcal metric "
-            f"({_metric_names_hint()}) or a callable f(y_true, y_proba, **params) "
-            "returning a float."
+            f"Unknown metric {metric!r}.{did_you_mean(metric)} Pass a metric name "
+            f"or alias, in any case ({names_listing()}), or a callable "
+            "f(y_true, y_proba, **params) returning a float. A scorer name "
+            "(neg_log_loss) names its metric: the error, lower is better."
         )
     if isinstance(metric, _BaseScorer):
         raise TypeError(
@@ -814,9 +809,12 @@ def confidence_interval(
     ----------
     metric : str or callable
         A skcal metric function (e.g.
-        :func:`~skcal.metrics.expected_calibration_error`), its name (e.g.
-        ``"expected_calibration_error"``), or any callable
-        ``f(y_true, y_proba, **metric_params) -> float``.
+        :func:`~skcal.metrics.expected_calibration_error`), its name or an
+        alias in any case (``"expected_calibration_error"``, ``"ECE"``,
+        ``"ece"``, ``"nll"``; a scorer name such as ``"neg_log_loss"`` names
+        its metric, the error, lower is better), or any callable
+        ``f(y_true, y_proba, **metric_params) -> float``. The interval's
+        ``metric`` is the function's name.
     y_true : array-like of shape (n_samples,)
         True labels.
     y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)

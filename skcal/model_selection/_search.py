@@ -39,7 +39,7 @@ from ..calibrators import (
     VectorScaling,
 )
 from ..exceptions import GridEdgeWarning
-from ..metrics._scorer import get_scorer
+from ..metrics._scorer import get_scorer, scorer_name
 from ..utils._dask import lazy_on_dask
 from ..utils._sklearn import StrOptions, _fit_context
 from ..utils._validation import (
@@ -296,12 +296,15 @@ def _candidate_line(fold_results) -> str:
 
 
 def _parallel(n_jobs):
-    """A :class:`joblib.Parallel` yielding results as they finish, or, on a
-    backend that cannot (e.g. multiprocessing), returning them at the end."""
-    try:
-        return Parallel(n_jobs=n_jobs, return_as="generator_unordered")
-    except ValueError:  # "Backend ... does not support return_as=..."
-        return Parallel(n_jobs=n_jobs)
+    """A :class:`joblib.Parallel` yielding results as they finish (in order
+    with joblib 1.3), or returning them at the end where the backend (e.g.
+    multiprocessing) or joblib (before 1.3) cannot yield them."""
+    for return_as in ("generator_unordered", "generator"):
+        try:
+            return Parallel(n_jobs=n_jobs, return_as=return_as)
+        except (TypeError, ValueError):  # unknown return_as, or not supported
+            continue
+    return Parallel(n_jobs=n_jobs)
 
 
 # -------------------------------------------------------------- the guard
@@ -446,8 +449,11 @@ class CalibratorSearchCV(BaseCalibrator):
         of that name wherever no probability of a true class is below
         2.2e-16, where scikit-learn clips); any other name is looked up by
         :func:`skcal.metrics.get_scorer` (skcal's calibration scorers, then
-        scikit-learn's); a callable is ``scorer(estimator, X, y) -> float``,
-        called with ``sample_weight=`` when weights are given.
+        scikit-learn's, then a metric's name or alias in any case: ``"nll"``
+        is ``"neg_log_loss"``, ``"ece"`` is
+        ``"neg_expected_calibration_error"``); a callable is
+        ``scorer(estimator, X, y) -> float``, called with ``sample_weight=``
+        when weights are given.
     cv : int, cross-validation generator or iterable, default=5
         An int is :class:`~sklearn.model_selection.StratifiedKFold` with
         ``shuffle=True`` and ``random_state``; anything else is passed to
@@ -1026,7 +1032,10 @@ class CalibratorSearchCV(BaseCalibrator):
             self.__dict__.pop(attr, None)
         names, estimators = zip(*self._named_candidates())
         data = self._prepare(names, estimators, X, y, sample_weight)
-        scorer = None if self.scoring == "neg_log_loss" else self.scoring
+        scoring = self.scoring
+        if isinstance(scoring, str):  # an alias ("nll", "ece") names its scorer
+            scoring = scorer_name(scoring)
+        scorer = None if scoring == "neg_log_loss" else scoring
         if isinstance(scorer, str):
             scorer = get_scorer(scorer)
         folds = self._folds(data.X, data.labels)

@@ -269,6 +269,10 @@ def load(file, *, trusted=None):
     UntrustedTypesError
         (a ``ValueError``) When the file holds types that are neither trusted
         by default nor listed in ``trusted``; its ``types`` lists them.
+    ImportError
+        When a trusted type cannot be imported here (a class of the user's
+        own whose module is not on the path or no longer defines it, or one
+        made in a script, ``__main__``): the message names it and the fix.
 
     See Also
     --------
@@ -301,9 +305,68 @@ def load(file, *, trusted=None):
             refused,
         )
     reader = sio.loads if "data" in source else sio.load  # data= or file=
-    model = _read(reader, source, name, trusted=found)
+    model = _construct(reader, source, name, found, ours)
     _check_complete(model, name)
     return model
+
+
+def _construct(reader, source: dict, name: str, found: list, ours: set):
+    """Rebuild the model; a type of the user's own that cannot be imported
+    here (its module is not on the path, or no longer defines it) is one
+    clear ImportError naming it and the fix."""
+    try:
+        return _read(reader, source, name, trusted=found)
+    except ValueError as exc:
+        cause = exc.__context__
+        if not isinstance(cause, AttributeError):
+            raise
+        missing = _missing_types(found, ours)
+        if not missing:
+            raise
+        raise ImportError(_import_message(name, missing, cause)) from None
+    except ImportError as exc:
+        module = getattr(exc, "name", None) or ""
+        missing = [t for t in found if module and t.startswith(module + ".")]
+        raise ImportError(
+            _import_message(name, missing or _missing_types(found, ours), exc),
+            name=exc.name,
+        ) from None
+
+
+def _missing_types(found: list, ours: set) -> list:
+    """The types of ``found`` (not skcal's) whose class cannot be imported."""
+    missing = []
+    for full in found:
+        module, _, attr = full.rpartition(".")
+        if full in ours or not module:
+            continue
+        try:
+            getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            missing.append(full)
+    return missing
+
+
+def _import_message(name: str, types: list, exc: Exception) -> str:
+    listed = ", ".join(types) or "a type in the file"
+    if any(t.startswith("__main__.") for t in types):
+        fix = (
+            "The class was defined in a script or notebook (__main__), which no "
+            "other program can import: move it to a module (a .py file), import "
+            "it from there, fit and save the model again."
+        )
+    else:
+        fix = (
+            "A model of a class of your own is rebuilt by importing that class: "
+            "make its module importable here, by installing the package that "
+            "defines it or by adding the folder of its .py file to PYTHONPATH "
+            "(PYTHONPATH=/path/to/folder; the skcal command does not look in "
+            "the current folder), and check that the module still defines it."
+        )
+    return (
+        f"{name} holds {listed}, which cannot be imported here "
+        f"({type(exc).__name__}: {exc}). {fix}"
+    )
 
 
 def _calibrators(obj, seen: set) -> list:

@@ -1,5 +1,6 @@
 """KCalCalibrator and its kernels (Lin, Trivedi, Sun, ICLR 2023)."""
 
+import re
 import warnings
 
 import numpy as np
@@ -55,24 +56,34 @@ def test_kcal_predictions_are_the_kernel_classifier(data):
     np.testing.assert_allclose(est.predict_proba(queries), expected, rtol=1e-9)
 
 
-def test_kcal_cross_validated_bandwidth(data):
-    X, y, _, _ = data
-    est = KCalCalibrator(max_iter=3, cv=5, random_state=0, device="cpu")
-    est.fit(X, y)
+def _numpy_cv(est, n_splits, random_state):
+    """The cross-validated log loss of ``est``'s memory at ``h``, in numpy."""
     G, labels = est.memory_, est.memory_labels_
     # the folds come from the third seed drawn from random_state
-    fold_seed = np.random.RandomState(0).randint(np.iinfo(np.int32).max, size=3)[2]
+    fold_seed = np.random.RandomState(random_state).randint(
+        np.iinfo(np.int32).max, size=3
+    )[2]
     folds = np.empty(len(G), dtype=int)
-    kfold = KFold(5, shuffle=True, random_state=int(fold_seed))
+    kfold = KFold(n_splits, shuffle=True, random_state=int(fold_seed))
     for k, (_, test) in enumerate(kfold.split(G)):
         folds[test] = k
     d2 = ((G[:, None, :] - G[None, :, :]) ** 2).mean(axis=2)
-    onehot = np.eye(3)[labels]
+    onehot = np.eye(len(est.classes_))[labels]
 
     def numpy_cv(h):
         K = np.exp(-d2 / h) * (folds[:, None] != folds[None, :])
         p = K @ onehot / (K @ onehot).sum(axis=1, keepdims=True)
         return -np.mean(np.log(np.maximum(p[np.arange(len(G)), labels], 1e-12)))
+
+    return numpy_cv, folds
+
+
+def test_kcal_cross_validated_bandwidth(data):
+    X, y, _, _ = data
+    est = KCalCalibrator(max_iter=3, cv=5, random_state=0, device="cpu")
+    est.fit(X, y)
+    G, labels = est.memory_, est.memory_labels_
+    numpy_cv, folds = _numpy_cv(est, 5, 0)
 
     def kernel_cv(h):
         weights = np.ones(len(G))
@@ -86,6 +97,29 @@ def test_kcal_cross_validated_bandwidth(data):
     assert est.cv_log_loss_ <= min(numpy_cv(h) for h in grid) + 1e-9
     for factor in (0.98, 1.02):
         assert est.cv_log_loss_ <= numpy_cv(factor * est.bandwidth_) + 1e-12
+
+
+def test_kcal_verbose_shows_the_bandwidth_search(data, capsys):
+    """A bar over the bandwidths tried, ending complete; at verbose=2 a line
+    per bandwidth with its cross-validated log loss (checked in numpy)."""
+    X, y, _, _ = data
+    est = KCalCalibrator(max_iter=3, cv=5, random_state=0, device="cpu", verbose=2)
+    est.fit(X, y)
+    err = capsys.readouterr().err.replace("\r", "\n")
+    tried = re.findall(
+        r"^KCal: bandwidth: h (\S+): cross-validated log loss (\S+)$", err, re.M
+    )
+    assert len(tried) > 10
+    assert f"{len(tried)}/{len(tried)} [" in err  # the bar ends complete
+    numpy_cv, _ = _numpy_cv(est, 5, 0)
+    h0 = est.bandwidth_init_
+    for h, loss in tried:
+        assert h0 / 10 * (1 - 1e-5) <= float(h) <= 10 * h0 * (1 + 1e-5)
+        assert float(loss) == pytest.approx(numpy_cv(float(h)), rel=1e-5)
+    assert float(tried[-1][0]) == pytest.approx(est.bandwidth_, rel=1e-5)
+    # a fixed bandwidth: no search, no bar
+    est.set_params(bandwidth=0.5, verbose=1).fit(X, y)
+    assert "KCal: bandwidth" not in capsys.readouterr().err
 
 
 def test_golden_section_min():

@@ -609,7 +609,7 @@ def test_metric_names_are_the_metric_functions_of_skcal_metrics():
             "Did you mean 'expected_calibration_error'",
         ),
         ("bin_edges", ValueError, "not a metric function"),
-        ("neg_brier_score", ValueError, "scorer name; the metric is 'brier_score'"),
+        ("neg_brier_scor", ValueError, "Did you mean 'neg_brier_score'"),
         (cumulative_calibration_test, ValueError, "not a metric function"),
         (get_scorer("neg_expected_calibration_error"), TypeError, "scorer"),
         (42, InvalidParameterError, "'metric' parameter"),

@@ -658,6 +658,8 @@ def test_duplicate_class_names_get_numbered():
 
 
 def test_verbose_prints_one_line_per_candidate(capsys):
+    """What runs, the skipped candidates, then one line per candidate in the
+    order its folds finish (in order without n_jobs), then the selection."""
     X, y = make_miscalibrated_logits(100, 3, temperature=2.0, random_state=0)
     candidates = [_Broken(), MatrixScaling(reg_lambda=0.0), *_cheap()[:2]]
     CalibratorSearchCV(candidates, cv=3, random_state=0).fit(X, y)
@@ -665,12 +667,15 @@ def test_verbose_prints_one_line_per_candidate(capsys):
     CalibratorSearchCV(candidates, cv=3, random_state=0, verbose=1).fit(X, y)
     out, err = capsys.readouterr()
     lines = err.splitlines()
-    assert out == "" and len(lines) == 5
-    assert lines[0].startswith("[CalibratorSearchCV] _Broken ")
-    assert lines[0].endswith("failed on fold 0 of 3: ValueError: boom")
+    assert out == "" and len(lines) == 6
+    assert lines[0].startswith("[CalibratorSearchCV] scoring 3 of 4 candidates x 3")
+    assert lines[1].startswith("[CalibratorSearchCV] MatrixScaling ")
     assert "skipped: 12 free parameters" in lines[1]
-    assert re.search(r"IdentityCalibrator +score -\d\.\d+ \+- \d", lines[2])
-    assert lines[4].startswith("[CalibratorSearchCV] selected ")
+    assert lines[2].startswith("[CalibratorSearchCV] _Broken ")
+    assert "failed on fold 0 of 3: ValueError: boom [1/3, " in lines[2]
+    assert re.search(r"IdentityCalibrator +score -\d\.\d+ \+- \d.* \[2/3, ", lines[3])
+    assert re.search(r"TemperatureScaling +score -\d\.\d+ \+- \d.* \[3/3, ", lines[4])
+    assert lines[5].startswith("[CalibratorSearchCV] selected ")
 
 
 def test_fold_warnings_are_raised_once_per_candidate():

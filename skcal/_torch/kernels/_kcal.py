@@ -25,6 +25,7 @@ from .._convert import to_numpy, to_tensor
 from .._device import resolve_device
 from .._optim import train_adam
 from .._options import TrainingOptions
+from .._progress import Progress
 from .._random import make_generator
 from ._common import uniform_linear, weighted_mean
 
@@ -507,30 +508,57 @@ def select_kcal_bandwidth(
     init: float,
     fixed: float | None = None,
     device,
+    verbose: int = 0,
 ) -> KCalBandwidth:
     """Bandwidth that minimises :func:`kcal_cv_log_loss` on the memory.
 
     Golden-section search over ``log h`` in ``[log(init / 10), log(10 init)]``
     (tolerance 1e-4, relative in ``h``), as in the KCal paper; with
     ``fixed``, no search: ``h = fixed`` and only its loss is computed.
+    ``verbose`` shows the search as a :class:`~skcal._torch._progress.Progress`
+    bar "KCal: bandwidth", one step per evaluated bandwidth (2: and a line
+    per evaluation).
 
     Returns
     -------
     KCalBandwidth
     """
     objective = _cv_objective(memory, labels, weights, folds, n_classes, device)
-    if fixed is None:
-        log_h0 = np.log(init)
-        log_h = golden_section_min(
-            lambda log_h: objective(float(np.exp(log_h))),
-            log_h0 - np.log(10.0),
-            log_h0 + np.log(10.0),
-            xtol=1e-4,
-        )
-        bandwidth = float(np.exp(log_h))
-    else:
+    if fixed is not None:
         bandwidth = float(fixed)
-    return KCalBandwidth(bandwidth=bandwidth, cv_log_loss=objective(bandwidth))
+        return KCalBandwidth(bandwidth=bandwidth, cv_log_loss=objective(bandwidth))
+    desc = "KCal: bandwidth"
+    lower = np.log(init) - np.log(10.0)
+    upper = np.log(init) + np.log(10.0)
+    # the search's evaluations, and the loss at the bandwidth found
+    total = _golden_section_evaluations(upper - lower, xtol=1e-4) + 1
+    with Progress(verbose, total, desc, "bandwidth") as progress:
+
+        def loss(log_h: float) -> float:
+            h = float(np.exp(log_h))
+            value = objective(h)
+            progress.step(
+                f"{desc}: h {h:.6g}: cross-validated log loss {value:.6g}",
+                h=h,
+                cv_log_loss=value,
+            )
+            return value
+
+        log_h = golden_section_min(loss, lower, upper, xtol=1e-4)
+        cv_log_loss = loss(log_h)
+        progress.end()
+    return KCalBandwidth(bandwidth=float(np.exp(log_h)), cv_log_loss=cv_log_loss)
+
+
+def _golden_section_evaluations(width: float, xtol: float) -> int:
+    """How many times :func:`golden_section_min` calls ``fun`` on an
+    interval of ``width`` (two, then one per narrowing to ``xtol``)."""
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    n = 2
+    while width > xtol:
+        width *= ratio
+        n += 1
+    return n
 
 
 def golden_section_min(fun, lower: float, upper: float, *, xtol: float) -> float:
