@@ -44,15 +44,18 @@ _FLOOR = 1e-300
 def _top_log_probabilities(z: np.ndarray, top: np.ndarray):
     """``(log c, log(1 - c))`` of the softmax of ``z`` at ``top``, stably.
 
-    ``1 - c`` is the sum of the other classes' probabilities, computed as
-    the log-sum-exp of their logits (never as ``1 - c``, which rounds to 0
-    for confident rows).
+    One exponential pass, shifted by the row maxima: ``1 - c`` is the sum of
+    the other classes' shares (never ``1 - c``, which rounds to 0 for
+    confident rows).
     """
     rows = np.arange(len(top))
-    lse = logsumexp(z, axis=1)
-    others = np.array(z, dtype=np.float64)
-    others[rows, top] = -np.inf
-    return z[rows, top] - lse, logsumexp(others, axis=1) - lse
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    top_share = e[rows, top].copy()
+    e[rows, top] = 0.0
+    rest = e.sum(axis=1)
+    with np.errstate(divide="ignore"):  # a row of one class: log(0) = -inf
+        log_total = np.log(top_share + rest)
+        return np.log(top_share) - log_total, np.log(rest) - log_total
 
 
 def _shifted(logits: np.ndarray) -> np.ndarray:
