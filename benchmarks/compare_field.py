@@ -383,9 +383,9 @@ def summary_table(results):
             f"{'' if gap is None else format(gap, '+.1e')} | "
             f"{fmt({'x': _median(r.get('fit_x') for r in ran)}, 'x', '.2f')} | "
             f"{fmt({'x': _median(r.get('pred_x') for r in ran)}, 'x', '.2f')} | "
-            + " / ".join(fmt(s, "fit_x", ".2f") or "-" for s in speed)
+            + " / ".join(fmt(s, "fit_x", ".2f") or "n/a" for s in speed)
             + " | "
-            + " / ".join(fmt(s, "pred_x", ".2f") or "-" for s in speed)
+            + " / ".join(fmt(s, "pred_x", ".2f") or "n/a" for s in speed)
             + " |"
         )
     return "\n".join(lines)

@@ -26,6 +26,7 @@ DEFAULT_NAMES = [
     "TemperatureScaling",
     "VectorScaling",
     "StructuredMatrixScaling",
+    "StructuredVectorScaling",
     "DirichletCalibratorCV",
     "SMARTCalibrator",
     "IsotonicCalibrator",

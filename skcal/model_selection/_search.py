@@ -35,6 +35,7 @@ from ..calibrators import (
     SMARTCalibrator,
     SplineCalibrator,
     StructuredMatrixScaling,
+    StructuredVectorScaling,
     TemperatureScaling,
     VectorScaling,
 )
@@ -90,6 +91,7 @@ def _default_candidates() -> list:
         TemperatureScaling(),
         VectorScaling(),
         StructuredMatrixScaling(),
+        StructuredVectorScaling(),
         DirichletCalibratorCV(**_DIRICHLET_GRID),
         SMARTCalibrator(),
         IsotonicCalibrator(),
@@ -432,6 +434,7 @@ class CalibratorSearchCV(BaseCalibrator):
         None is one candidate per family, with its defaults:
         :class:`~skcal.IdentityCalibrator`, :class:`~skcal.TemperatureScaling`,
         :class:`~skcal.VectorScaling`, :class:`~skcal.StructuredMatrixScaling`,
+        :class:`~skcal.StructuredVectorScaling`,
         :class:`~skcal.DirichletCalibratorCV` (on every other point of its
         default grid, ``reg_lambdas = reg_mus = (1e-1, 1e-3, 1e-5)``, with
         ``cv=3``: the search scores it again anyway, and the full grid made

@@ -700,6 +700,7 @@ def test_the_default_candidates_fit():
         "TemperatureScaling",
         "VectorScaling",
         "StructuredMatrixScaling",
+        "StructuredVectorScaling",
         "DirichletCalibratorCV",
         "SMARTCalibrator",
         "IsotonicCalibrator",
@@ -711,7 +712,7 @@ def test_the_default_candidates_fit():
     events = min(wrong.sum(), (~wrong).sum())
     assert 60 < events < 490
     skipped = [bool(reason) for reason in res["skipped_reason"]]
-    assert skipped == [False] * 5 + [True] + [False] * 3
+    assert skipped == [False] * 6 + [True] + [False] * 3
     assert np.isfinite(res["mean_test_score"][~np.array(skipped)]).all()
     assert search.selected_ != "IdentityCalibrator"  # temperature 2 is corrected
     P = search.predict_proba(X)
