@@ -176,6 +176,17 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
 
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`, of the same probabilities.
+
+        Finite: the one-vs-rest values are floored at :data:`PROBA_FLOOR`
+        before the rows are renormalised. Taken from :meth:`predict_proba`
+        rather than from the logits, because a step map can put two inputs
+        that differ in the last place (given probabilities, and the softmax
+        of their logs) in different bins.
+        """
+        return np.log(self.predict_proba(X))
+
     def _map_columns(self, P):
         """Replace each column ``P[:, k]`` by its one-vs-rest value, in place."""
         for k in range(P.shape[1]):
