@@ -34,6 +34,7 @@ PHASES = {
     "BBQCalibrator": (["BBQCalibrator"], r"class \d+: \d+ models kept"),
     "ENIRCalibrator": (["ENIRCalibrator"], r"class \d+: \d+ models kept"),
     "VennAbersCalibrator": (["VennAbersCalibrator"], r"problem \d+ of \d+ fitted"),
+    "ScalingBinningCalibrator": (["ScalingBinningCalibrator"], r"map \d+: slope "),
     "DirichletCalibratorCV": (
         ["DirichletCalibratorCV"],
         r"fold \d/\d \{.*\}: held-out log loss \d",
