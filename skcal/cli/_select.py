@@ -267,7 +267,9 @@ def _selection_note(args, search, scoring) -> str:
     if not args.no_guard:
         note += (
             " The guard skips a candidate with more than one free parameter per "
-            "10 rows, and keeps IdentityCalibrator, then TemperatureScaling, "
+            "10 events (rows the classifier gets wrong, or right if fewer; "
+            "temperature scaling needs 5), and keeps IdentityCalibrator, then "
+            "TemperatureScaling, "
             "unless the best candidate lowers their per-row out-of-fold log "
             "loss by more than one standard error."
         )
