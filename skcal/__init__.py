@@ -39,6 +39,7 @@ _EXPORTS = {
     "get_config": "._config",
     "set_config": "._config",
     **{name: ".calibrators" for name in _public_names("calibrators")},
+    **{name: ".shift" for name in _public_names("shift")},
 }
 
 #: subpackages reachable as attributes after ``import skcal``
@@ -50,6 +51,7 @@ _SUBMODULES = (
     "exceptions",
     "metrics",
     "model_selection",
+    "shift",
     "utils",
     "wrappers",
 )

@@ -244,3 +244,24 @@ def test_a_fitted_model_missing_an_attribute_is_refused_at_load(tmp_path):
     del wrapped.calibrated_classifiers_[0].calibrator.temperature_
     with pytest.raises(ValueError, match="'temperature_' is missing"):
         load(dumps(wrapped))
+
+
+@pytest.mark.parametrize("input", ["logits", "proba"])
+def test_an_adapted_prior_shift_adapter_round_trips(input, tmp_path):
+    """skcal.shift's types are trusted, and the load-time check reads the
+    inner calibrator's input (the adapter has no ``input`` of its own)."""
+    from skcal import TemperatureScaling
+    from skcal.shift import PriorShiftAdapter
+
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet(np.ones(3), size=200)
+    y = (P.cumsum(axis=1) < rng.uniform(size=(200, 1))).sum(axis=1)
+    X = P if input == "proba" else np.log(P)
+    ts = TemperatureScaling(input=input, device="cpu")
+    adapter = PriorShiftAdapter(ts).fit(X, y).adapt(X[:50])
+    path = tmp_path / "adapter.skops"
+    dump(adapter, path)
+    assert untrusted_types(path) == []
+    again = load(path)
+    np.testing.assert_array_equal(again.priors_, adapter.priors_)
+    np.testing.assert_array_equal(again.predict_proba(X), adapter.predict_proba(X))

@@ -27,6 +27,10 @@ EPOCH = r": epoch \d+: validation loss \d"
 ITERATION = r": iteration \d+: loss \d\S*, largest gradient \d"
 PHASES = {
     "VectorScaling": (["VectorScaling"], ITERATION),
+    "BiasCorrectedTemperatureScaling": (
+        ["BiasCorrectedTemperatureScaling"],
+        ITERATION,
+    ),
     "MatrixScaling": (["MatrixScaling"], ITERATION),
     "DirichletCalibrator": (["DirichletCalibrator"], ITERATION),
     "StructuredMatrixScaling": (["StructuredMatrixScaling"], ITERATION),

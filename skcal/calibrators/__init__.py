@@ -16,7 +16,12 @@ from ._local_net import LocalNetCalibrator
 from ._platt import BetaCalibrator, PlattCalibrator
 from ._procal import ProCalCalibrator
 from ._pts import ParameterizedTemperatureScaling
-from ._scaling import MatrixScaling, TemperatureScaling, VectorScaling
+from ._scaling import (
+    BiasCorrectedTemperatureScaling,
+    MatrixScaling,
+    TemperatureScaling,
+    VectorScaling,
+)
 from ._smart import SMARTCalibrator
 from ._sms import StructuredMatrixScaling, StructuredVectorScaling
 from ._spline import SplineCalibrator
@@ -27,6 +32,7 @@ from ._vq_local import VQLocalCalibrator
 __all__ = [
     "BBQCalibrator",
     "BetaCalibrator",
+    "BiasCorrectedTemperatureScaling",
     "CenteredIsotonicCalibrator",
     "ClassTemperatureScaling",
     "DirichletCalibrator",

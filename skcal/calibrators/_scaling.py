@@ -28,6 +28,7 @@ from ..utils._warnings import warn, warn_unconverged
 from ._affine_map import AffineMap
 
 __all__ = [
+    "BiasCorrectedTemperatureScaling",
     "MatrixScaling",
     "TemperatureScaling",
     "VectorScaling",
@@ -523,3 +524,202 @@ class MatrixScaling(_AffineScaling):
             "l2_off": self.reg_lambda_ + self.reg_off_diagonal_,
             "l2_bias": self.reg_lambda_,
         }
+
+
+class BiasCorrectedTemperatureScaling(BaseCalibrator):
+    """Bias-corrected temperature scaling: ``softmax(z / T + b)``.
+
+    One temperature ``T > 0`` shared by every class and one bias ``b_k``
+    per class (BCTS, Alexandari et al., 2020), fitted by minimising the
+    (weighted) mean negative log-likelihood on the calibration set. Vector
+    scaling with every class's scale tied to ``1 / T``: the biases correct
+    a classifier whose probabilities are systematically off for some
+    classes, which is what maximum-likelihood label-shift adaptation (EM
+    on the calibrated probabilities, :mod:`skcal.shift`) needs, and the
+    single temperature keeps the fit stable on small calibration sets.
+
+    The softmax is blind to a common shift of the biases, so they are
+    reported in the identifiable, order-free parametrisation ``sum_k b_k =
+    0`` (``intercept_`` has mean 0); the paper's package (``abstention``)
+    leaves them unidentified. The fit is full-batch L-BFGS in float64 on
+    ``device``, unpenalised as in the paper, started from temperature
+    scaling (``T0 = temperature_init_``, ``b = 0``) and written relative to
+    it, so that it does not depend on the logits' units (logits multiplied
+    by ``a`` give ``a T`` and the same biases) and its training NLL is
+    never above temperature scaling's. The biases can change the predicted
+    class.
+
+    A class without calibration weight keeps its column with the bias of
+    the mean class, 0 (the biases of the others sum to 0 without it): the
+    likelihood would otherwise push its probability to 0 (it is never the
+    label). When the NLL has no minimum with a positive temperature (the
+    scores carry no information about the labels, or are anti-correlated
+    with them) a ``ConvergenceWarning`` says so and the fit is the limit
+    ``T -> 0`` on the positive side: the temperature of temperature scaling
+    at its bound and the biases that reproduce the weighted class
+    frequencies.
+
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds; probabilities become ``log(max(p, 2.2e-308))``.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+    device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
+        Where the fit runs.
+    tol : float, default=1e-5
+        Stop when the largest absolute gradient entry is below ``tol``.
+    max_iter : int, default=1000
+        Maximum number of L-BFGS iterations.
+    verbose : int, default=0
+        0: silent. 1: a progress bar on stderr for the L-BFGS solve
+        (iteration k of ``max_iter``, elapsed time, loss and largest
+        gradient entry; it ends early when the solve converges). 2: also one
+        line per iteration.
+
+    Attributes
+    ----------
+    temperature_ : float
+        Fitted temperature ``T``.
+    intercept_ : ndarray of shape (n_classes,)
+        Per-class biases ``b``, summing to 0; calibrated logits are
+        ``X / T + b``.
+    temperature_init_ : float
+        Temperature of the temperature scaling the fit starts from.
+    n_iter_ : int
+        Number of L-BFGS iterations run.
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+
+    See Also
+    --------
+    TemperatureScaling : the same without biases.
+    VectorScaling : one scale and one bias per class.
+
+    References
+    ----------
+    A. Alexandari, A. Kundaje, A. Shrikumar. "Maximum Likelihood with
+    Bias-Corrected Calibration is Hard-To-Beat at Label Shift Adaptation".
+    ICML 2020.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal import BiasCorrectedTemperatureScaling
+    >>> rng = np.random.default_rng(0)
+    >>> logits = rng.normal(size=(1000, 3))
+    >>> y = np.array([rng.choice(3, p=np.exp(z) / np.exp(z).sum()) for z in logits])
+    >>> bcts = BiasCorrectedTemperatureScaling(device="cpu")
+    >>> _ = bcts.fit(2 * logits + [1.0, 0.0, 0.0], y)  # over-confident, biased
+    >>> 1.7 < bcts.temperature_ < 2.3
+    True
+    >>> np.round(bcts.intercept_ - bcts.intercept_[1], 1)  # about [-0.5, 0, 0]
+    array([-0.5,  0. , -0. ])
+    """
+
+    _shift_invariant = True
+    _keeps_argmax = None  # the biases can change the predicted class
+    _parameter_constraints: dict = {
+        **BaseCalibrator._parameter_constraints,
+        **LBFGS_CONSTRAINTS,
+    }
+
+    def __init__(
+        self,
+        *,
+        input="logits",
+        classes=None,
+        device="auto",
+        tol=1e-5,
+        max_iter=1000,
+        verbose=0,
+    ):
+        self.input = input
+        self.classes = classes
+        self.device = device
+        self.tol = tol
+        self.max_iter = max_iter
+        self.verbose = verbose
+
+    def n_free_parameters(self, n_classes, n_features=None):
+        """``C``: one temperature and ``C - 1`` identifiable biases."""
+        return n_classes
+
+    def _fit(self, logits, y_index, sample_weight):
+        start = fit_inverse_temperature(logits, y_index, sample_weight, self.device)
+        self.temperature_init_ = float(1.0 / start.x)
+        name = type(self).__name__
+        fit = fit_affine_softmax(
+            logits,
+            y_index,
+            sample_weight,
+            kind="scalar",
+            scale=start.x,
+            centre_bias=True,
+            device=self.device,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            verbose=self.verbose,
+            desc=name,
+        )
+        self.n_iter_ = fit.result.n_iter
+        beta = float(fit.coef[0])
+        present = np.bincount(y_index, sample_weight, len(fit.intercept)) > 0
+        bias = np.where(present, fit.intercept, 0.0)
+        bias -= bias[present].mean() * present
+        if not beta > 0.0:
+            warn(
+                f"{name}: the log-likelihood has no minimum with a positive "
+                "temperature (the scores carry no information about the labels, "
+                "or are anti-correlated with them); the temperature was set to "
+                f"temperature scaling's bound {self.temperature_init_:.4g} and the "
+                "biases to the log of the class frequencies.",
+                ConvergenceWarning,
+            )
+            self.temperature_ = self.temperature_init_
+            self.intercept_ = _log_frequencies(y_index, sample_weight, present)
+        elif _separates(logits * beta + bias, y_index, sample_weight):
+            if start.at_bound != "upper":  # else temperature scaling said it
+                warn(
+                    f"{name}: with the fitted biases every calibration row's top "
+                    "class is its label, so the likelihood keeps growing as the "
+                    "temperature goes to 0 and has no maximum; temperature "
+                    f"scaling's temperature {self.temperature_init_:.4g} was kept, "
+                    "without biases. A calibration set with some errors of the "
+                    "classifier lets the biases be estimated.",
+                    ConvergenceWarning,
+                )
+            self.temperature_ = self.temperature_init_
+            self.intercept_ = np.zeros(len(bias))
+        else:
+            warn_unconverged(name, fit.result, self.max_iter)
+            self.temperature_ = 1.0 / beta
+            self.intercept_ = bias
+
+    def _calibrated_logits(self, logits):
+        return (
+            np.asarray(logits, dtype=np.float64) / self.temperature_ + self.intercept_
+        )
+
+    def _calibrated_proba_inplace(self, logits):
+        logits /= self.temperature_
+        logits += self.intercept_
+        return softmax_inplace(logits)
+
+
+def _separates(calibrated_logits, y_index, sample_weight) -> bool:
+    """Whether every row with positive weight has its label as top class."""
+    top = np.argmax(calibrated_logits, axis=1)
+    return bool(np.all((top == y_index) | (sample_weight <= 0)))
+
+
+def _log_frequencies(y_index, sample_weight, present):
+    """The log weighted class frequencies, centred over the ``present``
+    classes; 0 (their mean) for the absent ones."""
+    counts = np.bincount(y_index, sample_weight, len(present))
+    logs = np.zeros(len(present))
+    logs[present] = np.log(counts[present])
+    logs[present] -= logs[present].mean()
+    return logs

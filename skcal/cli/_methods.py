@@ -28,6 +28,7 @@ from ._common import CLIError, did_you_mean
 #: "Calibrator"/"Scaling", lower case)
 _EXTRA_ALIASES = {
     "ts": "TemperatureScaling",
+    "bcts": "BiasCorrectedTemperatureScaling",
     "vs": "VectorScaling",
     "ms": "MatrixScaling",
     "cts": "ClassTemperatureScaling",

@@ -36,6 +36,7 @@ _STATE_PACKAGES = (
     "skcal.calibrators",
     "skcal.metrics",
     "skcal.model_selection",
+    "skcal.shift",
     "skcal.wrappers",
 )
 
@@ -405,6 +406,16 @@ def _is_fitted(estimator) -> bool:
     return True
 
 
+def _input_of(estimator):
+    """The ``input`` of ``estimator``, or of the calibrator it wraps (a
+    :class:`~skcal.shift.PriorShiftAdapter` has none of its own)."""
+    params = estimator.get_params(deep=False)
+    if "input" in params:
+        return params["input"]
+    inner = getattr(estimator, "calibrator_", None)
+    return None if inner is None else _input_of(inner)
+
+
 def _probe(calibrator) -> None:
     """Predict one row with ``calibrator``; raise unless it gives one finite
     row of ``len(classes_)`` probabilities (a local calibrator, which has
@@ -414,7 +425,7 @@ def _probe(calibrator) -> None:
     reads_proba = (
         not hasattr(calibrator, "_takes_head")
         and not getattr(calibrator, "reads_embeddings_", False)
-        and calibrator.get_params(deep=False).get("input") == "proba"
+        and _input_of(calibrator) == "proba"
     )
     row = np.full((1, n), 1.0 / n) if reads_proba else np.zeros((1, n))
     with warnings.catch_warnings():

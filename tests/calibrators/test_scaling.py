@@ -1,4 +1,5 @@
-"""Temperature, vector and matrix scaling against independent references."""
+"""Temperature, bias-corrected temperature, vector and matrix scaling against
+independent references."""
 
 import warnings
 
@@ -10,7 +11,13 @@ from sklearn.calibration import CalibratedClassifierCV
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.frozen import FrozenEstimator
 
-from skcal import MatrixScaling, TemperatureScaling, VectorScaling
+from skcal import (
+    BiasCorrectedTemperatureScaling,
+    MatrixScaling,
+    TemperatureScaling,
+    VectorScaling,
+)
+from skcal.exceptions import MissingClassWarning
 from skcal.metrics import negative_log_likelihood
 from skcal.utils._testing import FixedLogits, make_miscalibrated_logits
 
@@ -363,3 +370,159 @@ def test_unregularised_matrix_scaling_with_a_constant_column():
         ms = MatrixScaling(reg_lambda=0.0, device="cpu").fit(X, y)
     assert np.all(np.isfinite(ms.coef_)) and np.all(np.isfinite(ms.intercept_))
     assert nll(ms.decision_function(X), y) <= nll(X / ts.temperature_, y) + 1e-12
+
+
+# ====================================================== bias-corrected (BCTS)
+def _real_logits(loader, seed=0):
+    """Held-out decision scores of a regularised logistic regression on a
+    bundled dataset (over-confident: the fitted temperatures are 0.2-0.5)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = loader(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    Xa, Xb, ya, yb = train_test_split(X, y, test_size=0.5, random_state=seed)
+    lr = LogisticRegression(C=0.1, max_iter=500).fit(Xa, ya)
+    return lr.decision_function(Xb), yb
+
+
+def _bcts_nll(params, Z, y, w=None, tied=None):
+    """The written-out objective: weighted mean of -log softmax(z / T + b)_y,
+    params = [log T, b]; ``tied``: classes whose bias is the mean of the
+    others (their params entries are ignored)."""
+    b = params[1:].copy()
+    if tied is not None:
+        b[tied] = np.mean(b[~tied])
+    return nll(Z / np.exp(params[0]) + b, y, w)
+
+
+def _scipy_bcts(Z, y, w=None, tied=None):
+    c = Z.shape[1]
+    res = minimize(
+        _bcts_nll,
+        np.zeros(c + 1),
+        args=(Z, y, w, tied),
+        method="BFGS",
+        options={"gtol": 1e-10, "maxiter": 10_000},
+    )
+    b = res.x[1:].copy()
+    if tied is not None:
+        b[tied] = np.mean(b[~tied])
+        b -= b[~tied].mean()
+    return np.exp(res.x[0]), b - b.mean(), res.fun
+
+
+@pytest.mark.parametrize("dataset", ["digits", "wine"])
+def test_bcts_matches_abstention(dataset):
+    """Same NLL (1e-4) and probabilities as the paper's own package."""
+    from abstention.calibration import TempScaling
+    from sklearn.datasets import load_digits, load_wine
+
+    Z, y = _real_logits({"digits": load_digits, "wine": load_wine}[dataset])
+    ours = BiasCorrectedTemperatureScaling(device="cpu").fit(Z, y)
+    c = Z.shape[1]
+    # its L-BFGS-B tries T = 0 (its bound) in a line search, then backs off
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        reference = TempScaling(bias_positions="all")(Z, np.eye(c)[y])(Z)
+    P = ours.predict_proba(Z)
+    rows = np.arange(len(y))
+    nll_ours = -np.mean(np.log(P[rows, y]))
+    nll_ref = -np.mean(np.log(reference[rows, y]))
+    assert nll_ours == pytest.approx(nll_ref, abs=1e-4)
+    assert nll_ours <= nll_ref + 1e-7  # abstention stops at scipy's tol=1e-7
+    # abstention's L-BFGS-B stops early (tol=1e-7): probabilities agree to 1e-2
+    np.testing.assert_allclose(P, reference, atol=1e-2)
+    # the biases move the argmax: BCTS is not temperature scaling
+    ts = TemperatureScaling(device="cpu").fit(Z, y)
+    assert nll_ours < nll(Z / ts.temperature_, y) - 1e-3
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_bcts_matches_scipy(weighted, device):
+    """The minimum of the written-out weighted NLL, by scipy's BFGS."""
+    from sklearn.datasets import load_digits
+
+    Z, y = _real_logits(load_digits, seed=1)
+    w = np.random.default_rng(0).uniform(0.2, 2.0, len(y)) if weighted else None
+    ours = BiasCorrectedTemperatureScaling(device=device, tol=1e-8).fit(
+        Z, y, sample_weight=w
+    )
+    T, b, fun = _scipy_bcts(Z, y, w)
+    fitted = nll(Z / ours.temperature_ + ours.intercept_, y, w)
+    assert fitted == pytest.approx(fun, abs=1e-6)
+    assert ours.temperature_ == pytest.approx(T, rel=1e-4)
+    np.testing.assert_allclose(ours.intercept_, b, atol=1e-4)
+    assert ours.intercept_.sum() == pytest.approx(0.0, abs=1e-10)  # identifiable
+
+
+def test_bcts_integer_weights_equal_repeated_rows():
+    from sklearn.datasets import load_digits
+
+    Z, y = _real_logits(load_digits, seed=2)
+    reps = np.random.default_rng(1).integers(1, 4, len(y))
+    params = dict(device="cpu", tol=1e-8)
+    weighted = BiasCorrectedTemperatureScaling(**params).fit(Z, y, sample_weight=reps)
+    repeated = BiasCorrectedTemperatureScaling(**params).fit(
+        np.repeat(Z, reps, axis=0), np.repeat(y, reps)
+    )
+    assert weighted.temperature_ == pytest.approx(repeated.temperature_, rel=1e-6)
+    np.testing.assert_allclose(weighted.intercept_, repeated.intercept_, atol=1e-6)
+
+
+def test_bcts_absent_class_gets_the_mean_bias():
+    """An absent class keeps its column; its bias is the mean of the others
+    (0): the optimum of the written-out objective with that bias tied."""
+    from sklearn.datasets import load_digits
+
+    Z, y = _real_logits(load_digits)
+    keep = y != 3
+    with pytest.warns(MissingClassWarning, match=r"\[3\]"):
+        ours = BiasCorrectedTemperatureScaling(
+            device="cpu", tol=1e-8, classes=np.arange(10)
+        ).fit(Z[keep], y[keep])
+    tied = np.arange(10) == 3
+    T, b, fun = _scipy_bcts(Z[keep], y[keep], tied=tied)
+    assert ours.intercept_[3] == 0.0
+    assert ours.intercept_.sum() == pytest.approx(0.0, abs=1e-10)
+    assert ours.temperature_ == pytest.approx(T, rel=1e-4)
+    np.testing.assert_allclose(ours.intercept_, b, atol=1e-4)
+    P = ours.predict_proba(Z)
+    assert P.shape == (len(y), 10) and (P[:, 3] > 0).all()
+
+
+def test_bcts_does_not_depend_on_the_logits_units():
+    from sklearn.datasets import load_digits
+
+    Z, y = _real_logits(load_digits, seed=3)
+    a = BiasCorrectedTemperatureScaling(device="cpu", tol=1e-8).fit(Z, y)
+    b = BiasCorrectedTemperatureScaling(device="cpu", tol=1e-8).fit(1e3 * Z + 7, y)
+    assert b.temperature_ == pytest.approx(1e3 * a.temperature_, rel=1e-5)
+    np.testing.assert_allclose(a.intercept_, b.intercept_, atol=1e-5)
+    np.testing.assert_allclose(
+        a.predict_proba(Z), b.predict_proba(1e3 * Z + 7), atol=1e-6
+    )
+
+
+def test_bcts_separable_scores_keep_temperature_scaling_and_warn():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 300)
+    separable = 5.0 * np.eye(3)[y] + rng.normal(0, 0.1, (300, 3))
+    with pytest.warns(ConvergenceWarning, match="separate the classes"):
+        bcts = BiasCorrectedTemperatureScaling(device="cpu").fit(separable, y)
+    # like temperature scaling, the classifier's own T = 1 and no bias
+    assert bcts.temperature_ == pytest.approx(1.0, rel=1e-12)
+    np.testing.assert_array_equal(bcts.intercept_, 0.0)
+    np.testing.assert_allclose(bcts.predict_proba(separable), softmax(separable, 1))
+
+
+def test_bcts_free_parameters_and_flags():
+    bcts = BiasCorrectedTemperatureScaling()
+    assert bcts.n_free_parameters(10) == 10  # 1 temperature + (10 - 1) biases
+    assert bcts._shift_invariant and bcts._keeps_argmax is None
+
+
+def test_bcts_command_line_alias():
+    from skcal.cli import method_aliases
+
+    assert "bcts" in method_aliases()["BiasCorrectedTemperatureScaling"]

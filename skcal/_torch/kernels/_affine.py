@@ -95,6 +95,7 @@ def fit_affine_softmax(
     verbose: int = 0,
     desc: str = "L-BFGS",
     precondition: bool = False,
+    centre_bias: bool = False,
 ) -> AffineFit:
     """Minimise weighted mean NLL plus ridge penalties with L-BFGS.
 
@@ -108,7 +109,11 @@ def fit_affine_softmax(
     raise a ValueError: a fit never returns them. ``verbose`` shows each
     solve as a progress bar named ``desc`` (see
     :func:`~skcal._torch.minimize_lbfgs`). ``device``: {"auto", "cpu",
-    "cuda", "cuda:N"} or a ``torch.device``.
+    "cuda", "cuda:N"} or a ``torch.device``. ``centre_bias`` (with a zero
+    ``init`` bias) keeps the fitted classes' biases summing to 0 (their
+    gradient is centred; the softmax is blind to a common shift), so that
+    a held class's bias, 0, is their mean: without it an unpenalised fit
+    would push the held class down by raising all the others without bound.
     """
     if kind not in ("full", "diagonal", "scalar"):
         raise ValueError(f"unknown kind {kind!r}")
@@ -133,6 +138,7 @@ def fit_affine_softmax(
         penalties=(l2_diag, l2_off, l2_bias),
         diag_target=diag_target,
         fitted=fitted,
+        centre_bias=centre_bias,
     )
     if precondition and kind == "full" and fit_intercept:
         problem = replace(problem, precond=_preconditioner(z, w, problem.penalties))
@@ -230,6 +236,7 @@ class _PenalisedProblem:
     diag_target: float
     fitted: torch.Tensor | None = None  # 0.0 for the rows that are held
     precond: torch.Tensor | None = None  # L of _preconditioner, or None
+    centre_bias: bool = False  # the fitted rows' bias gradient centred
 
     @property
     def full_matrix(self) -> bool:
@@ -352,9 +359,12 @@ class _PenalisedProblem:
         if self.ref_row:  # W_i = W0_i - W0_C for every row i
             grad_W = torch.cat([grad_W[:-1], (grad_W[-1] - grad_W.sum(0))[None]])
             grad_b = torch.cat([grad_b[:-1], (grad_b[-1] - grad_b.sum())[None]])
+        if self.centre_bias:
+            grad_b = _centred(grad_b, self.fitted)
         if self.fitted is not None:  # rows of classes without weight stay put
             fitted = self.fitted.to(grad_b.dtype)
-            grad_W = grad_W * (fitted[:, None] if grad_W.dim() == 2 else fitted)
+            if self.kind != "scalar":  # a shared scale is no row's own
+                grad_W = grad_W * (fitted[:, None] if grad_W.dim() == 2 else fitted)
             grad_b = grad_b * fitted
         if self.kind == "full":
             grad = grad_W
@@ -364,6 +374,14 @@ class _PenalisedProblem:
                 grad = grad.sum()
         grad = grad.reshape(-1)
         return torch.cat([grad, grad_b]) if self.fit_intercept else grad
+
+
+def _centred(grad_b, fitted):
+    """``grad_b`` minus its mean over the fitted rows (all without ``fitted``)."""
+    if fitted is None:
+        return grad_b - grad_b.mean()
+    fitted = fitted.to(grad_b.dtype)
+    return grad_b - (grad_b * fitted).sum() / fitted.sum()
 
 
 def _preconditioner(z, w, penalties) -> torch.Tensor | None:

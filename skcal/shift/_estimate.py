@@ -1,0 +1,538 @@
+"""Target class priors from unlabeled calibrated probabilities (label shift).
+
+Three estimators of the class priors ``q(y)`` of a target set whose class
+mix differs from that of the source (calibration) set, ``p(y)``, under
+label shift (``p(x | y)`` unchanged):
+
+- ``"em"``: maximum likelihood by the EM algorithm of Saerens, Latinne and
+  Decaestecker (2002) on calibrated probabilities;
+- ``"bbse"``: black-box shift estimation of Lipton, Wang and Smola (2018),
+  ``w = C^-1 mu`` from the source confusion matrix of the argmax predictions;
+- ``"rlls"``: regularised learning under label shift of Azizzadenesheli,
+  Liu, Yang and Anandkumar (2019).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.optimize import minimize
+from sklearn.utils import check_random_state
+
+from ..exceptions import ConvergenceWarning
+from ..utils._sklearn import Interval, StrOptions, validate_params
+from ..utils._validation import (
+    as_numpy,
+    check_probabilities,
+    check_sample_weight,
+    resolve_classes,
+)
+from ..utils._warnings import warn
+
+__all__ = ["PriorEstimate", "estimate_class_priors"]
+
+#: The estimators, by name.
+METHODS = ("em", "bbse", "rlls")
+#: Rows of the bootstrap's index arrays drawn at once (as in
+#: ``skcal.metrics.confidence_interval``).
+_CHUNK_ENTRIES = 1 << 21
+
+
+@dataclass(frozen=True, eq=False)
+class PriorEstimate:
+    """Estimated target class priors, from :func:`estimate_class_priors`.
+
+    Attributes
+    ----------
+    priors : ndarray of shape (n_classes,)
+        The estimated target priors ``q(y)``, non-negative, summing to 1.
+    low, high : ndarray of shape (n_classes,) or None
+        Bounds of the percentile bootstrap interval of each prior (over the
+        target rows), or None when ``n_resamples=0``.
+    method : {"em", "bbse", "rlls"}
+        The estimator.
+    n_iter : int
+        EM iterations run (0 for ``"bbse"``; the solver's iterations for
+        ``"rlls"``).
+    converged : bool
+        Whether EM met its tolerance (or the RLLS solver its own); always
+        True for ``"bbse"``.
+    n_samples : int
+        Number of target rows.
+    weights : ndarray of shape (n_classes,)
+        The importance weights ``priors / source_priors``.
+    confidence_level : float
+        Nominal coverage of ``low`` and ``high``.
+    resamples : ndarray of shape (n_resamples, n_classes) or None
+        The priors estimated on each bootstrap resample.
+    """
+
+    priors: np.ndarray
+    low: np.ndarray | None
+    high: np.ndarray | None
+    method: str
+    n_iter: int
+    converged: bool
+    n_samples: int
+    weights: np.ndarray
+    confidence_level: float = 0.9
+    resamples: np.ndarray | None = None
+
+    def __repr__(self) -> str:
+        interval = ""
+        if self.low is not None:
+            interval = (
+                f", low={np.round(self.low, 4).tolist()}, "
+                f"high={np.round(self.high, 4).tolist()}"
+            )
+        return (
+            f"PriorEstimate(method={self.method!r}, "
+            f"priors={np.round(self.priors, 4).tolist()}{interval}, "
+            f"n_iter={self.n_iter}, converged={self.converged}, "
+            f"n_samples={self.n_samples})"
+        )
+
+
+# ---------------------------------------------------------------- validation
+def check_source_priors(source_priors, n_classes: int) -> np.ndarray:
+    """``source_priors`` as positive float64 summing to 1, one per column."""
+    priors = np.asarray(as_numpy(source_priors), dtype=np.float64)
+    if priors.ndim != 1 or len(priors) != n_classes:
+        raise ValueError(
+            f"The target probabilities have {n_classes} columns (classes), but "
+            f"source_priors has shape {priors.shape}: expected ({n_classes},), "
+            "one prior per class in the column order of the probabilities. "
+            "Predict the target rows with the calibrator fitted on the source."
+        )
+    if not np.all(np.isfinite(priors)) or np.any(priors < 0) or priors.sum() <= 0:
+        raise ValueError(
+            f"source_priors must be non-negative finite class frequencies, got "
+            f"{priors.tolist()[:10]}."
+        )
+    zero = np.flatnonzero(priors == 0)
+    if zero.size:
+        raise ValueError(
+            f"Column(s) {zero.tolist()[:10]} have source prior 0: the class has no "
+            "calibration sample, so its importance weight q(y) / p(y) is "
+            "undefined and its target prior cannot be estimated. Calibrate on a "
+            "set that covers every class."
+        )
+    return priors / priors.sum()
+
+
+def _check_size(n_rows: int, n_classes: int, method: str, which: str) -> None:
+    """At least ``C`` rows for EM, ``2 C`` for the confusion-matrix methods."""
+    minimum = n_classes if method == "em" else 2 * n_classes
+    if n_rows < minimum:
+        rule = "C" if method == "em" else "2 C"
+        raise ValueError(
+            f"The {which} set has {n_rows} rows, too few to estimate the priors "
+            f"of C = {n_classes} classes with method={method!r}: it needs at "
+            f"least {rule} = {minimum} rows. Use a larger {which} set."
+        )
+
+
+def confusion_matrix(pred_index, y_index, n_classes: int, sample_weight=None):
+    """Joint source frequencies ``C[i, j] = P(argmax = i, y = j)``.
+
+    Rows are the predicted classes, columns the true ones (Lipton et al.'s
+    ``C_hat``); weighted by ``sample_weight``; it sums to 1.
+    """
+    w = check_sample_weight(sample_weight, len(y_index), relative=True)
+    flat = np.asarray(pred_index) * n_classes + np.asarray(y_index)
+    C = np.bincount(flat, weights=w, minlength=n_classes * n_classes)
+    return (C / w.sum()).reshape(n_classes, n_classes)
+
+
+def _check_confusion(C: np.ndarray) -> None:
+    """Refuse a singular confusion matrix, saying which classes cause it."""
+    never = np.flatnonzero(C.sum(axis=1) == 0)
+    if never.size:
+        raise ValueError(
+            f"The source confusion matrix is singular: column(s) "
+            f"{never.tolist()[:10]} are never the argmax prediction on the "
+            "labeled source rows, so BBSE and RLLS cannot tell those classes "
+            "apart. Use method='em', which needs no confusion matrix, or a "
+            "larger calibration set."
+        )
+    if np.linalg.matrix_rank(C) < len(C):
+        raise ValueError(
+            "The source confusion matrix is singular (rank "
+            f"{np.linalg.matrix_rank(C)} < {len(C)}): the predictions of some "
+            "classes are indistinguishable. Use method='em', which needs no "
+            "confusion matrix."
+        )
+
+
+# ----------------------------------------------------------------- estimators
+def _em(P, source_priors, tol, max_iter):
+    """Saerens et al.'s EM from the source priors: ``(priors, n_iter, change)``.
+
+    One step re-weights each row by ``q / p``, renormalises it and averages
+    the rows; the loop stops when no prior moves by more than ``tol``.
+    """
+    priors = source_priors
+    Q = np.empty_like(P)
+    change = np.inf
+    for n_iter in range(1, max_iter + 1):
+        np.multiply(P, priors / source_priors, out=Q)
+        sums = Q.sum(axis=1, keepdims=True)
+        np.maximum(sums, np.finfo(np.float64).tiny, out=sums)
+        Q /= sums
+        new = Q.mean(axis=0)
+        change = float(np.max(np.abs(new - priors)))
+        priors = new
+        if change <= tol:
+            return priors, n_iter, change
+    return priors, max_iter, change
+
+
+def _to_priors(w: np.ndarray, source_priors: np.ndarray) -> np.ndarray:
+    """Priors ``w * p`` of non-negative weights, renormalised."""
+    q = np.maximum(w, 0.0) * source_priors
+    total = q.sum()
+    return q / total if total > 0 else source_priors.copy()
+
+
+def _bbse(mu, C, source_priors):
+    """Lipton et al.'s ``w = C^-1 mu``, negatives clipped to 0."""
+    return _to_priors(np.linalg.solve(C, mu), source_priors)
+
+
+def rlls_regularization(n_classes: int, n_source: float, alpha: float) -> float:
+    """``Delta_C`` of RLLS: ``alpha`` times the paper's ``3 Delta_C`` bound.
+
+    ``3 (2 log(2k / delta) / (3 n) + sqrt(2 log(2k / delta) / n))`` with
+    ``delta = 0.05`` (Azizzadenesheli et al., 2019, Theorem 1, and the
+    authors' code), scaled by ``alpha`` (their code's default 0.01).
+    """
+    log_term = 2 * np.log(2 * n_classes / 0.05)
+    bound = 3 * (log_term / (3 * n_source) + np.sqrt(log_term / n_source))
+    return float(alpha * bound)
+
+
+def _rlls(mu, C, source_priors, delta, tol, max_iter):
+    """RLLS: ``min ||C theta - b||_2 + delta ||theta||_2`` over ``theta >= -1``.
+
+    ``b = mu - C 1`` and ``w = 1 + theta`` (Azizzadenesheli et al., 2019,
+    eq. 4). Both norms are smoothed by ``eps = 1e-12`` (``sqrt(r.r +
+    eps^2)``) and the bound-constrained problem solved by L-BFGS-B.
+    """
+    b = mu - C.sum(axis=1)
+    eps2 = 1e-24
+
+    def objective(theta):
+        r = C @ theta - b
+        nr, nt = np.sqrt(r @ r + eps2), np.sqrt(theta @ theta + eps2)
+        return nr + delta * nt, C.T @ r / nr + delta * theta / nt
+
+    result = minimize(
+        objective,
+        np.zeros(len(b)),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(-1.0, None)] * len(b),
+        options={"maxiter": max_iter, "ftol": 1e-15, "gtol": min(tol, 1e-10)},
+    )
+    return _to_priors(1.0 + result.x, source_priors), int(result.nit), result.success
+
+
+# ------------------------------------------------------------------ the core
+@dataclass(frozen=True)
+class _Problem:
+    """What a point estimate needs besides the target rows."""
+
+    source_priors: np.ndarray
+    method: str
+    confusion: np.ndarray | None
+    tol: float
+    max_iter: int
+    delta: float
+
+
+def _point(P, problem: _Problem):
+    """``(priors, n_iter, converged, change)`` of the target rows ``P``."""
+    if problem.method == "em":
+        priors, n_iter, change = _em(
+            P, problem.source_priors, problem.tol, problem.max_iter
+        )
+        return priors, n_iter, change <= problem.tol, change
+    n = len(P)
+    mu = np.bincount(np.argmax(P, axis=1), minlength=P.shape[1]) / n
+    if problem.method == "bbse":
+        return _bbse(mu, problem.confusion, problem.source_priors), 0, True, 0.0
+    priors, n_iter, ok = _rlls(
+        mu,
+        problem.confusion,
+        problem.source_priors,
+        problem.delta,
+        problem.tol,
+        problem.max_iter,
+    )
+    return priors, n_iter, ok, 0.0
+
+
+def _bootstrap(P, problem, n_resamples, random_state, verbose):
+    """Priors on ``n_resamples`` resamples of the target rows, with
+    replacement (the resampling of ``skcal.metrics.confidence_interval``)."""
+    from .._torch._progress import Progress
+    from ..metrics._uncertainty import _draw_indices
+
+    n = len(P)
+    rng = check_random_state(random_state)
+    chunk = max(1, min(n_resamples, _CHUNK_ENTRIES // max(n, 1)))
+    out = np.empty((n_resamples, P.shape[1]))
+    unconverged, k = 0, 0
+    with Progress(verbose, n_resamples, "bootstrap", "resample") as progress:
+        for idx in _draw_indices(rng, [np.arange(n)], n_resamples, chunk):
+            for rows in idx:
+                out[k], _, converged, _ = _point(P[rows], problem)
+                unconverged += not converged
+                k += 1
+                progress.step(f"resample {k}")
+    if unconverged:
+        warn(
+            f"method={problem.method!r} did not converge on {unconverged} of "
+            f"{n_resamples} bootstrap resamples (max_iter={problem.max_iter}); "
+            "their last iterates enter the interval. Increase max_iter.",
+            ConvergenceWarning,
+        )
+    return out
+
+
+def estimate_from_probabilities(
+    P,
+    problem: _Problem,
+    n_resamples=0,
+    confidence_level=0.9,
+    random_state=None,
+    verbose=0,
+) -> PriorEstimate:
+    """:class:`PriorEstimate` of validated target probabilities ``P``."""
+    n, n_classes = P.shape
+    _check_size(n, n_classes, problem.method, "target")
+    if problem.confusion is not None:
+        _check_confusion(problem.confusion)
+    priors, n_iter, converged, change = _point(P, problem)
+    if not converged:
+        what = (
+            f"the last change of a prior was {change:.3g} > tol={problem.tol:g}"
+            if problem.method == "em"
+            else "the L-BFGS-B solve stopped early"
+        )
+        warn(
+            f"method={problem.method!r} did not converge in {n_iter} iterations "
+            f"(max_iter={problem.max_iter}): {what}. Increase max_iter or tol.",
+            ConvergenceWarning,
+        )
+    low = high = resamples = None
+    if n_resamples > 0:
+        resamples = _bootstrap(P, problem, n_resamples, random_state, verbose)
+        alpha = (1 - confidence_level) / 2
+        low, high = np.quantile(resamples, [alpha, 1 - alpha], axis=0)
+    return PriorEstimate(
+        priors=priors,
+        low=low,
+        high=high,
+        method=problem.method,
+        n_iter=n_iter,
+        converged=bool(converged),
+        n_samples=n,
+        weights=priors / problem.source_priors,
+        confidence_level=confidence_level,
+        resamples=resamples,
+    )
+
+
+def _source_confusion(y_proba_source, y_source, n_classes, labels, method):
+    """The joint confusion matrix of the labeled source rows, and their count."""
+    if y_proba_source is None or y_source is None:
+        raise ValueError(
+            f"method={method!r} needs the labeled source rows: pass "
+            "y_proba_source (their calibrated probabilities) and y_source (their "
+            "labels), or use method='em'."
+        )
+    Ps = check_probabilities(y_proba_source, "y_proba_source")
+    if Ps.ndim != 2 or Ps.shape[1] != n_classes:
+        raise ValueError(
+            f"y_proba_source has shape {Ps.shape}, but the target probabilities "
+            f"have {n_classes} columns: expected (n_source, {n_classes})."
+        )
+    if len(np.asarray(y_source)) != len(Ps):
+        raise ValueError(
+            f"y_proba_source has {len(Ps)} rows but y_source has "
+            f"{len(np.asarray(y_source))} labels."
+        )
+    _check_size(len(Ps), n_classes, method, "source")
+    _, y_index = resolve_classes(as_numpy(y_source), n_classes, labels, name="labels")
+    return confusion_matrix(np.argmax(Ps, axis=1), y_index, n_classes), len(Ps)
+
+
+#: Constraints shared by :func:`estimate_class_priors` and the adapter.
+SHIFT_CONSTRAINTS = {
+    "method": [StrOptions(set(METHODS))],
+    "tol": [Interval(Real, 0, None, closed="left")],
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "rlls_alpha": [Interval(Real, 0, None, closed="left"), None],
+    "n_resamples": [Interval(Integral, 0, None, closed="left")],
+    "confidence_level": [Interval(Real, 0, 1, closed="neither")],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+}
+#: ``rlls_alpha=None``: the multiplier of the authors' code.
+RLLS_ALPHA = 0.01
+
+
+@validate_params(
+    {
+        "y_proba_target": ["array-like"],
+        "source_priors": ["array-like"],
+        "y_proba_source": ["array-like", None],
+        "y_source": ["array-like", None],
+        "labels": ["array-like", None],
+        **SHIFT_CONSTRAINTS,
+    },
+    prefer_skip_nested_validation=True,
+)
+def estimate_class_priors(
+    y_proba_target,
+    *,
+    source_priors,
+    method="em",
+    y_proba_source=None,
+    y_source=None,
+    tol=1e-8,
+    max_iter=1000,
+    rlls_alpha=None,
+    n_resamples=0,
+    confidence_level=0.9,
+    random_state=None,
+    labels=None,
+    verbose=0,
+):
+    """Estimate the class priors of an unlabeled target set (label shift).
+
+    Under label shift the class mix changes between the source (calibration)
+    set and the target set, ``q(y) != p(y)``, while the class-conditional
+    distributions stay, ``q(x | y) = p(x | y)``. The target posteriors are
+    then the source ones re-weighted by ``w(y) = q(y) / p(y)`` and
+    renormalised; this function estimates ``q`` from calibrated source-model
+    probabilities on the target rows.
+
+    - ``method="em"``: maximum likelihood by EM (Saerens et al., 2002).
+      Starting from ``q = p``, each step re-weights every row by ``q / p``,
+      renormalises it, and sets ``q`` to the mean of the rows; it stops when
+      no prior moves by more than ``tol``, or after ``max_iter`` steps with a
+      ``ConvergenceWarning``. Alexandari et al. (2020) show it is hard to
+      beat when the probabilities are calibrated with per-class biases
+      (:class:`~skcal.BiasCorrectedTemperatureScaling`).
+    - ``method="bbse"``: black-box shift estimation (Lipton et al., 2018):
+      ``w = C^-1 mu`` with ``C[i, j]`` the joint frequency of argmax
+      prediction ``i`` and label ``j`` on the labeled source rows and
+      ``mu[i]`` the frequency of prediction ``i`` on the target rows;
+      negative weights are clipped to 0 and ``q = w p`` renormalised.
+    - ``method="rlls"``: regularised learning under label shift
+      (Azizzadenesheli et al., 2019, eq. 4): ``w = 1 + theta`` with ``theta``
+      minimising ``||C theta - b||_2 + Delta_C ||theta||_2`` subject to
+      ``theta >= -1``, ``b = mu - C 1``. ``Delta_C`` is ``rlls_alpha``
+      times the paper's bound ``3 Delta_C`` at ``delta = 0.05`` with the
+      number of source rows (the authors' code and ``abstention``);
+      ``rlls_alpha=None`` is their 0.01. The two norms are smoothed by
+      ``1e-12`` and the problem solved by L-BFGS-B.
+
+    With ``n_resamples > 0`` the target rows are resampled with replacement
+    (the resampling of :func:`skcal.metrics.confidence_interval`) and each
+    prior gets the percentile interval at ``confidence_level``. The source
+    confusion matrix of BBSE and RLLS is held fixed: the interval reflects
+    the target sample only.
+
+    Parameters
+    ----------
+    y_proba_target : array-like of shape (n_target, n_classes)
+        Calibrated probabilities of the target rows (columns in the order
+        of ``source_priors``). EM needs at least ``n_classes`` rows, BBSE
+        and RLLS ``2 n_classes``.
+    source_priors : array-like of shape (n_classes,)
+        The class frequencies of the calibration (source) set, all positive.
+    method : {"em", "bbse", "rlls"}, default="em"
+        The estimator.
+    y_proba_source : array-like of shape (n_source, n_classes), default=None
+        Calibrated probabilities of the labeled source rows (BBSE, RLLS).
+    y_source : array-like of shape (n_source,), default=None
+        Their labels (BBSE, RLLS).
+    tol : float, default=1e-8
+        EM stops when no prior changes by more than ``tol``; RLLS's solver
+        tolerance on its projected gradient (at most 1e-10).
+    max_iter : int, default=1000
+        Maximum number of EM (or RLLS solver) iterations.
+    rlls_alpha : float, default=None
+        RLLS's regularisation multiplier; None: 0.01.
+    n_resamples : int, default=0
+        Bootstrap resamples of the target rows; 0: no interval.
+    confidence_level : float, default=0.9
+        Coverage of the interval.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the resampling.
+    labels : array-like of shape (n_classes,), default=None
+        The label of each column, for ``y_source`` (as ``classes`` of a
+        calibrator: integer labels ``0..C-1`` need none).
+    verbose : int, default=0
+        1: a progress bar on stderr over the bootstrap resamples; 2: also a
+        line per resample.
+
+    Returns
+    -------
+    PriorEstimate
+        ``priors``, ``low``, ``high``, ``weights``, ``method``, ``n_iter``,
+        ``converged``, ``n_samples``.
+
+    References
+    ----------
+    M. Saerens, P. Latinne, C. Decaestecker. "Adjusting the Outputs of a
+    Classifier to New a Priori Probabilities: A Simple Procedure". Neural
+    Computation 14(1), 2002.
+
+    Z. Lipton, Y.-X. Wang, A. Smola. "Detecting and Correcting for Label
+    Shift with Black Box Predictors". ICML 2018.
+
+    K. Azizzadenesheli, A. Liu, F. Yang, A. Anandkumar. "Regularized
+    Learning for Domain Adaptation under Label Shifts". ICLR 2019.
+
+    A. Alexandari, A. Kundaje, A. Shrikumar. "Maximum Likelihood with
+    Bias-Corrected Calibration is Hard-To-Beat at Label Shift Adaptation".
+    ICML 2020.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skcal.shift import estimate_class_priors
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.choice(2, size=4000, p=[0.2, 0.8])  # target: 80% of class 1
+    >>> x = rng.normal(loc=2.0 * y, scale=1.0)
+    >>> p1 = 1 / (1 + np.exp(-(2.0 * x - 2.0)))  # calibrated for a 50/50 source
+    >>> est = estimate_class_priors(
+    ...     np.column_stack([1 - p1, p1]), source_priors=[0.5, 0.5])
+    >>> bool(abs(est.priors[1] - 0.8) < 0.03), est.converged
+    (True, True)
+    """
+    P = check_probabilities(y_proba_target, "y_proba_target")
+    if P.ndim != 2 or P.shape[1] < 2:
+        raise ValueError(
+            f"y_proba_target must have shape (n_target, n_classes) with at least 2 "
+            f"classes, got shape {P.shape}."
+        )
+    n_classes = P.shape[1]
+    priors = check_source_priors(source_priors, n_classes)
+    confusion, delta = None, 0.0
+    if method != "em":
+        confusion, n_source = _source_confusion(
+            y_proba_source, y_source, n_classes, labels, method
+        )
+        alpha = RLLS_ALPHA if rlls_alpha is None else rlls_alpha
+        delta = rlls_regularization(n_classes, n_source, alpha)
+    problem = _Problem(priors, method, confusion, tol, max_iter, delta)
+    return estimate_from_probabilities(
+        P, problem, n_resamples, confidence_level, random_state, verbose
+    )
