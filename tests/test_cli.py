@@ -726,7 +726,15 @@ def test_static_method_listing_equals_the_live_one():
     )
 
 
-_COMMANDS = ["calibrate", "apply", "evaluate", "select", "benchmark", "demo"]
+_COMMANDS = [
+    "calibrate",
+    "apply",
+    "adapt",
+    "evaluate",
+    "select",
+    "benchmark",
+    "demo",
+]
 
 
 def _help_imports(command):

@@ -13,6 +13,7 @@ import re
 import sys
 
 from .. import __version__
+from ._adapt import add_adapt
 from ._benchmark import add_benchmark, add_demo
 from ._calibrate import add_apply, add_calibrate
 from ._common import CLIError, in_flags
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add_calibrate(sub)
     add_apply(sub)
+    add_adapt(sub)
     add_evaluate(sub)
     add_select(sub)
     add_benchmark(sub)

@@ -385,17 +385,19 @@ SHIFT_CONSTRAINTS = {
 RLLS_ALPHA = 0.01
 
 
-@validate_params(
-    {
-        "y_proba_target": ["array-like"],
-        "source_priors": ["array-like"],
-        "y_proba_source": ["array-like", None],
-        "y_source": ["array-like", None],
-        "labels": ["array-like", None],
-        **SHIFT_CONSTRAINTS,
-    },
-    prefer_skip_nested_validation=True,
-)
+#: The constraints of :func:`estimate_class_priors` (a constant: Sphinx's
+#: source parser fails on a ``{**...}`` literal inside a decorator).
+_ESTIMATE_CONSTRAINTS = {
+    "y_proba_target": ["array-like"],
+    "source_priors": ["array-like"],
+    "y_proba_source": ["array-like", None],
+    "y_source": ["array-like", None],
+    "labels": ["array-like", None],
+    **SHIFT_CONSTRAINTS,
+}
+
+
+@validate_params(_ESTIMATE_CONSTRAINTS, prefer_skip_nested_validation=True)
 def estimate_class_priors(
     y_proba_target,
     *,

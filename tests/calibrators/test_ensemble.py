@@ -71,6 +71,7 @@ def test_ets_matches_probmetrics_on_digits(loss, noise, C, scaled):
     and no probability is below float32's range, so both solve the same
     problem, and the float32 logs leave ~1e-6 in the probabilities.
     """
+    pytest.importorskip("probmetrics")
     from probmetrics.calibrators import ETSCalibrator
 
     Pc, yc, Pt, yt = _digits(noise, C, scaled)
@@ -93,6 +94,7 @@ def test_ets_matches_probmetrics_on_digits(loss, noise, C, scaled):
 
 def test_ts_mix_matches_probmetrics_on_digits():
     """``mixture="uniform"`` is probmetrics' ``get_calibrator("ts-mix")``."""
+    pytest.importorskip("probmetrics")
     from probmetrics.calibrators import get_calibrator
 
     Pc, yc, Pt, yt = _digits(0.0, 1.0)

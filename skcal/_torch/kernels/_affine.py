@@ -147,6 +147,12 @@ def fit_affine_softmax(
         problem, z, y, w, delta, bias, float32_start=float32_start, tol=tol,
         max_iter=max_iter, verbose=verbose, desc=desc,
     )  # fmt: skip
+    return _penalised_result(problem, fit, scale)
+
+
+def _penalised_result(problem, fit, scale) -> AffineFit:
+    """The :class:`AffineFit` of a penalised solve: the effective ``W * scale``
+    and ``b`` (finite, or a ValueError) and the raw parameters."""
     with torch.no_grad():
         W, b = problem.effective(fit.delta, fit.bias)
     return AffineFit(

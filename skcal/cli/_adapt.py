@@ -1,0 +1,329 @@
+"""The ``adapt`` command: label-shift adaptation of a saved calibrator.
+
+``skcal adapt --model cal.skops --fit cal.npz --target target.npz --out
+adapted.npz`` wraps a calibrator saved by ``calibrate --save`` (or ``select
+--save``) in :class:`skcal.shift.PriorShiftAdapter` without refitting it:
+the labeled ``--fit`` file (the calibration data) gives the source class
+priors (and, for BBSE and RLLS, the confusion matrix of the calibrated
+predictions); the unlabeled ``--target`` file gives the new class priors,
+estimated from its calibrated probabilities. It writes the re-weighted
+probabilities of the target rows and prints the estimated priors, with
+bootstrap intervals, and the metrics before and after adaptation when the
+target file has labels.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ._calibrate import _check_model_predicts, _model_input
+from ._columns import Columns
+from ._common import CLIError, report_on_stderr, reporter
+from ._format import (
+    evaluation_row,
+    format_table,
+    paragraph,
+    print_json,
+    print_metrics,
+    wrap,
+)
+from ._inputs import align_scores, check_known_labels, read_labels
+from ._io import ArrayFile, check_output_path, file_format, write_arrays
+from ._models import read_model
+from ._options import (
+    FORMATS_HELP,
+    HelpFormatter,
+    _confidence_level,
+    add_column_options,
+    add_output_flags,
+    add_seed,
+    int_type,
+)
+
+#: the estimators of the target priors, in ``--method``
+METHODS = ("em", "bbse", "rlls")
+#: the columns of the table of priors, those present
+_PRIOR_COLUMNS = ("class", "source", "target", "low", "high", "weight", "true")
+
+
+def _read_scores(args, model, key: str, flag: str, path: str, *, labeled: bool):
+    """The scores (or embeddings) ``key`` of file ``path`` for ``model``, in
+    the order of its classes, and the file's labels (None when it has none
+    and ``labeled`` is false)."""
+    name = type(model).__name__
+    file = ArrayFile(path, Columns.from_args(args))
+    what = (
+        f"the {key} {name} was fitted on ({model.n_features_in_} columns)"
+        if key != "embeddings"
+        else f"the embeddings {name} reads ({model.n_features_in_} features)"
+    )
+    X = file.matrix(key, what)
+    if key != "embeddings":
+        X = align_scores(file, key, X, model.classes_, flag)
+    if X.shape[1] != model.n_features_in_:
+        raise CLIError(
+            f"{flag} {path} has {X.shape[1]} {key} columns but the model "
+            f"--model {args.model} was fitted on {model.n_features_in_}; give "
+            "scores (or embeddings) of the same classifier over the same classes."
+        )
+    y = None
+    if labeled or "labels" in file:
+        why = "the true labels of the calibration samples" if labeled else ""
+        y = read_labels(file, why, len(X), key)
+        check_known_labels(y, model.classes_, flag, path, args.model, "--model")
+    return X, y
+
+
+def _adapter(args, model):
+    """A PriorShiftAdapter around the fitted ``model``, which it does not refit."""
+    from sklearn.frozen import FrozenEstimator
+
+    from ..shift import PriorShiftAdapter
+
+    return PriorShiftAdapter(
+        FrozenEstimator(model),
+        method=args.method,
+        tol=args.tol,
+        max_iter=args.max_iter,
+        n_resamples=args.n_resamples,
+        confidence_level=args.confidence_level,
+        random_state=args.seed,
+        # the bootstrap's bar, on a terminal only (not in logs or pipes)
+        verbose=int(not args.quiet and sys.stderr.isatty()),
+    )
+
+
+def _prior_rows(adapter, y_target) -> list[dict]:
+    """One row per class: source prior, estimated target prior (interval),
+    importance weight, and the target file's class frequency when labeled."""
+    est = adapter.prior_estimate_
+    classes = adapter.classes_
+    freq = None
+    if y_target is not None:
+        freq = np.array([np.mean(y_target == c) for c in classes])
+    rows = []
+    for j, label in enumerate(classes):
+        row = {
+            "class": str(label),
+            "source": float(adapter.source_priors_[j]),
+            "target": float(adapter.priors_[j]),
+        }
+        if est.low is not None:
+            row["low"], row["high"] = float(est.low[j]), float(est.high[j])
+        row["weight"] = float(est.weights[j])
+        if freq is not None:
+            row["true"] = float(freq[j])
+        rows.append(row)
+    return rows
+
+
+def _write(args, adapter, proba, y_target) -> None:
+    """The output file: proba, predict, classes (and labels); in npz also
+    the priors, their interval and the source priors."""
+    classes = adapter.classes_
+    arrays = {} if y_target is None else {"labels": y_target}
+    arrays |= {
+        "predict": classes[np.argmax(proba, axis=1)],
+        "proba": proba,
+        "classes": classes,
+    }
+    if file_format(args.out) == "npz":
+        est = adapter.prior_estimate_
+        arrays |= {"priors": adapter.priors_, "source_priors": adapter.source_priors_}
+        if est.low is not None:
+            arrays |= {"priors_low": est.low, "priors_high": est.high}
+        arrays["method"] = np.array(f"PriorShiftAdapter({args.method})")
+    write_arrays(args.out, arrays, label_name=getattr(args, "label_col", None))
+
+
+def _metric_rows(name, method, classes, y, before, after) -> list[dict]:
+    """The metrics on the target labels before and after adaptation, if any."""
+    if y is None:
+        return []
+    return [
+        {
+            "method": f"{name} (not adapted)",
+            **evaluation_row(y, before, labels=classes),
+        },
+        {"method": f"adapted ({method})", **evaluation_row(y, after, labels=classes)},
+    ]
+
+
+def _summary(args, name, adapter, n_fit, n_target) -> str:
+    """The first line of the report."""
+    est = adapter.prior_estimate_
+    how = f"{args.method.upper()}"
+    if args.method == "em":
+        state = "converged" if est.converged else "did NOT converge"
+        how += f", {state} in {est.n_iter} iterations"
+    interval = ""
+    if est.low is not None:
+        level = round(100 * args.confidence_level)
+        interval = f" ({level}% bootstrap intervals of {args.n_resamples} resamples)"
+    return paragraph(
+        f"{name} from {args.model}, source priors from {n_fit} labeled rows of "
+        f"{args.fit}; target priors estimated by {how} from {n_target} rows of "
+        f"{args.target}{interval}; wrote the adapted probabilities to {args.out}."
+    )
+
+
+def _cmd_adapt(args) -> int:
+    """Run ``skcal adapt``; returns the exit code."""
+    prog, report = "skcal adapt", reporter(args)
+    inputs = {"--fit": args.fit, "--target": args.target, "--model": args.model}
+    check_output_path(args.out, inputs)  # fail before loading on a bad name
+    model = read_model(args.model, trusted=args.trust, allow_pickle=args.allow_pickle)
+    key = _model_input(model, args.model)
+    _check_model_predicts(model, args.model)
+    name = type(model).__name__
+    X_fit, y_fit = _read_scores(args, model, key, "--fit", args.fit, labeled=True)
+    X_target, y_target = _read_scores(
+        args, model, key, "--target", args.target, labeled=False
+    )
+    report(f"estimating the priors of {len(X_target)} rows of {args.target} ...")
+    adapter = _adapter(args, model)
+    with report_on_stderr(prog):
+        adapter.fit(X_fit, y_fit).adapt(X_target)
+        proba = adapter.predict_proba(X_target)
+        before = model.predict_proba(X_target)
+    _write(args, adapter, proba, y_target)
+    priors = _prior_rows(adapter, y_target)
+    metrics = _metric_rows(name, args.method, adapter.classes_, y_target, before, proba)
+    if args.json:
+        est = adapter.prior_estimate_
+        print_json(
+            {
+                "model": args.model,
+                "estimator": name,
+                "method": args.method,
+                "n_fit": len(X_fit),
+                "n_target": len(X_target),
+                "n_iter": est.n_iter,
+                "converged": est.converged,
+                "confidence_level": args.confidence_level,
+                "n_resamples": args.n_resamples,
+                "priors": priors,
+                "out": args.out,
+                "metrics": metrics,
+            }
+        )
+        return 0
+    print(_summary(args, name, adapter, len(X_fit), len(X_target)))
+    columns = [c for c in _PRIOR_COLUMNS if c in priors[0]]
+    print("\nClass priors (weight = target / source):")
+    print(format_table(priors, columns))
+    if metrics:
+        print_metrics(metrics, args.target)
+    return 0
+
+
+def add_adapt(sub) -> None:
+    """The parser of ``skcal adapt``, a subparser of ``sub``."""
+    parser = sub.add_parser(
+        "adapt",
+        help="re-weight a saved calibrator's probabilities to new class priors",
+        description=wrap(
+            "Label-shift adaptation: load a calibrator saved by skcal calibrate "
+            "--save (or select --save), take the source class priors from the "
+            "labeled --fit file (its calibration data), estimate the class priors "
+            "of the unlabeled --target file from its calibrated probabilities "
+            "(EM of Saerens et al. 2002, BBSE of Lipton et al. 2018 or RLLS of "
+            "Azizzadenesheli et al. 2019), and write the re-weighted probabilities "
+            "of the --target rows to --out (proba, predict, classes; in npz also "
+            "priors, priors_low, priors_high and source_priors). Prints the "
+            "estimated priors with bootstrap intervals, and the metrics before and "
+            "after adaptation when the --target file has labels. The calibrator "
+            "is not refitted."
+        ),
+        epilog=(
+            f"{FORMATS_HELP}\n\nexample:\n  skcal calibrate --method bcts "
+            "--fit cal.npz --apply val.npz --out val_cal.npz --save bcts.skops\n"
+            "  skcal adapt --model bcts.skops --fit cal.npz --target new.npz "
+            "--out new_adapted.npz"
+        ),
+        formatter_class=HelpFormatter,
+    )
+    _add_model_options(parser)
+    parser.add_argument(
+        "--fit",
+        required=True,
+        metavar="FILE",
+        help="the calibration data the model was fitted on (scores and labels): "
+        "the source priors",
+    )
+    parser.add_argument(
+        "--target",
+        required=True,
+        metavar="FILE",
+        help="unlabeled scores of the new data (labels, if any, are only used "
+        "for the metrics)",
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help="output .npz, .csv or .parquet"
+    )
+    _add_estimation_options(parser)
+    add_column_options(parser)
+    add_seed(parser, "seed of the bootstrap")
+    add_output_flags(parser)
+    parser.set_defaults(handler=_cmd_adapt)
+
+
+def _add_model_options(parser) -> None:
+    """``--model``, ``--trust`` and ``--allow-pickle``."""
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="FILE",
+        help="the fitted calibrator: model.skops (or a pickle, with --allow-pickle)",
+    )
+    parser.add_argument(
+        "--trust",
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="also trust this fully qualified type in a .skops model (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="read a model that is not .skops as a pickle (trusted files only)",
+    )
+
+
+def _add_estimation_options(parser) -> None:
+    """``--method``, ``--n-resamples``, ``--confidence-level``, ``--tol``,
+    ``--max-iter``."""
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="em",
+        help="estimator of the target priors: em (maximum likelihood, the "
+        "default and usually the most accurate on calibrated probabilities), "
+        "bbse or rlls (from the confusion matrix of the --fit rows)",
+    )
+    parser.add_argument(
+        "--n-resamples",
+        type=int_type(lambda value: value >= 0, "a non-negative integer"),
+        default=200,
+        help="bootstrap resamples of the target rows for the intervals (default "
+        "200; 0: no interval); each is one more estimate, so the intervals "
+        "cost about n-resamples times the point estimate (many classes: lower "
+        "it, or 0)",
+    )
+    parser.add_argument(
+        "--confidence-level",
+        type=_confidence_level,
+        default=0.9,
+        help="nominal coverage of the intervals (default 0.9)",
+    )
+    parser.add_argument(
+        "--tol", type=float, default=1e-8, help="EM's convergence tolerance"
+    )
+    parser.add_argument(
+        "--max-iter",
+        type=int_type(lambda value: value >= 1, "a positive integer"),
+        default=1000,
+        help="EM's iteration cap (default 1000)",
+    )
