@@ -113,22 +113,47 @@ def _mean_step_map(maps):
     return edges, values
 
 
+#: Sorted scores closer than this to the first of their group are ties, as in
+#: scikit-learn's ``IsotonicRegression`` (``np.finfo(float64).resolution``):
+#: softmax probabilities below ~1e-15 pool into one point.
+_TIE_EPS = float(np.finfo(np.float64).resolution)
+
+
+def _tie_starts(x):
+    """Starts of the groups of sorted ``x`` that are ties: a group begins at
+    the first score at least ``_TIE_EPS`` above its group's first score
+    (scikit-learn's ``_make_unique``). Only runs of gaps below the tolerance
+    need the sequential rule; elsewhere every score starts a group."""
+    gaps = np.diff(x)
+    new = np.append(True, gaps >= _TIE_EPS)
+    close = np.flatnonzero(~new)  # the scores within eps of their predecessor
+    if close.size:
+        run_starts = close[np.append(True, np.diff(close) > 1)] - 1
+        for first in run_starts:  # a few runs, among tiny or equal scores
+            end = first + 1
+            while end < x.size and not new[end]:
+                end += 1
+            anchor = x[first]
+            for j in range(first + 1, end):
+                if x[j] - anchor >= _TIE_EPS:
+                    new[j], anchor = True, x[j]
+    return np.flatnonzero(new)
+
+
 def _pava(x, target, weight):
     """``(x_unique, total_weight, fitted)``: the isotonic fit on the distinct ``x``.
 
-    Samples of zero weight are dropped, equal ``x`` are merged into their
-    weighted mean target, and scipy's pool-adjacent-violators solves the
-    weighted problem (values clipped to [0, 1]).
+    Samples of zero weight are dropped, tied ``x`` (within ``_TIE_EPS`` of
+    their group's first, as scikit-learn) are merged into their weighted mean
+    target at the group's first ``x``, and scipy's pool-adjacent-violators
+    solves the weighted problem (values clipped to [0, 1]).
     """
     if weight is not None and not weight.all():
         positive = weight > 0
         x, target, weight = x[positive], target[positive], weight[positive]
     order = np.argsort(x)
     x = x[order]
-    new = np.empty(x.size, dtype=bool)
-    new[0] = True
-    np.not_equal(x[1:], x[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
+    starts = _tie_starts(x)
     if weight is None:
         total = np.diff(np.append(starts, x.size)).astype(np.float64)
         mean = np.add.reduceat(target[order], starts) / total

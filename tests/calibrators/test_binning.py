@@ -516,3 +516,41 @@ def test_scaling_binning_absent_class_gets_the_mean_map():
     )
     got = sb.bin_values_[2][np.searchsorted(sb.bin_edges_[2][1:], grid)]
     np.testing.assert_allclose(got, mean, rtol=1e-12)
+
+
+def test_isotonic_pools_scores_within_sklearns_tie_tolerance():
+    """scikit-learn's IsotonicRegression treats sorted scores less than
+    ``finfo(float64).resolution`` (1e-15) above their group's first as ties;
+    so does skcal, so that softmax probabilities below ~1e-15 (which a
+    confident network gives most classes) pool into one point. On fashion-
+    like data (many tiny probabilities, weights) the fits agree."""
+    from sklearn.isotonic import IsotonicRegression
+
+    from skcal.calibrators._binning import _pava
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(2, 60))
+        x = np.concatenate(
+            [
+                rng.uniform(0, 3e-15, size=n // 2),
+                rng.choice([0.1, 0.2, 0.3], size=n - n // 2),
+                rng.uniform(size=3),
+            ]
+        )
+        rng.shuffle(x)
+        target = rng.integers(0, 2, size=x.size).astype(float)
+        weight = rng.uniform(0.1, 2.0, size=x.size)
+        knots, _, values = _pava(x, target, weight)
+        reference = IsotonicRegression(y_min=0, y_max=1).fit(x, target, weight)
+        np.testing.assert_allclose(values, reference.predict(knots), atol=1e-12)
+    # the calibrator's fitted maps: sklearn's, class by class
+    logits = rng.normal(size=(400, 3)) * 30.0  # many probabilities below 1e-15
+    y = rng.integers(0, 3, size=400)
+    P = softmax(logits, axis=1)
+    fitted = IsotonicCalibrator(input="proba").fit(P, y)
+    for k in range(3):
+        reference = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")
+        reference.fit(P[:, k], y == k)
+        ours = np.interp(P[:, k], fitted.thresholds_[k], fitted.values_[k])
+        np.testing.assert_allclose(ours, reference.predict(P[:, k]), atol=1e-12)
