@@ -416,6 +416,7 @@ def _scipy_bcts(Z, y, w=None, tied=None):
 @pytest.mark.parametrize("dataset", ["digits", "wine"])
 def test_bcts_matches_abstention(dataset):
     """Same NLL (1e-4) and probabilities as the paper's own package."""
+    pytest.importorskip("abstention")
     from abstention.calibration import TempScaling
     from sklearn.datasets import load_digits, load_wine
 
