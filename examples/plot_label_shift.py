@@ -51,9 +51,11 @@ print("target class frequencies:", np.round(counts / counts.sum(), 3))
 # Calibrate, then adapt to the unlabeled target scores
 # ----------------------------------------------------
 # ``fit`` calibrates (bias-corrected temperature scaling by default) on the
-# labeled calibration split and records its class frequencies, the source
-# priors; ``adapt`` estimates the target priors by EM from the target scores
-# alone, with a 90% bootstrap interval over the target rows.
+# labeled calibration split and records the source priors (the mean calibrated
+# probability of its rows, which for BCTS equals its class frequencies);
+# ``adapt`` estimates the target priors by EM from the target scores alone,
+# with a 90% bootstrap interval over the target rows, and keeps them only if
+# the target rows show a shift (a BIC test against the source priors).
 adapter = PriorShiftAdapter(n_resamples=200, random_state=0)
 adapter.fit(logits_cal, y_cal)
 before = adapter.predict_proba(logits_target)  # not adapted yet: source priors
@@ -61,6 +63,10 @@ adapter.adapt(logits_target)
 after = adapter.predict_proba(logits_target)
 est = adapter.prior_estimate_
 print(f"EM converged: {est.converged} in {est.n_iter} iterations")
+print(
+    f"shift detected: {est.shift_detected} (2 log likelihood ratio "
+    f"{est.statistic:.1f}, BIC threshold {est.threshold:.1f})"
+)
 print("estimated priors:", np.round(adapter.priors_, 3))
 
 truth = counts / counts.sum()

@@ -74,16 +74,19 @@ def test_em_equals_abstention_and_reweights(digits_files, capsys):
     tmp, L_cal, y_cal, L_target, _ = digits_files
     out = tmp / "em.npz"
     tight = ["--tol", "1e-13", "--max-iter", "100000", "--n-resamples", "0"]
+    tight += ["--prior-strength", "0", "--no-shift-test"]  # the paper's EM
     assert _adapt(tmp, out, *tight) == 0
     stdout = capsys.readouterr().out
     assert "EM, converged" in stdout and "Class priors" in stdout
     ts = load(tmp / "ts.skops")
     P_cal, P_target = ts.predict_proba(L_cal), ts.predict_proba(L_target)
     onehot = np.eye(10)[y_cal]
-    ref = label_shift.EMImbalanceAdapter(
-        estimate_priors_from_valid_labels=True, tolerance=1e-13, max_iterations=10**5
-    )(P_target, P_cal, valid_labels=onehot)
-    source = onehot.mean(axis=0)
+    # abstention's default: the source priors are the mean calibrated
+    # probability of the calibration rows, as skcal's for EM
+    ref = label_shift.EMImbalanceAdapter(tolerance=1e-13, max_iterations=10**5)(
+        P_target, P_cal, valid_labels=onehot
+    )
+    source = P_cal.mean(axis=0)
     with np.load(out) as written:
         np.testing.assert_allclose(written["source_priors"], source, rtol=1e-12)
         np.testing.assert_allclose(
@@ -94,6 +97,7 @@ def test_em_equals_abstention_and_reweights(digits_files, capsys):
         assert "priors_low" not in written  # --n-resamples 0: no interval
     # the estimate is near the target's class mix, far from the source's
     truth = np.bincount(digits_files[4], minlength=10) / len(L_target)
+    source = onehot.mean(axis=0)
     error = np.abs(ref.multipliers * source - truth).max()
     assert error < 0.05 < np.abs(source - truth).max()
 
@@ -101,7 +105,8 @@ def test_em_equals_abstention_and_reweights(digits_files, capsys):
 def test_bbse_equals_the_formula(digits_files, capsys):
     tmp, L_cal, y_cal, L_target, _ = digits_files
     out = tmp / "bbse.npz"
-    assert _adapt(tmp, out, "--method", "bbse", "--n-resamples", "0", "--quiet") == 0
+    flags = ["--method", "bbse", "--n-resamples", "0", "--no-shift-test", "--quiet"]
+    assert _adapt(tmp, out, *flags) == 0
     ts = load(tmp / "ts.skops")
     pred_cal = ts.predict_proba(L_cal).argmax(axis=1)
     C = np.zeros((10, 10))  # C[i, j] = P(argmax = i, y = j) on the source
@@ -113,6 +118,28 @@ def test_bbse_equals_the_formula(digits_files, capsys):
     with np.load(out) as written:
         np.testing.assert_allclose(written["priors"], w * source, atol=1e-9)
     assert "BBSE" in capsys.readouterr().out
+
+
+def test_no_shift_keeps_the_calibrated_probabilities(digits_files, capsys):
+    """The calibration rows as the target: no shift to find. The shift test
+    says so with its numbers, the written probabilities are the calibrated
+    ones, and the table shows the estimate it set aside."""
+    tmp, L_cal, _, L_target, _ = digits_files
+    out = tmp / "none.npz"
+    assert _adapt(tmp, out, "--n-resamples", "0", target="cal.npz") == 0
+    stdout = " ".join(capsys.readouterr().out.split())
+    assert "no shift detected (2 log likelihood ratio" in stdout
+    assert "estimated" in stdout and "--no-shift-test" in stdout
+    ts = load(tmp / "ts.skops")
+    with np.load(out) as written:
+        np.testing.assert_array_equal(written["priors"], written["source_priors"])
+        np.testing.assert_allclose(
+            written["proba"], ts.predict_proba(L_cal), atol=1e-12
+        )
+    # the shifted target passes the test
+    assert _adapt(tmp, tmp / "shifted.npz", "--n-resamples", "0", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["shift_detected"] and report["statistic"] > report["threshold"]
 
 
 def test_intervals_json_and_metrics_with_target_labels(digits_files, capsys):
@@ -171,6 +198,11 @@ def test_errors_are_one_clear_line(digits_files, capsys):
     assert "at least" in _error(capsys)
     assert _adapt(tmp, tmp / "x.npz", "--method", "bbse", target="tiny.npz") == 2
     assert "20" in _error(capsys)
+    with pytest.raises(SystemExit) as exc:  # argparse's usage error
+        _adapt(tmp, tmp / "x.npz", "--prior-strength", "-1")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "expected 'auto' or a non-negative number, got '-1'" in err
 
 
 def test_a_class_absent_from_the_fit_file_is_named(digits_files, capsys):

@@ -14,6 +14,7 @@ target file has labels.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import numpy as np
@@ -45,7 +46,16 @@ from ._options import (
 #: the estimators of the target priors, in ``--method``
 METHODS = ("em", "bbse", "rlls")
 #: the columns of the table of priors, those present
-_PRIOR_COLUMNS = ("class", "source", "target", "low", "high", "weight", "true")
+_PRIOR_COLUMNS = (
+    "class",
+    "source",
+    "target",
+    "estimated",
+    "low",
+    "high",
+    "weight",
+    "true",
+)
 
 
 def _read_scores(args, model, key: str, flag: str, path: str, *, labeled: bool):
@@ -87,6 +97,8 @@ def _adapter(args, model):
         method=args.method,
         tol=args.tol,
         max_iter=args.max_iter,
+        prior_strength=args.prior_strength,
+        shift_test=None if args.no_shift_test else "bic",
         n_resamples=args.n_resamples,
         confidence_level=args.confidence_level,
         random_state=args.seed,
@@ -110,6 +122,8 @@ def _prior_rows(adapter, y_target) -> list[dict]:
             "source": float(adapter.source_priors_[j]),
             "target": float(adapter.priors_[j]),
         }
+        if not est.shift_detected:  # the estimate the shift test set aside
+            row["estimated"] = float(est.estimated[j])
         if est.low is not None:
             row["low"], row["high"] = float(est.low[j]), float(est.high[j])
         row["weight"] = float(est.weights[j])
@@ -165,7 +179,22 @@ def _summary(args, name, adapter, n_fit, n_target) -> str:
     return paragraph(
         f"{name} from {args.model}, source priors from {n_fit} labeled rows of "
         f"{args.fit}; target priors estimated by {how} from {n_target} rows of "
-        f"{args.target}{interval}; wrote the adapted probabilities to {args.out}."
+        f"{args.target}{interval}; {_shift_verdict(est)}; wrote the adapted "
+        f"probabilities to {args.out}."
+    )
+
+
+def _shift_verdict(est) -> str:
+    """What the shift test decided, with its numbers."""
+    ratio = f"2 log likelihood ratio {est.statistic:.4g}"
+    if est.threshold is None:
+        return f"no shift test ({ratio})"
+    if est.shift_detected:
+        return f"shift detected ({ratio} > BIC threshold {est.threshold:.4g})"
+    return (
+        f"no shift detected ({ratio} <= BIC threshold {est.threshold:.4g}): the "
+        "target priors are the source ones and the probabilities the calibrated "
+        "ones (--no-shift-test adapts anyway)"
     )
 
 
@@ -202,6 +231,9 @@ def _cmd_adapt(args) -> int:
                 "n_target": len(X_target),
                 "n_iter": est.n_iter,
                 "converged": est.converged,
+                "shift_detected": est.shift_detected,
+                "statistic": est.statistic,
+                "threshold": est.threshold,
                 "confidence_level": args.confidence_level,
                 "n_resamples": args.n_resamples,
                 "priors": priors,
@@ -294,13 +326,13 @@ def _add_model_options(parser) -> None:
 
 def _add_estimation_options(parser) -> None:
     """``--method``, ``--n-resamples``, ``--confidence-level``, ``--tol``,
-    ``--max-iter``."""
+    ``--max-iter``, ``--prior-strength``, ``--no-shift-test``."""
     parser.add_argument(
         "--method",
         choices=METHODS,
         default="em",
-        help="estimator of the target priors: em (maximum likelihood, the "
-        "default and usually the most accurate on calibrated probabilities), "
+        help="estimator of the target priors: em (EM on the calibrated "
+        "probabilities, the default and usually the most accurate), "
         "bbse or rlls (from the confusion matrix of the --fit rows)",
     )
     parser.add_argument(
@@ -327,3 +359,32 @@ def _add_estimation_options(parser) -> None:
         default=1000,
         help="EM's iteration cap (default 1000)",
     )
+    parser.add_argument(
+        "--prior-strength",
+        type=_prior_strength,
+        default="auto",
+        help="EM's pseudo-rows toward the source priors (default auto: one per "
+        "class; 0: plain maximum likelihood, which can drive a class's prior "
+        "to 0)",
+    )
+    parser.add_argument(
+        "--no-shift-test",
+        action="store_true",
+        help="adapt even when the target rows show no shift (by default the "
+        "source priors are kept unless the estimate passes a BIC test)",
+    )
+
+
+def _prior_strength(text: str):
+    """``auto`` or a non-negative number."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected 'auto' or a non-negative number, got {text!r}"
+        )
+    return value

@@ -7,7 +7,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import negative_log_loss
-from ..utils._sklearn import HasMethods, _fit_context
+from ..utils._sklearn import HasMethods, StrOptions, _fit_context
 from ..utils._validation import (
     check_probabilities,
     check_sample_weight,
@@ -21,6 +21,7 @@ from ._estimate import (
     check_source_priors,
     confusion_matrix,
     estimate_from_probabilities,
+    resolve_strength,
     rlls_regularization,
 )
 
@@ -38,9 +39,11 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
     """A calibrator re-weighted to the class priors of an unlabeled target set.
 
     :meth:`fit` fits a clone of ``calibrator`` on the labeled calibration
-    (source) set and records its weighted class frequencies
-    ``source_priors_`` (and, for ``method="bbse"`` or ``"rlls"``, the
-    confusion matrix of the calibrated argmax on it). :meth:`adapt` then
+    (source) set and records its source priors ``source_priors_`` (for EM by
+    default the mean calibrated probability of the calibration rows, as in
+    the authors' code, so that no shift is found on rows like them; for
+    ``method="bbse"`` or ``"rlls"`` the weighted class frequencies and the
+    confusion matrix of the calibrated argmax). :meth:`adapt` then
     estimates the priors ``priors_`` of an unlabeled target set from the
     calibrated probabilities of its rows (:func:`estimate_class_priors`),
     and :meth:`predict_proba` returns the calibrated probabilities
@@ -78,6 +81,23 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         EM's iteration cap.
     rlls_alpha : float, default=None
         RLLS's regularisation multiplier; None: 0.01.
+    prior_strength : float or "auto", default="auto"
+        EM's pseudo-rows toward the source priors (``"auto"``: the number of
+        classes; 0: the maximum likelihood of Saerens et al.), see
+        :func:`estimate_class_priors`.
+    shift_test : {"bic"} or None, default="bic"
+        Keep the estimated priors only when the target rows show a shift
+        (``prior_estimate_.shift_detected``); None: always keep them.
+    source_priors : {"auto", "labels", "predicted"}, default="auto"
+        What ``source_priors_`` is: ``"labels"``, the weighted class
+        frequencies of ``y`` (Saerens et al.); ``"predicted"``, the weighted
+        mean of the calibrated probabilities of the calibration rows
+        (Alexandari et al.'s code, ``abstention``'s default): equal for a
+        calibrator with free per-class biases fitted by NLL (BCTS, vector
+        scaling), but a calibrator that leaves the class marginals biased
+        (temperature scaling) makes EM see that bias as a shift with
+        ``"labels"``; ``"auto"``: ``"predicted"`` for EM, ``"labels"`` for
+        BBSE and RLLS (their equations are in label frequencies).
     n_resamples : int, default=0
         Bootstrap resamples of the target rows for ``prior_estimate_``'s
         interval; 0: none.
@@ -96,6 +116,9 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
     source_priors_ : ndarray of shape (n_classes,)
+        The source priors ``p`` of the importance weights ``priors_ / p``
+        (see ``source_priors``).
+    class_frequencies_ : ndarray of shape (n_classes,)
         Weighted class frequencies of the calibration labels.
     priors_ : ndarray of shape (n_classes,)
         The target priors (``source_priors_`` until :meth:`adapt`).
@@ -139,6 +162,7 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "calibrator": [HasMethods(["fit", "predict_proba"]), None],
+        "source_priors": [StrOptions({"auto", "labels", "predicted"})],
         **SHIFT_CONSTRAINTS,
     }
 
@@ -150,6 +174,9 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         tol=1e-8,
         max_iter=1000,
         rlls_alpha=None,
+        prior_strength="auto",
+        shift_test="bic",
+        source_priors="auto",
         n_resamples=0,
         confidence_level=0.9,
         random_state=None,
@@ -160,6 +187,9 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
         self.rlls_alpha = rlls_alpha
+        self.prior_strength = prior_strength
+        self.shift_test = shift_test
+        self.source_priors = source_priors
         self.n_resamples = n_resamples
         self.confidence_level = confidence_level
         self.random_state = random_state
@@ -208,14 +238,22 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         _, y_index = resolve_classes(np.asarray(y), n_classes, self.classes_)
         w = check_sample_weight(sample_weight, len(y_index), relative=True)
         counts = np.bincount(y_index, weights=w, minlength=n_classes)
-        self.source_priors_ = counts / counts.sum()
-        self.priors_ = self.source_priors_.copy()
+        self.class_frequencies_ = counts / counts.sum()
+        self.source_priors_ = self.class_frequencies_
         self.prior_estimate_ = None
         self.confusion_matrix_ = None
         self._n_source = effective_sample_size(w)
+        predicted = self.source_priors == "predicted" or (
+            self.source_priors == "auto" and self.method == "em"
+        )
+        if predicted or self.method != "em":
+            P = self._calibrated(X)
+        if predicted:
+            self.source_priors_ = (w @ P) / w.sum()
         if self.method != "em":
-            pred = np.argmax(self._calibrated(X), axis=1)
+            pred = np.argmax(P, axis=1)
             self.confusion_matrix_ = confusion_matrix(pred, y_index, n_classes, w)
+        self.priors_ = self.source_priors_.copy()
         return self
 
     def _calibrated(self, X) -> np.ndarray:
@@ -223,7 +261,7 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
 
     def _problem(self) -> _Problem:
         n_classes = len(self.classes_)
-        absent = self.classes_[self.source_priors_ == 0]
+        absent = self.classes_[self.class_frequencies_ == 0]
         if absent.size:
             raise ValueError(
                 f"Class(es) {absent.tolist()[:10]} have no calibration sample: "
@@ -241,7 +279,17 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         alpha = RLLS_ALPHA if self.rlls_alpha is None else self.rlls_alpha
         delta = rlls_regularization(n_classes, self._n_source, alpha)
         confusion = None if self.method == "em" else self.confusion_matrix_
-        return _Problem(source, self.method, confusion, self.tol, self.max_iter, delta)
+        strength = resolve_strength(self.prior_strength, n_classes)
+        return _Problem(
+            source,
+            self.method,
+            confusion,
+            self.tol,
+            self.max_iter,
+            delta,
+            strength,
+            self.shift_test,
+        )
 
     @_fit_context(prefer_skip_nested_validation=True)
     def adapt(self, X):
@@ -272,7 +320,9 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
             self.verbose,
         )
         self.prior_estimate_ = estimate
-        self.priors_ = estimate.priors
+        # no shift found: exactly the source priors (the calibrated probabilities)
+        detected = estimate.shift_detected
+        self.priors_ = estimate.priors if detected else self.source_priors_.copy()
         return self
 
     def predict_proba(self, X) -> np.ndarray:

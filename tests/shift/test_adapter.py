@@ -116,7 +116,8 @@ def test_adapted_probabilities_match_abstention():
 def test_bbse_adapter_matches_abstention():
     label_shift = pytest.importorskip("abstention.label_shift")
     model, X_cal, y_cal, X_t, _ = _task(load_digits)
-    adapter = PriorShiftAdapter(TS, method="bbse").fit(_logits(model, X_cal), y_cal)
+    adapter = PriorShiftAdapter(TS, method="bbse", shift_test=None)
+    adapter.fit(_logits(model, X_cal), y_cal)
     adapter.adapt(_logits(model, X_t))
     P_cal = adapter.calibrator_.predict_proba(_logits(model, X_cal))
     P_t = adapter.calibrator_.predict_proba(_logits(model, X_t))
@@ -129,13 +130,74 @@ def test_bbse_adapter_matches_abstention():
     np.testing.assert_allclose(adapter.priors_, expected / expected.sum(), atol=1e-9)
 
 
-def test_source_priors_are_the_weighted_class_frequencies():
-    model, X_cal, y_cal, _, _ = _task()
-    w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(y_cal))
-    adapter = PriorShiftAdapter(TS).fit(_logits(model, X_cal), y_cal, sample_weight=w)
-    expected = np.array([w[y_cal == k].sum() for k in range(3)]) / w.sum()
-    np.testing.assert_allclose(adapter.source_priors_, expected, rtol=1e-12)
+@pytest.mark.parametrize("strength", [0, "auto", 7.5])
+def test_estimation_settings_reach_the_estimate(strength):
+    """prior_strength and shift_test act as in estimate_class_priors on the
+    calibrator's probabilities of the target rows."""
+    from skcal.shift import estimate_class_priors
+
+    model, X_cal, y_cal, X_t, _ = _task(load_digits)
+    adapter = PriorShiftAdapter(TS, prior_strength=strength, shift_test=None)
+    adapter.fit(_logits(model, X_cal), y_cal).adapt(_logits(model, X_t))
+    expected = estimate_class_priors(
+        adapter.calibrator_.predict_proba(_logits(model, X_t)),
+        source_priors=adapter.source_priors_,
+        prior_strength=strength,
+        shift_test=None,
+    )
+    np.testing.assert_allclose(adapter.priors_, expected.priors, rtol=1e-12)
+
+
+def test_no_shift_keeps_the_calibrated_probabilities():
+    """Target rows drawn like the calibration rows: the shift test finds no
+    shift, and predict_proba returns the calibrator's probabilities."""
+    model, X_cal, y_cal, _, _ = _task(load_digits)
+    X_fit, X_t, y_fit, _ = train_test_split(
+        X_cal, y_cal, test_size=0.5, random_state=0, stratify=y_cal
+    )
+    adapter = PriorShiftAdapter(TS).fit(_logits(model, X_fit), y_fit)
+    adapter.adapt(_logits(model, X_t))
+    assert not adapter.prior_estimate_.shift_detected
     np.testing.assert_array_equal(adapter.priors_, adapter.source_priors_)
+    np.testing.assert_array_equal(
+        adapter.predict_proba(_logits(model, X_t)),
+        adapter.calibrator_.predict_proba(_logits(model, X_t)),
+    )
+
+
+@pytest.mark.parametrize("method", ["em", "bbse"])
+def test_source_priors_are_labels_or_predictions(method):
+    """class_frequencies_: the weighted label frequencies; source_priors_:
+    the weighted mean calibrated probability for EM ("auto", the authors'
+    code), the label frequencies for BBSE or with source_priors="labels"."""
+    model, X_cal, y_cal, _, _ = _task()
+    L = _logits(model, X_cal)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(y_cal))
+    expected = np.array([w[y_cal == k].sum() for k in range(3)]) / w.sum()
+    adapter = PriorShiftAdapter(TS, method=method).fit(L, y_cal, sample_weight=w)
+    np.testing.assert_allclose(adapter.class_frequencies_, expected, rtol=1e-12)
+    P = adapter.calibrator_.predict_proba(L)
+    mean = np.sum(w[:, None] * P, axis=0) / w.sum()
+    auto = mean if method == "em" else expected
+    np.testing.assert_allclose(adapter.source_priors_, auto, rtol=1e-12)
+    np.testing.assert_array_equal(adapter.priors_, adapter.source_priors_)
+    labels = PriorShiftAdapter(TS, method=method, source_priors="labels")
+    labels.fit(L, y_cal, sample_weight=w)
+    np.testing.assert_allclose(labels.source_priors_, expected, rtol=1e-12)
+    predicted = PriorShiftAdapter(TS, method=method, source_priors="predicted")
+    predicted.fit(L, y_cal, sample_weight=w)
+    np.testing.assert_allclose(predicted.source_priors_, mean, rtol=1e-12)
+    assert np.abs(mean - expected).max() > 1e-4  # TS leaves the marginals biased
+
+
+def test_em_on_the_calibration_rows_finds_no_shift():
+    """With the predicted source priors, EM's first step on the calibration
+    rows returns them: no shift, even without the shift test (the reason of
+    the authors' code)."""
+    model, X_cal, y_cal, _, _ = _task(load_digits)
+    L = _logits(model, X_cal)
+    adapter = PriorShiftAdapter(TS, shift_test=None).fit(L, y_cal).adapt(L)
+    np.testing.assert_allclose(adapter.priors_, adapter.source_priors_, atol=1e-12)
 
 
 def test_fit_clears_the_adaptation():
@@ -192,7 +254,7 @@ def test_absent_class_is_refused_at_adapt():
     adapter = PriorShiftAdapter(TS)
     with pytest.warns(MissingClassWarning):
         adapter.fit(_logits(model, X_cal)[keep], y_cal[keep])
-    assert adapter.source_priors_[1] == 0
+    assert adapter.class_frequencies_[1] == 0
     with pytest.raises(
         ValueError, match=r"Class\(es\) \[1\] have no calibration sample"
     ):

@@ -12,6 +12,8 @@ from skcal.exceptions import ConvergenceWarning
 from skcal.shift import PriorEstimate, estimate_class_priors
 
 EPS = np.finfo(np.float64).eps
+#: The papers' estimators: maximum-likelihood EM, no shift test.
+PAPER = {"prior_strength": 0, "shift_test": None}
 
 
 def _real_task(loader, seed=0):
@@ -49,7 +51,9 @@ def test_em_solves_the_two_class_fixed_point_equation():
     P_src, y_src, P_pool, y_pool = _real_task(load_breast_cancer)
     source = _frequencies(y_src, 2)
     P, _ = _shifted(P_pool, y_pool, [0.8, 0.2], 300)
-    est = estimate_class_priors(P, source_priors=source, tol=1e-14, max_iter=100000)
+    est = estimate_class_priors(
+        P, source_priors=source, tol=1e-14, max_iter=100000, **PAPER
+    )
     p1, s0, s1 = P[:, 1], source[0], source[1]
 
     def score(q1):
@@ -88,7 +92,9 @@ def test_em_matches_abstention(loader):
         valid_labels=np.eye(C)[y_src],
     )
     expected = func.multipliers * source
-    est = estimate_class_priors(P, source_priors=source, tol=1e-10, max_iter=5000)
+    est = estimate_class_priors(
+        P, source_priors=source, tol=1e-10, max_iter=5000, **PAPER
+    )
     np.testing.assert_allclose(est.priors, expected, atol=1e-6)
     # and the adapted probabilities
     adapted = P * est.weights
@@ -107,13 +113,26 @@ def test_em_warns_when_it_does_not_converge():
     np.testing.assert_allclose(est.priors.sum(), 1.0, rtol=1e-12)
 
 
+@pytest.mark.parametrize("loader", [load_wine, load_digits, load_breast_cancer])
+def test_shift_test_keeps_the_source_priors_without_shift(loader):
+    """Target rows drawn like the source: the shift test keeps the source
+    priors, so the adapted probabilities are the calibrated ones."""
+    P_src, y_src, P_pool, y_pool = _real_task(loader)
+    source = _frequencies(y_src, P_src.shape[1])
+    kept = estimate_class_priors(P_pool, source_priors=source)
+    assert not kept.shift_detected and kept.statistic < kept.threshold
+    np.testing.assert_array_equal(kept.priors, source)
+    np.testing.assert_array_equal(kept.weights, np.ones_like(source))
+
+
 def test_no_shift_gives_the_source_priors_and_does_not_hurt():
-    """Target drawn like the source: EM's estimate stays near the source
-    priors and the adapted NLL is not much above the unadapted one."""
+    """Target drawn like the source, no shift test: EM's estimate stays near
+    the source priors and the adapted NLL is not much above the unadapted
+    one."""
     P_src, y_src, P_pool, y_pool = _real_task(load_digits)
     C = P_src.shape[1]
     source = _frequencies(y_src, C)
-    est = estimate_class_priors(P_pool, source_priors=source)
+    est = estimate_class_priors(P_pool, source_priors=source, shift_test=None)
     assert np.max(np.abs(est.priors - source)) < 0.05
     adapted = P_pool * est.weights
     adapted /= adapted.sum(axis=1, keepdims=True)
@@ -121,6 +140,81 @@ def test_no_shift_gives_the_source_priors_and_does_not_hurt():
     nll_before = -np.mean(np.log(P_pool[rows, y_pool]))
     nll_after = -np.mean(np.log(adapted[rows, y_pool]))
     assert nll_after < nll_before + 0.02
+
+
+@pytest.mark.parametrize("strength", [2.0, 50.0])
+def test_map_em_solves_the_two_class_map_equation(strength):
+    """With ``prior_strength = a`` pseudo-rows, the fixed point solves
+    q1 = (sum_i r_i1(q1) + a s1) / (n + a), r_i1 the row's posterior of class
+    1 re-weighted by q / s (the M-step of EM under a Dirichlet(a s + 1)
+    prior): one root in (0, 1), found by brentq."""
+    P_src, y_src, P_pool, y_pool = _real_task(load_breast_cancer)
+    source = _frequencies(y_src, 2)
+    P, _ = _shifted(P_pool, y_pool, [0.9, 0.1], 200, seed=4)
+    est = estimate_class_priors(
+        P,
+        source_priors=source,
+        prior_strength=strength,
+        shift_test=None,
+        tol=1e-14,
+        max_iter=100000,
+    )
+    p1, s0, s1, n = P[:, 1], source[0], source[1], len(P)
+
+    def gap(q1):
+        r1 = p1 * q1 / s1 / (p1 * q1 / s1 + (1 - p1) * (1 - q1) / s0)
+        return (r1.sum() + strength * s1) / (n + strength) - q1
+
+    root = brentq(gap, 1e-9, 1 - 1e-9, xtol=1e-15)
+    np.testing.assert_allclose(est.priors[1], root, atol=1e-9)
+    ml = estimate_class_priors(P, source_priors=source, tol=1e-14, **PAPER)
+    # the pseudo-rows pull the estimate toward the source prior
+    assert abs(est.priors[1] - s1) < abs(ml.priors[1] - s1)
+
+
+def test_default_em_keeps_each_class_above_its_pseudo_rows():
+    """``prior_strength="auto"`` is C pseudo-rows: every prior is at least
+    C p_k / (n + C), where maximum likelihood may give 0."""
+    P_src, y_src, P_pool, y_pool = _real_task(load_digits)
+    source = _frequencies(y_src, 10)
+    priors = np.r_[np.full(9, 0.1), 0.0]  # class 9 absent from the target
+    P, _ = _shifted(P_pool, y_pool, priors / priors.sum(), 60, seed=1)
+    est = estimate_class_priors(P, source_priors=source, shift_test=None)
+    assert np.all(est.priors >= 10 * source / (60 + 10) - 1e-12)
+    ml = estimate_class_priors(P, source_priors=source, **PAPER)
+    assert ml.priors[9] < est.priors[9]
+
+
+def _log_likelihood_by_hand(P, q, p):
+    return sum(
+        np.log(sum(P[i, k] * q[k] / p[k] for k in range(len(p)))) for i in range(len(P))
+    )
+
+
+@pytest.mark.parametrize("target", [[0.34, 0.33, 0.33], [0.05, 0.15, 0.8]])
+def test_bic_shift_test_by_hand(target):
+    """statistic = 2 (log L(estimate) - log L(p)), threshold (C - 1) log n:
+    the estimate is kept iff the statistic exceeds the threshold, else the
+    source priors are returned (computed here row by row)."""
+    P_src, y_src, P_pool, y_pool = _real_task(load_wine)
+    source = _frequencies(y_src, 3)
+    P, _ = _shifted(P_pool, y_pool, target, 150, seed=2)
+    est = estimate_class_priors(P, source_priors=source)
+    raw = estimate_class_priors(P, source_priors=source, shift_test=None)
+    np.testing.assert_array_equal(est.estimated, raw.priors)
+    statistic = 2 * (
+        _log_likelihood_by_hand(P, raw.priors, source)
+        - _log_likelihood_by_hand(P, source, source)
+    )
+    np.testing.assert_allclose(est.statistic, statistic, rtol=1e-10)
+    assert est.threshold == pytest.approx(2 * np.log(150), rel=1e-14)
+    assert est.shift_detected == (statistic > 2 * np.log(150))
+    expected = raw.priors if est.shift_detected else source
+    np.testing.assert_array_equal(est.priors, expected)
+    np.testing.assert_allclose(est.weights, est.priors / source, rtol=1e-12)
+    # the strong shift is detected; the near-source target is not
+    assert est.shift_detected == (target[2] == 0.8)
+    assert raw.shift_detected and raw.threshold is None
 
 
 def test_em_recovers_a_strong_shift_on_real_data():
@@ -155,6 +249,7 @@ def test_bbse_by_hand_2x2():
         method="bbse",
         y_proba_source=_one_hot_rows(pred_src, 2),
         y_source=y_src,
+        **PAPER,
     )
     np.testing.assert_allclose(est.priors, [1 / 6, 5 / 6], rtol=1e-12)
     np.testing.assert_allclose(est.weights, [1 / 3, 5 / 3], rtol=1e-12)
@@ -178,6 +273,7 @@ def test_bbse_by_hand_3x3_clips_negative_weights():
         method="bbse",
         y_proba_source=P_src,
         y_source=y_src,
+        **PAPER,
     )
     np.testing.assert_allclose(est.priors, [0, 9 / 13, 4 / 13], atol=10 * EPS)
 
@@ -192,6 +288,7 @@ def test_bbse_string_labels_follow_labels():
         y_proba_source=P_src,
         y_source=names[y_src],
         labels=names,
+        **PAPER,
     )
     np.testing.assert_allclose(est.priors, [0, 9 / 13, 4 / 13], atol=10 * EPS)
 
@@ -212,7 +309,12 @@ def test_bbse_matches_abstention(loader):
     expected = func.multipliers * source
     expected /= expected.sum()
     est = estimate_class_priors(
-        P, source_priors=source, method="bbse", y_proba_source=P_src, y_source=y_src
+        P,
+        source_priors=source,
+        method="bbse",
+        y_proba_source=P_src,
+        y_source=y_src,
+        **PAPER,
     )
     np.testing.assert_allclose(est.priors, expected, atol=1e-9)
 
@@ -274,6 +376,7 @@ def test_rlls_without_regularisation_is_bbse():
         rlls_alpha=0.0,
         y_proba_source=_one_hot_rows(pred_src, 2),
         y_source=y_src,
+        **PAPER,
     )
     np.testing.assert_allclose(est.priors, [1 / 6, 5 / 6], atol=1e-6)
 
@@ -304,6 +407,7 @@ def test_rlls_matches_an_independent_solver_on_real_data(alpha):
         rlls_alpha=alpha,
         y_proba_source=P_src,
         y_source=y_src,
+        shift_test=None,
     )
     # the joint confusion matrix, mu and Delta_C of the paper, by hand
     C = np.zeros((3, 3))
@@ -316,6 +420,29 @@ def test_rlls_matches_an_independent_solver_on_real_data(alpha):
     w = _rlls_reference(C, mu, (0.01 if alpha is None else alpha) * bound)
     expected = np.maximum(w, 0) * source
     np.testing.assert_allclose(est.priors, expected / expected.sum(), atol=1e-5)
+
+
+def test_rlls_solves_a_singular_confusion_matrix():
+    """Class 2 is never predicted on the source (BBSE refuses); RLLS's
+    regulariser keeps its problem well posed: the independent solver's
+    answer."""
+    P, _, y_src = _hand_3x3()
+    pred_src = np.array([0, 0, 1, 0, 1, 1, 1, 1, 1])
+    est = estimate_class_priors(
+        P,
+        source_priors=np.full(3, 1 / 3),
+        method="rlls",
+        rlls_alpha=1.0,
+        y_proba_source=_one_hot_rows(pred_src, 3),
+        y_source=y_src,
+        shift_test=None,
+    )
+    C = np.zeros((3, 3))
+    np.add.at(C, (pred_src, y_src), 1 / 9)
+    mu = np.bincount(P.argmax(axis=1), minlength=3) / len(P)
+    bound = 3 * (2 * np.log(120) / 27 + np.sqrt(2 * np.log(120) / 9))
+    w = np.maximum(_rlls_reference(C, mu, bound), 0)
+    np.testing.assert_allclose(est.priors, w / w.sum(), atol=1e-5)
 
 
 # ----------------------------------------------------------------- bootstrap
@@ -331,7 +458,10 @@ def test_bootstrap_interval_follows_the_percentile_convention():
     )
     idx = np.random.RandomState(3).randint(0, len(P), size=(40, len(P)))
     boot = np.array(
-        [estimate_class_priors(P[i], source_priors=source).priors for i in idx]
+        [
+            estimate_class_priors(P[i], source_priors=source, shift_test=None).priors
+            for i in idx
+        ]
     )
     np.testing.assert_allclose(est.low, np.quantile(boot, 0.1, axis=0), atol=1e-12)
     np.testing.assert_allclose(est.high, np.quantile(boot, 0.9, axis=0), atol=1e-12)
