@@ -171,16 +171,16 @@ def _check_confusion(C: np.ndarray) -> None:
         raise ValueError(
             f"The source confusion matrix is singular: column(s) "
             f"{never.tolist()[:10]} are never the argmax prediction on the "
-            "labeled source rows, so BBSE cannot tell those classes apart. Use "
-            "method='em', which needs no confusion matrix, method='rlls', whose "
-            "regularisation makes the problem well posed, or a larger calibration set."
+            "labeled source rows, so BBSE and RLLS cannot tell those classes "
+            "apart. Use method='em', which needs no confusion matrix, or a "
+            "larger calibration set."
         )
     if np.linalg.matrix_rank(C) < len(C):
         raise ValueError(
             "The source confusion matrix is singular (rank "
             f"{np.linalg.matrix_rank(C)} < {len(C)}): the predictions of some "
             "classes are indistinguishable. Use method='em', which needs no "
-            "confusion matrix, or method='rlls'."
+            "confusion matrix."
         )
 
 
@@ -368,7 +368,7 @@ def estimate_from_probabilities(
     """:class:`PriorEstimate` of validated target probabilities ``P``."""
     n, n_classes = P.shape
     _check_size(n, n_classes, problem.method, "target")
-    if problem.method == "bbse":  # RLLS's regulariser makes its problem well posed
+    if problem.confusion is not None:
         _check_confusion(problem.confusion)
     priors, n_iter, converged, change = _point(P, problem)
     if not converged:

@@ -422,27 +422,20 @@ def test_rlls_matches_an_independent_solver_on_real_data(alpha):
     np.testing.assert_allclose(est.priors, expected / expected.sum(), atol=1e-5)
 
 
-def test_rlls_solves_a_singular_confusion_matrix():
-    """Class 2 is never predicted on the source (BBSE refuses); RLLS's
-    regulariser keeps its problem well posed: the independent solver's
-    answer."""
+def test_rlls_refuses_a_singular_confusion_matrix():
+    """Class 2 is never predicted on the source: RLLS refuses as BBSE does
+    (its regulariser would give a solution, but the clipped weights of such
+    problems set present classes' priors to 0: on three real tasks of the
+    benchmarks the NLL rose to 3-160 nats)."""
     P, _, y_src = _hand_3x3()
-    pred_src = np.array([0, 0, 1, 0, 1, 1, 1, 1, 1])
-    est = estimate_class_priors(
-        P,
-        source_priors=np.full(3, 1 / 3),
-        method="rlls",
-        rlls_alpha=1.0,
-        y_proba_source=_one_hot_rows(pred_src, 3),
-        y_source=y_src,
-        shift_test=None,
-    )
-    C = np.zeros((3, 3))
-    np.add.at(C, (pred_src, y_src), 1 / 9)
-    mu = np.bincount(P.argmax(axis=1), minlength=3) / len(P)
-    bound = 3 * (2 * np.log(120) / 27 + np.sqrt(2 * np.log(120) / 9))
-    w = np.maximum(_rlls_reference(C, mu, bound), 0)
-    np.testing.assert_allclose(est.priors, w / w.sum(), atol=1e-5)
+    with pytest.raises(ValueError, match=r"column\(s\) \[2\] are never the argmax"):
+        estimate_class_priors(
+            P,
+            source_priors=np.full(3, 1 / 3),
+            method="rlls",
+            y_proba_source=_one_hot_rows(np.array([0, 0, 1, 0, 1, 1, 1, 1, 1]), 3),
+            y_source=y_src,
+        )
 
 
 # ----------------------------------------------------------------- bootstrap
