@@ -40,6 +40,7 @@ PHASES = {
     "ENIRCalibrator": (["ENIRCalibrator"], r"class \d+: \d+ models kept"),
     "VennAbersCalibrator": (["VennAbersCalibrator"], r"problem \d+ of \d+ fitted"),
     "ScalingBinningCalibrator": (["ScalingBinningCalibrator"], r"map \d+: slope "),
+    "TopVersusAll": (["TopVersusAll: binary temperature"], ITERATION),
     "DirichletCalibratorCV": (
         ["DirichletCalibratorCV"],
         r"fold \d/\d \{.*\}: held-out log loss \d",

@@ -19,10 +19,21 @@ from sklearn.base import clone
 
 from .._torch._progress import Progress
 from .._torch.kernels import logit_scale
-from .._torch.kernels._softmax import softmax_into
+from .._torch.kernels._softmax import (
+    row_max,
+    row_min,
+    row_sum,
+    softmax_inplace,
+    softmax_into,
+)
 from ..base import BaseCalibrator, BaseLocalCalibrator
 from ..exceptions import ConvergenceWarning
-from ..utils._proba import _hold_top, replace_top_label, replace_top_label_inplace
+from ..utils._proba import (
+    _SUM_FLOOR,
+    _hold_top,
+    replace_top_label,
+    replace_top_label_inplace,
+)
 from ..utils._sklearn import HasMethods, StrOptions
 from ..utils._validation import effective_sample_size
 from ..utils._warnings import warn
@@ -39,6 +50,12 @@ _LOG_BETA_BOUND = 16.0
 #: ``c`` and ``1 - c`` are floored here in the predictions (as by the
 #: other calibrators of the top label), so that the log loss stays finite.
 _FLOOR = 1e-300
+#: ``log`` of the smallest positive float64: the floor of ``log(1 - c)`` in
+#: the binary problem (a row whose other shares all underflow).
+_LOG_TINY = float(np.log(np.nextafter(0.0, 1.0)))
+#: Rows of temperature scaling whose other classes share less than this take
+#: the general path in the predictions (see ``_temperature_proba``).
+_EXACT_REST = 1e-5
 
 
 def _top_log_probabilities(z: np.ndarray, top: np.ndarray):
@@ -46,22 +63,26 @@ def _top_log_probabilities(z: np.ndarray, top: np.ndarray):
 
     One exponential pass, shifted by the row maxima: ``1 - c`` is the sum of
     the other classes' shares (never ``1 - c``, which rounds to 0 for
-    confident rows).
+    confident rows). ``log(1 - c)`` is floored at the log of the smallest
+    positive float64 (where the other shares underflow: logit gaps beyond
+    about 745), so that the binary problem stays finite.
     """
     rows = np.arange(len(top))
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    top_share = e[rows, top].copy()
+    e = np.subtract(z, row_max(z)[:, None], dtype=np.float64)
+    np.exp(e, out=e)
+    top_share = e[rows, top]  # a copy (fancy indexing)
     e[rows, top] = 0.0
-    rest = e.sum(axis=1)
+    rest = row_sum(e)
     with np.errstate(divide="ignore"):  # a row of one class: log(0) = -inf
         log_total = np.log(top_share + rest)
-        return np.log(top_share) - log_total, np.log(rest) - log_total
+        log_rest = np.maximum(np.log(rest), _LOG_TINY) - log_total
+        return np.log(top_share) - log_total, log_rest
 
 
 def _shifted(logits: np.ndarray) -> np.ndarray:
     """``logits`` minus their row maxima (the logits a scaling calibrator
     sees, whether ``X`` held logits or probabilities)."""
-    return logits - logits.max(axis=1, keepdims=True)
+    return np.subtract(logits, row_max(logits)[:, None], dtype=np.float64)
 
 
 def _top_first(values: np.ndarray, top: np.ndarray) -> np.ndarray:
@@ -69,10 +90,29 @@ def _top_first(values: np.ndarray, top: np.ndarray) -> np.ndarray:
     another class a unit in the last place above it (a confidence equal to
     the largest other share, e.g. on rows of equal logits): a tie, never
     another class ahead."""
-    below = values[np.arange(len(top)), top] < values.max(axis=1)
+    below = values[np.arange(len(top)), top] < row_max(values)
     if below.any():
         _hold_top(values, top, np.flatnonzero(below))
     return values
+
+
+def _binary_input(inner, scores: np.ndarray, *, predict: bool = False) -> np.ndarray:
+    """The binary scores as ``inner``'s own validation would pass them to
+    its private methods: shifted to a row maximum of 0 if it is
+    shift-invariant (in predictions, not for a ``_softmax_first``
+    calibrator, which is given float64 scores as they are)."""
+    if not inner._shift_invariant or (predict and inner._softmax_first):
+        return scores
+    return scores - np.maximum(scores[:, 0], scores[:, 1])[:, None]
+
+
+def _replace_top(shares: np.ndarray, top: np.ndarray, confidence) -> np.ndarray:
+    """``confidence`` on the top class, the others in the proportions of the
+    softmax of ``shares`` (see :func:`replace_top_label_inplace`)."""
+    P = softmax_into(shares, np.empty(shares.shape))
+    return replace_top_label_inplace(
+        P, shares, top, confidence, floor=_FLOOR, keep_argmax=True
+    )
 
 
 def binary_log_proba(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
@@ -87,9 +127,7 @@ def binary_log_proba(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
     step = max(1, _BLOCK // max(logits.shape[1], 1))
     for start in range(0, n, step):
         block = slice(start, start + step)
-        log_c, log_rest = _top_log_probabilities(
-            np.asarray(logits[block], dtype=np.float64), top[block]
-        )
+        log_c, log_rest = _top_log_probabilities(logits[block], top[block])
         out[block, 0], out[block, 1] = log_rest, log_c
     return out
 
@@ -138,20 +176,94 @@ def binary_objective(z, top, right, weight, scale, bias=0.0):
     return loss, gz, g
 
 
-def fit_binary_temperature(z, top, right, weight, *, max_iter=100):
+class _TopGaps:
+    """The logits of the binary temperature objective, read once.
+
+    For each row, ``gap`` is the second largest logit minus the largest
+    (``<= 0``; the top class is the argmax) and ``d`` the logits minus the
+    second largest, with 0 at the top class: the others' entries of ``d``
+    are ``<= 0`` and one is 0, so that ``exp(beta * d)`` never overflows and
+    its sum over the others, ``R``, is at least 1. Then, with
+    ``L = beta * gap + log R`` (``log((1 - c) / c)`` of ``softmax(beta z)``),
+    ``-log c = softplus(L)`` and ``-log(1 - c) = softplus(-L)``: one
+    exponential pass per evaluation, no log-sum-exp of the whole row.
+    """
+
+    def __init__(self, z: np.ndarray, top: np.ndarray):
+        n, n_classes = z.shape
+        self.d = np.empty((n, n_classes))
+        self.gap = np.empty(n)
+        self.top = top
+        self.step = max(1, _BLOCK // max(n_classes, 1))
+        for block, flat in self._blocks():
+            t = np.subtract(z[block], row_max(z[block])[:, None], dtype=np.float64)
+            t.reshape(-1)[flat] = -np.inf
+            gap = row_max(t)
+            t -= gap[:, None]
+            t.reshape(-1)[flat] = 0.0
+            self.d[block], self.gap[block] = t, gap
+
+    def _blocks(self):
+        """``(rows, flat index of their top entries within the block)``."""
+        n, n_classes = self.d.shape
+        for start in range(0, n, self.step):
+            block = slice(start, min(start + self.step, n))
+            rows = np.arange(block.stop - block.start)
+            yield block, self.top[block] + n_classes * rows
+
+    def objective(self, beta: float, right: np.ndarray, weight: np.ndarray):
+        """Weighted binary cross-entropy of the top confidence of
+        ``softmax(beta z)``, and its derivative in ``beta``.
+
+        For a right row the loss is ``softplus(L)``, for a wrong one
+        ``softplus(-L)``; ``dL / dbeta = gap + sum_k q_k d_k`` (``q`` the
+        softmax of the others alone), ``sigmoid(L) = 1 - c``.
+        """
+        loss, grad = 0.0, 0.0
+        buffer = np.empty(min(self.step, len(self.gap)) * self.d.shape[1])
+        for block, flat in self._blocks():
+            d = self.d[block]
+            e = np.multiply(d, beta, out=buffer[: d.size].reshape(d.shape))
+            np.exp(e, out=e)
+            e.reshape(-1)[flat] = 0.0
+            total = row_sum(e)
+            slope = self.gap[block] + np.einsum("ij,ij->i", e, d) / total
+            L = beta * self.gap[block] + np.log(total)
+            softplus = np.logaddexp(0.0, L)  # -log c
+            wrong = 1.0 - right[block]
+            w = weight[block]
+            loss += float(w @ (softplus - wrong * L))
+            grad += float(w @ ((np.exp(L - softplus) - wrong) * slope))
+        return loss, grad
+
+
+def fit_binary_temperature(z, top, right, weight, *, max_iter=100, progress=None):
     """Inverse temperature minimising the binary cross-entropy of the top
     confidence of ``softmax(beta * z)`` (the paper's TS with TvA).
 
     Solved by L-BFGS-B over ``log(beta s)`` (``s`` the logits' scale) in
-    ``[-16, 16]``: the result does not depend on the logits' units.
+    ``[-16, 16]``: the result does not depend on the logits' units. Each
+    iteration advances ``progress`` (a :class:`Progress`) if given.
     Returns ``(beta, n_iter)``; warns when the optimum is at a bound.
     """
     scale = logit_scale(z)
+    gaps = _TopGaps(z, top)
+    state = {"n_iter": 0}
 
     def fun(theta):
         beta = math.exp(theta[0]) / scale
-        loss, gz, _ = binary_objective(z, top, right, weight, beta)
-        return loss, np.array([beta * gz.sum()])
+        loss, grad = gaps.objective(beta, right, weight)
+        state["loss"], state["grad"] = loss, beta * grad
+        return loss, np.array([beta * grad])
+
+    def step(x):
+        state["n_iter"] += 1
+        if progress is not None:
+            progress.step(
+                f"TopVersusAll: iteration {state['n_iter']}: loss "
+                f"{state['loss']:.6g}, largest gradient {abs(state['grad']):.3g}",
+                loss=state["loss"],
+            )
 
     start = min(max(math.log(scale), -_LOG_BETA_BOUND), _LOG_BETA_BOUND)
     result = minimize(
@@ -160,6 +272,7 @@ def fit_binary_temperature(z, top, right, weight, *, max_iter=100):
         jac=True,
         method="L-BFGS-B",
         bounds=[(-_LOG_BETA_BOUND, _LOG_BETA_BOUND)],
+        callback=step,
         options={"maxiter": max_iter, "gtol": 1e-12, "ftol": 0.0},
     )
     theta = float(result.x[0])
@@ -259,6 +372,11 @@ class TopVersusAll(BaseCalibrator):
         How the other classes share ``1 - c~``: ``"temperature"`` in the
         proportions of temperature scaling (of the scaling calibrator's map
         when it is one); ``"proportional"`` in their original proportions.
+    verbose : int, default=0
+        0: silent; 1: a progress bar (stderr) over the iterations of the
+        binary-objective fit of a scaling calibrator (at 50,000 rows of
+        1,000 classes, seconds per iteration); 2: also a line per iteration.
+        A scaling calibrator's own ``verbose`` also shows it.
 
     Attributes
     ----------
@@ -329,11 +447,13 @@ class TopVersusAll(BaseCalibrator):
 
     _shift_invariant = True
     _keeps_argmax = "proba"
+    _maps_probabilities = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "calibrator": [HasMethods(["fit", "predict_proba"]), None],
         "redistribution": [StrOptions({"temperature", "proportional"})],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -343,11 +463,13 @@ class TopVersusAll(BaseCalibrator):
         input="logits",
         classes=None,
         redistribution="temperature",
+        verbose=0,
     ):
         self.calibrator = calibrator
         self.input = input
         self.classes = classes
         self.redistribution = redistribution
+        self.verbose = verbose
 
     # ------------------------------------------------------------- helpers
     def _inner(self):
@@ -379,7 +501,6 @@ class TopVersusAll(BaseCalibrator):
 
     # ----------------------------------------------------------------- fit
     def _fit(self, logits, y_index, sample_weight):
-        logits = np.asarray(logits, dtype=np.float64)
         top = np.argmax(logits, axis=1)
         right = (top == y_index).astype(np.float64)
         positive = sample_weight > 0
@@ -400,7 +521,6 @@ class TopVersusAll(BaseCalibrator):
             return
         self.scaling_ = self._is_scaling(inner)
         if self.scaling_:
-            logits = _shifted(logits)
             inner.set_params(
                 **inner._wrapper_params(classes=self.classes_, input="logits")
             )
@@ -410,30 +530,51 @@ class TopVersusAll(BaseCalibrator):
             self._fit_binary(inner, logits, top, right, sample_weight)
             self.temperature_ = 1.0
             if self.redistribution == "temperature":
+                logits = np.asarray(logits, dtype=np.float64)
                 beta = fit_inverse_temperature(logits, y_index, sample_weight, "cpu").x
                 self.temperature_ = float(1.0 / beta)
         self.calibrator_ = inner
 
     def _fit_binary(self, inner, logits, top, right, sample_weight):
+        """Fit ``inner`` on the binary problem ``[log(1 - c), log c]``.
+
+        A skcal calibrator is fitted by its private ``_fit`` on the binary
+        scores as its own validation would give them (finite by
+        construction, shifted if it is shift-invariant), its parameters
+        validated; any other estimator by its public ``fit``.
+        """
+        scores = binary_log_proba(logits, top)
+        labels = right.astype(np.int64)
         if isinstance(inner, BaseCalibrator):
             inner.set_params(
                 **inner._wrapper_params(classes=np.arange(2), input="logits")
             )
-        inner.fit(
-            binary_log_proba(logits, top),
-            right.astype(np.int64),
-            sample_weight=sample_weight,
-        )
+            inner._validate_params()
+            inner.classes_, inner.n_features_in_ = np.arange(2), 2
+            inner._fit(_binary_input(inner, scores), labels, sample_weight)
+        else:
+            inner.fit(scores, labels, sample_weight=sample_weight)
         self._right_column_ = int(np.flatnonzero(np.asarray(inner.classes_) == 1)[0])
 
     def _fit_scaling(self, inner, logits, top, right, sample_weight):
         """Fit ``inner``'s parameters on the binary objective, set its state."""
         weight = sample_weight / sample_weight.sum()
         params = inner.get_params()
-        beta, n_iter = fit_binary_temperature(
-            logits, top, right, weight, max_iter=max(params["max_iter"], 100)
+        verbose = max(int(self.verbose or 0), int(params.get("verbose") or 0))
+        max_iter = max(params["max_iter"], 100)
+        progress = Progress(
+            verbose,
+            total=max_iter,
+            desc="TopVersusAll: binary temperature",
+            unit="iter",
         )
+        with progress:
+            beta, n_iter = fit_binary_temperature(
+                logits, top, right, weight, max_iter=max_iter, progress=progress
+            )
+            progress.end()
         if isinstance(inner, VectorScaling):
+            logits = _shifted(logits)
             n_samples = effective_sample_size(sample_weight)
             reg = (
                 inner._AUTO_RIDGE * logits.shape[1] / n_samples
@@ -449,7 +590,7 @@ class TopVersusAll(BaseCalibrator):
                 reg,
                 tol=params["tol"],
                 max_iter=params["max_iter"],
-                verbose=params["verbose"],
+                verbose=verbose,
             )
             if not result.success:
                 warn(
@@ -468,37 +609,124 @@ class TopVersusAll(BaseCalibrator):
         inner.n_features_in_ = logits.shape[1]
 
     # ------------------------------------------------------------- predict
-    def _confidence_and_shares(self, logits):
-        """The argmax of ``logits``, its calibrated confidence, and the
-        logits whose softmax over the other classes gives their shares."""
+    def _confidence_and_shares(self, logits, top, owned=False):
+        """The calibrated confidence of the argmax ``top`` of ``logits`` and
+        the logits whose softmax over the other classes gives their shares
+        (``logits`` themselves, divided in place if ``owned``)."""
         logits = np.asarray(logits, dtype=np.float64)
-        top = np.argmax(logits, axis=1)
         if self.calibrator_ is None:  # no binary problem: the identity
-            return top, np.exp(_top_log_probabilities(logits, top)[0]), logits
+            return np.exp(_top_log_probabilities(logits, top)[0]), logits
         if self.scaling_:
-            scaled = self.calibrator_.decision_function(_shifted(logits))
+            scaled = self.calibrator_._calibrated_logits(_shifted(logits))
             log_c, _ = _top_log_probabilities(scaled, top)
             shares = scaled if self.redistribution == "temperature" else logits
-            return top, np.exp(log_c), shares
-        proba = self.calibrator_.predict_proba(binary_log_proba(logits, top))
-        confidence = np.clip(np.asarray(proba)[:, self._right_column_], 0.0, 1.0)
+            return np.exp(log_c), shares
+        confidence = self._binary_confidence(binary_log_proba(logits, top))
         if self.temperature_ != 1.0:
-            logits = logits / self.temperature_
-        return top, confidence, logits
+            if owned:
+                logits /= self.temperature_
+            else:
+                logits = logits / self.temperature_
+        return confidence, logits
 
-    def _calibrated_proba(self, logits):
-        if logits.shape[0] == 0:
-            return np.empty(logits.shape)
-        top, confidence, shares = self._confidence_and_shares(logits)
-        P = softmax_into(shares, np.empty(shares.shape))
+    def _binary_confidence(self, scores):
+        """The binary calibrator's probability of "right" for ``scores``
+        (by a skcal calibrator's private path: they are valid by
+        construction)."""
+        inner = self.calibrator_
+        if isinstance(inner, BaseCalibrator):
+            proba = inner._calibrated_proba(_binary_input(inner, scores, predict=True))
+        else:
+            proba = inner.predict_proba(scores)
+        return np.clip(np.asarray(proba)[:, self._right_column_], 0.0, 1.0)
+
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        """:meth:`predict_proba` of validated probabilities ``P`` (our copy).
+
+        Where the other classes keep their proportions (a binary calibrator
+        with ``redistribution="proportional"``, or no binary problem), ``P``
+        is mapped directly: the binary scores from its top entries and the
+        sums of the others, the others rescaled in place. Otherwise the
+        logits ``log(P)`` are taken in place and mapped as logits.
+        """
+        if self.scaling_ or self.temperature_ != 1.0:
+            return self._proba(np.log(P, out=P), owned=True)
+        top = np.argmax(P, axis=1)
+        rows = np.arange(len(top))
+        c = P[rows, top]
+        P[rows, top] = 0.0
+        rest = row_sum(P)
+        P[rows, top] = c
+        if self.calibrator_ is None:
+            confidence = c / (c + rest)
+        else:
+            with np.errstate(divide="ignore"):  # see _top_log_probabilities
+                log_total = np.log(c + rest)
+                scores = np.empty((len(top), 2))
+                scores[:, 0] = np.maximum(np.log(rest), _LOG_TINY) - log_total
+                scores[:, 1] = np.log(c) - log_total
+            confidence = self._binary_confidence(scores)
         P = replace_top_label_inplace(
-            P, shares, top, confidence, floor=_FLOOR, keep_argmax=True
+            P, logits, top, confidence, floor=_FLOOR, keep_argmax=True
         )
         return _top_first(P, top)
+
+    def _temperature_proba(self, logits, top, owned):
+        """``softmax(z / T)``, the calibrated probabilities of temperature
+        scaling with its own shares, in one softmax.
+
+        The general path computes ``c`` as ``exp(log c)`` and rescales the
+        others to ``1 - c`` (floored at 1e-300): the same up to rounding,
+        relative ``eps / (1 - c)`` on the other classes. Rows where that is
+        not negligible (``1 - c < 1e-5``) or with shares below ``1e-290``
+        take the general path, so that :meth:`predict_proba` stays the
+        exponential of :meth:`predict_log_proba`.
+        """
+        temperature = self.calibrator_.temperature_
+        if owned:
+            logits /= temperature
+            scaled = logits
+            P = softmax_into(scaled, np.empty(scaled.shape))
+        else:
+            scaled = None
+            P = softmax_inplace(np.divide(logits, temperature, dtype=np.float64))
+        general = P[np.arange(len(top)), top] > 1.0 - _EXACT_REST
+        if P.min() < _SUM_FLOOR:
+            general |= row_min(P) < _SUM_FLOOR
+        if general.any():
+            rows = np.flatnonzero(general)
+            z = (
+                scaled[rows]
+                if scaled is not None
+                else np.divide(logits[rows], temperature, dtype=np.float64)
+            )
+            confidence = np.exp(_top_log_probabilities(z, top[rows])[0])
+            P[rows] = _replace_top(z, top[rows], confidence)
+        return P
+
+    def _proba(self, logits, owned):
+        if logits.shape[0] == 0:
+            return np.empty(logits.shape)
+        top = np.argmax(logits, axis=1)
+        if (
+            self.scaling_
+            and self.redistribution == "temperature"
+            and type(self.calibrator_) is TemperatureScaling
+        ):
+            return _top_first(self._temperature_proba(logits, top, owned), top)
+        confidence, shares = self._confidence_and_shares(logits, top, owned)
+        return _top_first(_replace_top(shares, top, confidence), top)
+
+    def _calibrated_proba(self, logits):
+        return self._proba(logits, owned=False)
+
+    def _calibrated_proba_inplace(self, logits):
+        return self._proba(logits, owned=True)
 
     def _calibrated_logits(self, logits):
         if logits.shape[0] == 0:
             return np.empty(logits.shape)
-        top, confidence, shares = self._confidence_and_shares(logits)
+        top = np.argmax(logits, axis=1)
+        confidence, shares = self._confidence_and_shares(logits, top)
         out = replace_top_label(shares, top, confidence, log=True, keep_argmax=True)
         return _top_first(out, top)
