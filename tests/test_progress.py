@@ -41,6 +41,18 @@ PHASES = {
     "VennAbersCalibrator": (["VennAbersCalibrator"], r"problem \d+ of \d+ fitted"),
     "ScalingBinningCalibrator": (["ScalingBinningCalibrator"], r"map \d+: slope "),
     "TopVersusAll": (["TopVersusAll: binary temperature"], ITERATION),
+    "CenteredIsotonicCalibrator": (
+        ["CenteredIsotonicCalibrator"],
+        r"class \d+: \d+ knots",
+    ),
+    "EnsembleTemperatureScaling": (
+        [
+            "EnsembleTemperatureScaling: NLL temperature",
+            "EnsembleTemperatureScaling: Brier temperature",
+            "EnsembleTemperatureScaling: weights",
+        ],
+        r"Brier temperature: evaluation \d+: beta \d",
+    ),
     "DirichletCalibratorCV": (
         ["DirichletCalibratorCV"],
         r"fold \d/\d \{.*\}: held-out log loss \d",

@@ -276,11 +276,151 @@ def _fit_scaling_binning(p, positive, w, n_bins):
     return a, float(b), edges, values, ok
 
 
-def _scaling_binning_map(p, a, b, edges, values):
-    """The scaling-binning map ``values[bin(expit(a s(p) + b))]``."""
+#: Scaling-binning's scores ``x = a s + b`` beyond these are mapped exactly
+#: (``expit`` rounds towards 0 or 1 there, see :func:`_safe_zones`).
+_X_EXACT = (-700.0, 30.0)
+
+
+def _exact_bins(p, a, b, upper):
+    """Bins ``searchsorted(upper, expit(a s(p) + b), "left")``, computed as
+    the reference computes them (``p`` clipped already)."""
     q = expit(a * _clipped_log_odds(p) + b)
-    idx = np.searchsorted(edges[1:], q, side="left")
-    return values[np.minimum(idx, values.size - 1)]
+    return np.searchsorted(upper, q, side="left")
+
+
+def _safe_zones(a, b, upper):
+    """Cuts on ``p`` between which the bin of ``expit(a s(p) + b)`` is known.
+
+    Each edge ``u`` of ``upper`` is the score ``t = logit(u)``; a ``p``
+    whose score ``x`` is farther from every ``t`` than the rounding of
+    ``s(p)``, ``x`` and ``expit`` (bounded with a factor of 10 to spare) has
+    the bin of ``x`` among the ``t``, without ``expit``. The unsafe zones,
+    around each ``t`` and beyond ``_X_EXACT``, are mapped to intervals
+    ``(lo, hi]`` of ``p`` (widened by the rounding of the map back), merged
+    where they overlap. Returns ``cuts`` (``lo_0, hi_0, lo_1, ...``) and the
+    bin of each safe interval between them (``k = searchsorted(cuts, p)``:
+    even ``k`` is safe, of bin ``bins[k // 2]``), or None unless ``a > 0``.
+    """
+    if not (a > 0 and np.isfinite(a) and np.isfinite(b)):
+        return None
+    with np.errstate(divide="ignore"):
+        t = np.log(upper) - np.log1p(-upper)
+    inner = t[(t > _X_EXACT[0]) & (t < _X_EXACT[1])]
+    margin = 1e-11 * (1.0 + np.abs(inner)) + 1e-13 * (1.0 + np.exp(inner))
+    lo = np.concatenate([[-np.inf], inner - margin, [_X_EXACT[1]]])
+    hi = np.concatenate([[_X_EXACT[0]], inner + margin, [np.inf]])
+    # the bin of the safe x between zone i - 1 and zone i (any x there)
+    middle = np.concatenate([[-np.inf], hi[:-1] / 2.0 + lo[1:] / 2.0, [np.inf]])
+    bins = np.searchsorted(t, middle, side="left")
+    p_lo, p_hi = _zone_probabilities(lo, hi, a, b)
+    reach = np.maximum.accumulate(p_hi)
+    starts = np.flatnonzero(np.append(True, p_lo[1:] > reach[:-1]))
+    ends = np.append(starts[1:], p_lo.size) - 1
+    cuts = np.column_stack([p_lo[starts], reach[ends]]).ravel()
+    bins = bins[np.append(starts, p_lo.size)]
+    _isolate_clip_ends(cuts, bins, a, b, upper)
+    return cuts, bins
+
+
+def _isolate_clip_ends(cuts, bins, a, b, upper):
+    """Make the clipped ends ``1e-12`` and ``1 - 1e-12`` safe, in place.
+
+    Many probabilities are clipped to them (every ``p`` below ``1e-12``),
+    and an edge halfway between two of their equal scores is their score:
+    an unsafe zone ``(lo, hi]`` holding an end is cut to leave the end
+    alone in the safe zone next to it, valued at its exact bin (no valid
+    ``p`` lies beyond the end in that zone).
+    """
+    low, high = _SB_EPS, 1.0 - _SB_EPS
+    lo, hi = cuts[0::2], cuts[1::2]
+    for g in np.flatnonzero((lo < low) & (low <= hi)):
+        cuts[2 * g] = low
+        bins[g] = _exact_bins(np.array([low]), a, b, upper)[0]
+    for g in np.flatnonzero((lo < high) & (high <= hi)):
+        cuts[2 * g + 1] = np.nextafter(high, 0.0)
+        bins[g + 1] = _exact_bins(np.array([high]), a, b, upper)[0]
+
+
+def _zone_probabilities(lo, hi, a, b):
+    """The scores ``(lo, hi]`` as probabilities, widened by the rounding of
+    ``s = log(p) - log1p(-p)`` (3e-14 for clipped ``p``), of ``a s + b``
+    and of ``expit`` (absolute 1e-15), ten times over."""
+
+    def to_p(x, sign):
+        with np.errstate(over="ignore", invalid="ignore"):
+            s = (x - b) / a
+            err = 3e-13 + 2.2e-15 * (np.abs(s) + (np.abs(x) + abs(b)) / a)
+            p = expit(np.where(np.isfinite(x), s + sign * err, x))
+        return np.clip(p + sign * 1e-14, 0.0, 1.0)
+
+    return to_p(lo, -1.0), to_p(hi, 1.0)
+
+
+#: The lookup table of :func:`_count_below` has ``2^(52 - _GRID_SHIFT)``
+#: cells per octave of ``p`` in ``[_SB_EPS, 1]`` (1,320 cells).
+_GRID_SHIFT = 47
+_GRID_BASE = int(np.float64(_SB_EPS).view(np.int64)) >> _GRID_SHIFT
+_GRID_CELLS = (int(np.float64(1.0).view(np.int64)) >> _GRID_SHIFT) - _GRID_BASE + 1
+#: Above this many cuts in one cell, :func:`_count_below` searches instead.
+_GRID_MAX_INSIDE = 4
+#: Below this many ``p``, building the table costs more than it saves.
+_GRID_MIN_SIZE = 2048
+#: The smallest ``p`` of each cell, and the end of the last one.
+_GRID_STARTS = (
+    (np.arange(_GRID_CELLS + 1, dtype=np.int64) + _GRID_BASE) << _GRID_SHIFT
+).view(np.float64)
+
+
+def _count_below(cuts, p):
+    """``np.searchsorted(cuts, p, side="left")`` for ``p`` in ``[1e-12, 1]``.
+
+    A binary search among a few cuts mispredicts a branch at most levels
+    (random ``p``). Positive floats are ordered as their bit patterns, so
+    the top bits of ``p`` index a cell of a table on a log-like grid:
+    the number of cuts below the cell, then a comparison with each of the
+    (at most ``_GRID_MAX_INSIDE``) cuts inside it. ``cuts`` are sorted.
+    """
+    if p.size < _GRID_MIN_SIZE:
+        return np.searchsorted(cuts, p, side="left")
+    below = np.searchsorted(cuts, _GRID_STARTS, side="left")
+    counts = np.diff(below)
+    inside = int(counts.max())
+    if inside > _GRID_MAX_INSIDE:
+        return np.searchsorted(cuts, p, side="left")
+    cell = p.view(np.int64) >> _GRID_SHIFT
+    cell -= _GRID_BASE
+    k = below.take(cell)
+    padded = np.append(cuts, np.full(inside, np.inf))
+    for j in range(inside):
+        # the j-th cut of the cell, if it has one (else above every p)
+        nth = np.where(counts > j, padded.take(below[:-1] + j), np.inf)
+        k += nth.take(cell) < p
+    return k
+
+
+def _scaling_binning_map(p, a, b, edges, values, zones=False):
+    """The scaling-binning map ``values[bin(expit(a s(p) + b))]``.
+
+    The bin of most ``p`` is looked up among cuts on ``p``
+    (:func:`_safe_zones`; ``zones``: their result for these ``a, b,
+    edges``, computed here if False), without the logarithms and
+    ``expit``; those close to a cut are mapped as the reference maps them.
+    The result is that of the reference's formula, entry by entry.
+    """
+    p = np.clip(p, _SB_EPS, 1.0 - _SB_EPS)
+    upper = edges[1:]
+    last = values.size - 1
+    if zones is False:
+        zones = _safe_zones(a, b, upper)
+    if zones is None:
+        return values[np.minimum(_exact_bins(p, a, b, upper), last)]
+    cuts, bins = zones
+    k = _count_below(cuts, p)
+    out = values[np.minimum(bins, last)].take(k >> 1)
+    unsafe = np.flatnonzero(k & 1)
+    if unsafe.size:
+        out[unsafe] = values[np.minimum(_exact_bins(p[unsafe], a, b, upper), last)]
+    return out
 
 
 def _mean_right_step_map(maps):
@@ -542,6 +682,10 @@ class CenteredIsotonicCalibrator(IsotonicCalibrator):
         What ``X`` holds; logits are turned into probabilities by softmax.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
+    verbose : int, default=0
+        0: silent; 1: a progress bar over the classes' fits (stderr; 1,000
+        classes of 50,000 rows take tens of seconds); 2: also a line per
+        class.
 
     Attributes
     ----------
@@ -582,15 +726,36 @@ class CenteredIsotonicCalibrator(IsotonicCalibrator):
     (1000, 3)
     """
 
+    _parameter_constraints: dict = {
+        **BaseCalibrator._parameter_constraints,
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, *, input="logits", classes=None, verbose=0):
+        self.input = input
+        self.classes = classes
+        self.verbose = verbose
+
     def n_free_parameters(self, n_classes, n_features=None):
         """``C``: at least one knot per class (non-parametric: the knots
         grow with the data)."""
         return n_classes
 
+    def _fit(self, logits, y_index, sample_weight):
+        n_classes = logits.shape[1]
+        self._progress = Progress(self.verbose, n_classes, type(self).__name__, "class")
+        try:
+            with self._progress:
+                super()._fit(logits, y_index, sample_weight)
+                self._progress.end()  # classes without a sample are not fitted
+        finally:
+            del self._progress
+
     def _fit_class(self, k, scores, positive, sample_weight):
         self.thresholds_[k], self.values_[k] = _centered_isotonic_knots(
             scores, positive.astype(np.float64), sample_weight
         )
+        self._progress.step(f"class {k}: {len(self.values_[k])} knots")
         return True
 
 
@@ -742,6 +907,7 @@ class ScalingBinningCalibrator(OneVsRestCalibrator):
                 self._fit_maps(logits, y_index, sample_weight)
         finally:
             del self._progress
+        self._store_zones()
 
     def _fit_maps(self, logits, y_index, sample_weight):
         if self.mode == "marginal":
@@ -758,13 +924,27 @@ class ScalingBinningCalibrator(OneVsRestCalibrator):
             )
 
     def _map_column(self, k, p):
-        return _scaling_binning_map(
-            p,
-            self.coef_[k],
-            self.intercept_[k],
-            self.bin_edges_[k],
-            self.bin_values_[k],
-        )
+        a, b = self.coef_[k], self.intercept_[k]
+        edges, values = self.bin_edges_[k], self.bin_values_[k]
+        return _scaling_binning_map(p, a, b, edges, values, self._zones_of(k))
+
+    def _store_zones(self):
+        """The cuts of :func:`_safe_zones` of each map, with what they were
+        computed from (prediction needs them for every call)."""
+        self._zones = [
+            (a, b, edges, _safe_zones(a, b, edges[1:]))
+            for a, b, edges in zip(self.coef_, self.intercept_, self.bin_edges_)
+        ]
+
+    def _zones_of(self, k):
+        """The stored cuts of map ``k``, or False if its map has changed
+        since (or they were never stored)."""
+        stored = getattr(self, "_zones", None)
+        if stored is None or k >= len(stored):
+            return False
+        a, b, edges, zones = stored[k]
+        same = a == self.coef_[k] and b == self.intercept_[k]
+        return zones if same and edges is self.bin_edges_[k] else False
 
     def _calibrated_proba_of_probabilities(self, P, logits):
         if self.mode == "marginal":

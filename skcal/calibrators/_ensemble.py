@@ -9,7 +9,9 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._torch import newton_root_1d
+from .._torch._progress import Progress
 from .._torch.kernels import logit_scale, softmax_inplace
+from .._torch.kernels._softmax import log_inplace, softmax_into
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
@@ -25,6 +27,9 @@ _CHUNK_ENTRIES = 1 << 18
 _LOG_BETA_BOUND = 16.0
 #: ``w = e_2 + _PLANE @ u``: the plane of weights summing to one.
 _PLANE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
+#: Evaluations of the Brier derivative before the Newton iterations: the
+#: bracket's doublings or halvings within ``exp(+-16)``, and its start.
+_BRACKET_EVALUATIONS = int(2 * _LOG_BETA_BOUND / math.log(2.0)) + 2
 
 
 def _chunks(n_rows: int, n_classes: int):
@@ -43,13 +48,14 @@ class _BrierTemperature:
     ``(p z) z``, never ``z^2``, so that logits up to 1e300 do not overflow.
     """
 
-    def __init__(self, logits, y_index, sample_weight, scale):
+    def __init__(self, logits, y_index, sample_weight, scale, progress=None):
         z = np.asarray(logits, dtype=np.float64)
         self.z = (z - z.max(axis=1, keepdims=True)) / scale
         self.y = y_index
         self.w = sample_weight / sample_weight.sum()
         self.rows = np.arange(len(y_index))
         self.chunks = _chunks(*z.shape)
+        self.scale, self.progress, self.n_evaluations = scale, progress, 0
 
     def derivatives(self, beta: float) -> tuple[float, float]:
         grad = hess = 0.0
@@ -69,6 +75,12 @@ class _BrierTemperature:
             w = self.w[rows]
             grad += 2.0 * float(w @ g)
             hess += 2.0 * float(w @ h)
+        if self.progress is not None:
+            self.n_evaluations += 1
+            self.progress.step(
+                f"Brier temperature: evaluation {self.n_evaluations}: beta "
+                f"{beta / self.scale:.6g}, derivative {grad:.3g}"
+            )
         return grad, hess
 
 
@@ -97,7 +109,9 @@ def _bracket_root(fun, start):
     return None
 
 
-def _brier_inverse_temperature(logits, y_index, sample_weight, beta_nll, options):
+def _brier_inverse_temperature(
+    logits, y_index, sample_weight, beta_nll, options, progress=None
+):
     """The inverse temperature of least Brier score, from the NLL one.
 
     The Brier score of temperature scaling need not be convex in ``beta``:
@@ -108,6 +122,9 @@ def _brier_inverse_temperature(logits, y_index, sample_weight, beta_nll, options
     scores, where the NLL fit already warned, or uninformative ones), the
     NLL ``beta`` is kept.
 
+    ``progress`` (a :class:`~skcal._torch._progress.Progress`) is stepped
+    at each evaluation of the derivative.
+
     Returns
     -------
     beta : float
@@ -116,7 +133,7 @@ def _brier_inverse_temperature(logits, y_index, sample_weight, beta_nll, options
     """
     tol, max_iter = options
     scale = logit_scale(logits)
-    objective = _BrierTemperature(logits, y_index, sample_weight, scale)
+    objective = _BrierTemperature(logits, y_index, sample_weight, scale, progress)
     bracket = _bracket_root(objective.derivatives, beta_nll * scale)
     if bracket is None:
         return beta_nll, 0
@@ -311,6 +328,11 @@ class EnsembleTemperatureScaling(BaseCalibrator):
         Relative tolerance on the inverse temperature.
     max_iter : int, default=100
         Maximum number of Newton iterations of each temperature solve.
+    verbose : int, default=0
+        0: silent; 1: a progress bar per phase of the fit on stderr (the
+        NLL temperature, the Brier temperature's evaluations, the weights'
+        chunks of rows; 50,000 x 1,000 scores take tens of seconds); 2: also
+        a line per step.
 
     Attributes
     ----------
@@ -354,6 +376,7 @@ class EnsembleTemperatureScaling(BaseCalibrator):
 
     _shift_invariant = True
     _keeps_argmax = "proba"
+    _maps_probabilities = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -362,6 +385,7 @@ class EnsembleTemperatureScaling(BaseCalibrator):
         "device": DEVICE_CONSTRAINT,
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -374,6 +398,7 @@ class EnsembleTemperatureScaling(BaseCalibrator):
         device="auto",
         tol=1e-12,
         max_iter=100,
+        verbose=0,
     ):
         self.input = input
         self.classes = classes
@@ -382,16 +407,26 @@ class EnsembleTemperatureScaling(BaseCalibrator):
         self.device = device
         self.tol = tol
         self.max_iter = max_iter
+        self.verbose = verbose
 
     def n_free_parameters(self, n_classes, n_features=None):
         """3 (a temperature and two free weights) for ``mixture="ensemble"``,
         1 (the temperature) for ``mixture="uniform"``."""
         return 3 if self.mixture == "ensemble" else 1
 
+    def _phase(self, total, phase, unit):
+        """The progress bar of one phase of the fit."""
+        return Progress(self.verbose, total, f"{type(self).__name__}: {phase}", unit)
+
     def _fit(self, logits, y_index, sample_weight):
-        result = fit_inverse_temperature(
-            logits, y_index, sample_weight, self.device, self.tol, self.max_iter
-        )
+        with self._phase(1, "NLL temperature", "solve") as progress:
+            result = fit_inverse_temperature(
+                logits, y_index, sample_weight, self.device, self.tol, self.max_iter
+            )
+            progress.step(
+                f"NLL temperature: T = {1.0 / result.x:.6g} after "
+                f"{result.n_iter} Newton iterations"
+            )
         beta, self.n_iter_ = result.x, result.n_iter
         if self.mixture == "uniform":
             mix = 1.0 / (effective_sample_size(sample_weight) + 1.0)
@@ -399,18 +434,26 @@ class EnsembleTemperatureScaling(BaseCalibrator):
             self.weights_ = np.array([1.0 - mix, 0.0, mix])
             return
         if self.loss == "mse":
-            options = (self.tol, self.max_iter)
-            beta, n_iter = _brier_inverse_temperature(
-                logits, y_index, sample_weight, beta, options
-            )
+            total = self.max_iter + _BRACKET_EVALUATIONS
+            with self._phase(total, "Brier temperature", "evaluation") as progress:
+                beta, n_iter = _brier_inverse_temperature(
+                    logits, y_index, sample_weight, beta, (self.tol, self.max_iter),
+                    progress,
+                )  # fmt: skip
+                progress.end()
             self.n_iter_ += n_iter
         self.temperature_ = float(1.0 / beta)
-        objective = self._mixture_objective(logits, y_index, sample_weight)
-        weights = np.clip(_simplex_minimum(objective), 0.0, 1.0)
+        n_chunks = len(_chunks(*logits.shape))
+        with self._phase(n_chunks, "weights", "chunk") as progress:
+            objective = self._mixture_objective(
+                logits, y_index, sample_weight, progress
+            )
+            weights = np.clip(_simplex_minimum(objective), 0.0, 1.0)
         self.weights_ = weights / weights.sum()
 
-    def _mixture_objective(self, logits, y_index, sample_weight):
-        """The objective of the weights on the calibration set (chunked)."""
+    def _mixture_objective(self, logits, y_index, sample_weight, progress=None):
+        """The objective of the weights on the calibration set (chunked;
+        ``progress`` is stepped at each chunk of rows)."""
         n, n_classes = logits.shape
         s = sample_weight / sample_weight.sum()
         true_proba = np.empty((n, 3))
@@ -424,6 +467,8 @@ class EnsembleTemperatureScaling(BaseCalibrator):
                 cross[rows, 0] = np.einsum("ij,ij->i", p0, p0)
                 cross[rows, 1] = np.einsum("ij,ij->i", p0, p1)
                 cross[rows, 2] = np.einsum("ij,ij->i", p1, p1)
+            if progress is not None:
+                progress.step(f"weights: rows {rows.start} to {rows.start + len(p0)}")
         if self.loss == "log_loss":
             true_proba = np.maximum(true_proba, PROBA_EPS)
             return _MixtureObjective("log_loss", true_proba=true_proba, weights=s)
@@ -444,17 +489,71 @@ class EnsembleTemperatureScaling(BaseCalibrator):
         return softmax_inplace(z / self.temperature_), p1
 
     def _calibrated_proba(self, logits):
-        n, n_classes = logits.shape
-        out = np.empty((n, n_classes))
-        w0, w1, w2 = self.weights_
+        if logits.dtype != np.float64:  # computed in float64, in a copy
+            copy = np.array(logits, dtype=np.float64, order="C")
+            return self._mix_into(copy, copy)
+        return self._mix_into(logits, np.empty(logits.shape))
+
+    def _calibrated_proba_inplace(self, logits):
+        return self._mix_into(logits, logits)
+
+    def _calibrated_proba_of_probabilities(self, P, logits):
+        """The mixture of validated probabilities ``P`` (overwritten).
+
+        Without the raw member (``w_1 = 0``), the map of their logs, taken
+        in place. Otherwise the raw member is ``P`` itself (the softmax of
+        their logs, to a few units in the last place) and the tempered one
+        ``softmax(log(P) / T)``, the logs taken chunk by chunk into a buffer.
+        """
+        w0, w1, w2 = (float(w) for w in self.weights_)
+        if w1 == 0.0:
+            return self._mix_into(log_inplace(P), P)
+        n, n_classes = P.shape
+        buffer = None
         for rows in _chunks(n, n_classes):
-            p0, p1 = self._members(logits[rows], w1 > 0.0)
+            p1 = P[rows]
+            if buffer is None:
+                buffer = np.empty(p1.shape)
+            p0 = buffer[: len(p1)]
+            np.copyto(p0, p1)
+            log_inplace(p0)  # the logits validation would give, chunk by chunk
+            p0 /= self.temperature_
+            softmax_inplace(p0)
+            p1 *= w1
             p0 *= w0
-            if p1 is not None:
-                p0 += w1 * p1
+            p1 += p0
+            p1 += w2 / n_classes
+            p1 /= p1.sum(axis=1, keepdims=True)
+        return P
+
+    def _mix_into(self, logits, out):
+        """The calibrated probabilities of ``logits``, written into ``out``
+        (C-contiguous float64; may be ``logits`` itself), by chunks of rows.
+
+        Each chunk is mapped in place, while it is in cache: ``z / T``, its
+        softmax, then the mixture (skipped for the weights ``(1, 0, 0)``,
+        where it is the identity) and its renormalisation.
+        """
+        n, n_classes = logits.shape
+        w0, w1, w2 = (float(w) for w in self.weights_)
+        mixed = (w0, w1, w2) != (1.0, 0.0, 0.0)
+        buffer = None
+        for rows in _chunks(n, n_classes):
+            z, p0 = logits[rows], out[rows]
+            if w1 > 0.0:  # softmax(z) first: p0 may overwrite z
+                if buffer is None:
+                    buffer = np.empty(p0.shape)
+                p1 = softmax_into(z, buffer[: len(p0)])
+            np.divide(z, self.temperature_, out=p0)
+            softmax_inplace(p0)
+            if not mixed:
+                continue
+            p0 *= w0
+            if w1 > 0.0:
+                p1 *= w1
+                p0 += p1
             p0 += w2 / n_classes
             p0 /= p0.sum(axis=1, keepdims=True)
-            out[rows] = p0
         return out
 
     def _calibrated_logits(self, logits):

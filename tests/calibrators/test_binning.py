@@ -2,6 +2,7 @@
 against independent references."""
 
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -554,3 +555,85 @@ def test_isotonic_pools_scores_within_sklearns_tie_tolerance():
         reference.fit(P[:, k], y == k)
         ours = np.interp(P[:, k], fitted.thresholds_[k], fitted.values_[k])
         np.testing.assert_allclose(ours, reference.predict(P[:, k]), atol=1e-12)
+
+
+def _reference_scaling_binning(p, a, b, edges, values):
+    """uncertainty-calibration's map (``get_platt_scaler``'s calibrator, then
+    ``get_discrete_calibrator``'s bin look-up) with the fitted parameters:
+    the sigmoid of the clipped log-odds, its bin ``(l, u]``, the bin's value."""
+    from scipy.special import expit
+
+    x = np.clip(p, 1e-12, 1 - 1e-12)
+    q = expit(a * (np.log(x) - np.log1p(-x)) + b)
+    return values[np.minimum(np.searchsorted(edges[1:], q), values.size - 1)]
+
+
+@pytest.mark.parametrize("n_bins", [1, 3, 10, 40])
+def test_scaling_binning_map_is_the_reference_map_entry_by_entry(n_bins):
+    """The cut look-up on ``p`` gives the reference formula's bin for every
+    entry: probabilities on and next to the calibration ones (edges halfway
+    between two tied scores are the scores themselves), 0, 1, below and
+    above the clip, and steep, flat and decreasing sigmoids."""
+    from skcal.calibrators._binning import _scaling_binning_map
+
+    rng = np.random.default_rng(n_bins)
+    p = np.concatenate(
+        [rng.choice(rng.uniform(size=30), 300), 10.0 ** rng.uniform(-15, 0, 300)]
+    )
+    y = rng.uniform(size=p.size) < p
+    sb = ScalingBinningCalibrator(input="proba", n_bins=n_bins)
+    sb.fit(np.column_stack([1 - p, p]), y.astype(int))
+    edges, values = sb.bin_edges_[1], sb.bin_values_[1]
+    near = np.concatenate([p, np.nextafter(p, 0), np.nextafter(p, 1)])
+    tails = 1.0 - 10.0 ** rng.uniform(-16, 0, 300)
+    test = np.concatenate([near, tails, [0.0, 1.0, 1e-13, 1e-12, 1 - 1e-12, 0.5]])
+    a0, b0 = sb.coef_[1], sb.intercept_[1]
+    for a, b in [(a0, b0), (50 * a0, b0), (1e-9, b0), (-a0, b0), (0.0, -3.0)]:
+        expected = _reference_scaling_binning(test, a, b, edges, values)
+        got = _scaling_binning_map(test, a, b, edges, values)
+        np.testing.assert_array_equal(got, expected)
+    proba = sb.predict_proba(np.column_stack([1 - test, test]))
+    Q = np.column_stack(
+        [
+            _reference_scaling_binning(1 - test, *(sb.coef_[0], sb.intercept_[0]),
+                                       sb.bin_edges_[0], sb.bin_values_[0]),
+            _reference_scaling_binning(test, a0, b0, edges, values),
+        ]
+    )  # fmt: skip
+    Q = np.maximum(Q, 1e-12)
+    np.testing.assert_allclose(proba, Q / Q.sum(axis=1, keepdims=True), rtol=1e-15)
+
+
+def test_scaling_binning_map_follows_edited_parameters():
+    """A map whose parameters are set by hand after the fit is the formula's
+    (the cuts stored at fit are not reused for other parameters)."""
+    X, y = make_miscalibrated_logits(500, 3, temperature=2.0, random_state=3)
+    sb = ScalingBinningCalibrator().fit(X, y)
+    sb.coef_ = sb.coef_ * 3.0
+    sb.bin_edges_ = [e.copy() for e in sb.bin_edges_]
+    P = softmax(X, axis=1)
+    for k in range(3):
+        expected = _reference_scaling_binning(
+            P[:, k], sb.coef_[k], sb.intercept_[k], sb.bin_edges_[k], sb.bin_values_[k]
+        )
+        np.testing.assert_array_equal(sb._map_column(k, P[:, k].copy()), expected)
+
+
+@pytest.mark.parametrize("verbose", [0, 1, 2])
+def test_cir_verbose_shows_a_bar_over_the_classes(verbose, capsys):
+    X, y = make_miscalibrated_logits(300, 3, random_state=0)
+    quiet = CenteredIsotonicCalibrator().fit(X, y)
+    capsys.readouterr()
+    cir = CenteredIsotonicCalibrator(verbose=verbose).fit(X, y)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    if verbose == 0:
+        assert captured.err == ""
+    else:
+        assert "CenteredIsotonicCalibrator:" in captured.err
+        assert "3/3" in captured.err
+    lines = re.findall(r"class (\d+): (\d+) knots", captured.err)
+    expected = [(str(k), str(len(v))) for k, v in enumerate(quiet.values_)]
+    assert lines == (expected if verbose == 2 else [])
+    for a, b in zip(cir.values_, quiet.values_):
+        np.testing.assert_array_equal(a, b)

@@ -6,6 +6,7 @@ simplex, temperature and weights fitted by MSE (the authors' code) or NLL.
 """
 
 import functools
+import re
 import time
 
 import numpy as np
@@ -19,6 +20,7 @@ from sklearn.naive_bayes import GaussianNB
 
 from skcal import EnsembleTemperatureScaling, TemperatureScaling
 from skcal.exceptions import MissingClassWarning
+from skcal.utils._testing import make_miscalibrated_logits
 
 
 def _nll(P, y):
@@ -273,3 +275,74 @@ def test_thousand_classes_fit_in_bounded_time():
     assert time.perf_counter() - start < 30
     assert P.shape == (100, c) and np.isfinite(P).all()
     np.testing.assert_array_equal(P.argmax(axis=1), logits[:100].argmax(axis=1))
+
+
+def _logit_mixture(w, T, z):
+    """The paper's map on logits ``z`` (float64)."""
+    z = np.asarray(z, dtype=np.float64)
+    return w[0] * softmax(z / T, axis=1) + w[1] * softmax(z, axis=1) + w[2] / z.shape[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("mixture", ["ensemble", "uniform"])
+def test_logits_predictions_are_the_papers_mixture(mixture, dtype):
+    """Every prediction path (the validated copy overwritten in place, a new
+    array for float32 logits, ``decision_function``) is the formula, on more
+    rows than one chunk; the caller's logits are left as they were."""
+    Pc, yc, Pt, _ = _digits(0.2, 1.0, False)  # all three weights positive
+    zc, zt = np.log(Pc).astype(dtype), np.log(np.tile(Pt, (60, 1))).astype(dtype)
+    est = EnsembleTemperatureScaling(mixture=mixture, device="cpu").fit(zc, yc)
+    before = zt.copy()
+    expected = _logit_mixture(est.weights_, est.temperature_, zt)
+    rtol = 1e-10 if dtype == np.float64 else 1e-5  # float32's shift by the max
+    np.testing.assert_allclose(est.predict_proba(zt), expected, rtol=rtol, atol=1e-15)
+    np.testing.assert_allclose(
+        softmax(est.decision_function(zt), axis=1), expected, rtol=rtol, atol=1e-15
+    )
+    np.testing.assert_array_equal(zt, before)
+
+
+def test_weights_on_a_vertex_give_temperature_scaling():
+    """Labels drawn from a tempered softmax: the weights ``(1, 0, 0)`` (no
+    mixture); the prediction is then temperature scaling's softmax."""
+    X, y = make_miscalibrated_logits(2000, 5, temperature=2.0, random_state=0)
+    est = EnsembleTemperatureScaling(device="cpu").fit(X, y)
+    np.testing.assert_array_equal(est.weights_, [1.0, 0.0, 0.0])
+    expected = softmax(X / est.temperature_, axis=1)
+    np.testing.assert_allclose(est.predict_proba(X), expected, rtol=1e-12)
+    ts = TemperatureScaling(device="cpu").fit(X, y)
+    P = est.set_params(loss="log_loss").fit(X, y).predict_proba(X)
+    if tuple(est.weights_) == (1.0, 0.0, 0.0):
+        np.testing.assert_allclose(P, ts.predict_proba(X), rtol=1e-9)
+
+
+@pytest.mark.parametrize("verbose", [0, 1, 2])
+def test_verbose_shows_each_phase(verbose, capsys):
+    """A bar per phase on stderr (the Brier temperature only for
+    ``loss="mse"``), a line per step at 2, nothing at 0, the same fit."""
+    Pc, yc, _, _ = _digits(0.2, 1.0, False)
+    quiet = EnsembleTemperatureScaling(input="proba", device="cpu").fit(Pc, yc)
+    capsys.readouterr()
+    est = EnsembleTemperatureScaling(input="proba", device="cpu", verbose=verbose)
+    est.fit(Pc, yc)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert est.temperature_ == quiet.temperature_
+    np.testing.assert_array_equal(est.weights_, quiet.weights_)
+    phases = ["NLL temperature", "Brier temperature", "weights"]
+    if verbose == 0:
+        assert captured.err == ""
+        return
+    for phase in phases:
+        assert f"EnsembleTemperatureScaling: {phase}:" in captured.err
+    lines = re.findall(r"Brier temperature: evaluation (\d+): beta \d", captured.err)
+    assert bool(lines) == (verbose == 2)
+    nll_line = r"NLL temperature: T = \d\S* after \d+ Newton iterations"
+    assert bool(re.search(nll_line, captured.err)) == (verbose == 2)
+    log_loss = EnsembleTemperatureScaling(
+        input="proba", device="cpu", loss="log_loss", verbose=verbose
+    ).fit(Pc, yc)
+    captured = capsys.readouterr()
+    assert "Brier temperature" not in captured.err
+    assert "EnsembleTemperatureScaling: weights:" in captured.err
+    assert log_loss.n_iter_ > 0

@@ -118,3 +118,35 @@ def test_clear_errors():
         spiegelhalter_test(y, P, alternative="both")
     with pytest.raises(ValueError, match="sum to 1"):
         spiegelhalter_test(y, P * 0.5)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ties_and_float32_and_clipping_by_the_formula(dtype):
+    """The top-label event of each row is numpy's first argmax (a label
+    tied with an earlier maximum is a miss), in the input's precision, and
+    values a rounding outside [0, 1] count as clipped; every alternative's
+    p-value is scipy's normal law at Z."""
+    mapie = _mapie()
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet(np.ones(4), size=400)
+    P[:50] = [0.4, 0.4, 0.1, 0.1]  # a tie for the top
+    P[50:60] = [1.0 + 1e-9, -1e-9, 0.0, 0.0]  # a rounding outside [0, 1]
+    P = P.astype(dtype)
+    y = rng.integers(0, 4, len(P))
+    y[:25], y[25:50] = 0, 1  # the first tied column is the prediction
+    Q = np.clip(P.astype(np.float64), 0.0, 1.0)
+    r, c = Q.max(1), (Q.argmax(1) == y).astype(float)
+    assert c[:25].all() and not c[25:50].any()
+    z = np.sum((c - r) * (1 - 2 * r)) / np.sqrt(np.sum((1 - 2 * r) ** 2 * r * (1 - r)))
+    rel = 1e-12 if dtype == np.float64 else 1e-6
+    for alternative, pvalue in [
+        ("two-sided", 2 * norm.sf(abs(z))),
+        ("greater", norm.sf(z)),
+        ("less", norm.cdf(z)),
+    ]:
+        result = spiegelhalter_test(y, P, alternative=alternative)
+        assert result.normalized == pytest.approx(z, rel=rel)
+        assert result.pvalue == pytest.approx(pvalue, rel=1e-9 if rel < 1e-9 else 1e-4)
+    assert spiegelhalter_test(y, P).normalized == pytest.approx(
+        mapie.spiegelhalter_statistic(c.astype(int), r), rel=rel
+    )
