@@ -248,9 +248,26 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     #: ``input="proba"``, :meth:`predict_proba` then maps the validated
     #: probabilities themselves, without the round trip through their logs.
     _maps_probabilities = False
+    #: Whether the fit reads the scores only through their softmax and
+    #: implements :meth:`_fit_probabilities`: with ``input="proba"``,
+    #: :meth:`fit` then passes the validated probabilities themselves,
+    #: without the round trip through their logs.
+    _fits_probabilities = False
 
     # ------------------------------------------------------------------ hooks
     def _fit(self, logits: np.ndarray, y_index: np.ndarray, sample_weight):
+        raise NotImplementedError
+
+    def _fit_probabilities(self, P: np.ndarray, y_index: np.ndarray, sample_weight):
+        """Fit on validated probabilities ``P`` (``_fits_probabilities``).
+
+        ``P`` (C-contiguous float64, the calibrator's own copy, which it may
+        overwrite) holds the renormalised rows of ``X`` floored at
+        ``PROBA_EPS``: the softmax of the logits :meth:`_fit` would get, to
+        a few units in the last place, which are
+        ``log_probabilities_inplace(P)`` (of :mod:`skcal.utils._validation`)
+        bit for bit.
+        """
         raise NotImplementedError
 
     def _cost_per_entry(self, n_columns: int) -> float:
@@ -397,8 +414,19 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         )
         return logits, owned
 
-    def _validate_fit_data(self, X, y, sample_weight):
-        logits = self._validate_scores(X, reset=True)
+    def _validate_fit_data(self, X, y, sample_weight, *, probabilities=False):
+        """Validated scores, labels' columns and weights for :meth:`fit`.
+
+        The scores are the logits of :meth:`_validate_scores`, or with
+        ``probabilities`` (``input="proba"``) the validated, renormalised
+        probabilities floored at ``PROBA_EPS`` (same checks, same messages).
+        """
+        if probabilities:
+            X, tol = self._score_array(X, reset=True)
+            check_scores_shape(X)
+            logits = check_probabilities(X, tol=tol, floor=True) if len(X) else X
+        else:
+            logits = self._validate_scores(X, reset=True)
         self.classes_, y_index, sample_weight = check_fit_targets(
             self, y, logits.shape[0], logits.shape[1], self.classes, sample_weight
         )
@@ -427,6 +455,12 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         self : object
             The fitted calibrator.
         """
+        if self._fits_probabilities and self.input == "proba":
+            P, y_index, sample_weight = self._validate_fit_data(
+                X, y, sample_weight, probabilities=True
+            )
+            self._fit_probabilities(P, y_index, sample_weight)
+            return self
         logits, y_index, sample_weight = self._validate_fit_data(X, y, sample_weight)
         self._fit(logits, y_index, sample_weight)
         return self

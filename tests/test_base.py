@@ -452,3 +452,29 @@ def test_probabilities_path_is_the_softmax_of_decision_function(cls, data):
         rtol=1e-10,
         atol=1e-15,
     )
+
+
+def test_integer_labels_that_are_column_indices_map_directly():
+    # hand-computed columns: the shortcut for labels already in 0..C-1 (and
+    # for classes = 0..C-1) agrees with the general mapping's rules
+    from skcal.utils._validation import resolve_classes
+
+    y = np.array([2, 0, 1, 2], dtype=np.uint8)
+    classes_, index = resolve_classes(y, 3)
+    np.testing.assert_array_equal(classes_, [0, 1, 2])
+    assert classes_.dtype.kind == "u" and index.dtype == np.int64
+    np.testing.assert_array_equal(index, [2, 0, 1, 2])
+    classes_, index = resolve_classes(y, 3, classes=np.arange(3))
+    np.testing.assert_array_equal(index, [2, 0, 1, 2])
+    classes_, index = resolve_classes(y, 3, classes=[2, 1, 0])
+    np.testing.assert_array_equal(classes_, [2, 1, 0])
+    np.testing.assert_array_equal(index, [0, 2, 1, 0])
+    classes_, index = resolve_classes(np.array([1, 2, 3]), 3)
+    np.testing.assert_array_equal(classes_, [1, 2, 3])
+    np.testing.assert_array_equal(index, [0, 1, 2])
+    with pytest.raises(ValueError, match=r"not in classes: \[2\]"):
+        resolve_classes(y, 2, classes=np.arange(2))
+    with pytest.raises(ValueError, match="one label per column"):
+        resolve_classes(y, 3, classes=np.arange(4))
+    with pytest.raises(ValueError, match="Pass classes="):
+        resolve_classes(np.array([0, 5]), 3)

@@ -11,11 +11,15 @@ import numpy as np
 from .._torch import newton_root_1d
 from .._torch._progress import Progress
 from .._torch.kernels import logit_scale, softmax_inplace
-from .._torch.kernels._softmax import log_inplace, softmax_into
+from .._torch.kernels._softmax import softmax_into
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
-from ..utils._validation import PROBA_EPS, effective_sample_size
+from ..utils._validation import (
+    PROBA_EPS,
+    effective_sample_size,
+    log_probabilities_inplace,
+)
 from ..utils._warnings import warn
 from ._scaling import fit_inverse_temperature
 
@@ -507,7 +511,7 @@ class EnsembleTemperatureScaling(BaseCalibrator):
         """
         w0, w1, w2 = (float(w) for w in self.weights_)
         if w1 == 0.0:
-            return self._mix_into(log_inplace(P), P)
+            return self._mix_into(log_probabilities_inplace(P), P)
         n, n_classes = P.shape
         buffer = None
         for rows in _chunks(n, n_classes):
@@ -516,7 +520,7 @@ class EnsembleTemperatureScaling(BaseCalibrator):
                 buffer = np.empty(p1.shape)
             p0 = buffer[: len(p1)]
             np.copyto(p0, p1)
-            log_inplace(p0)  # the logits validation would give, chunk by chunk
+            log_probabilities_inplace(p0)  # as the logits validation takes them
             p0 /= self.temperature_
             softmax_inplace(p0)
             p1 *= w1

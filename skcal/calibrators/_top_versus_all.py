@@ -35,7 +35,7 @@ from ..utils._proba import (
     replace_top_label_inplace,
 )
 from ..utils._sklearn import HasMethods, StrOptions
-from ..utils._validation import effective_sample_size
+from ..utils._validation import effective_sample_size, log_probabilities_inplace
 from ..utils._warnings import warn
 from ._scaling import TemperatureScaling, VectorScaling, fit_inverse_temperature
 
@@ -130,6 +130,32 @@ def binary_log_proba(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
         log_c, log_rest = _top_log_probabilities(logits[block], top[block])
         out[block, 0], out[block, 1] = log_rest, log_c
     return out
+
+
+def _top_and_rest(P: np.ndarray, top: np.ndarray):
+    """Each row's entry at ``top`` and the sum of its others (never ``1 -
+    c``, which rounds to 0 for confident rows); ``P`` is left as it was."""
+    rows = np.arange(len(top))
+    c = P[rows, top]
+    P[rows, top] = 0.0
+    rest = row_sum(P)
+    P[rows, top] = c
+    return c, rest
+
+
+def _binary_scores_of_probabilities(P: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """:func:`binary_log_proba` of ``log(P)`` computed from validated
+    probabilities ``P`` (C-contiguous float64, floored at ``PROBA_EPS``; left
+    as it was): ``[log(rest / (c + rest)), log(c / (c + rest))]`` with
+    ``c`` the entry at ``top`` and ``rest`` the sum of the others, ``log
+    (1 - c)`` floored as there."""
+    c, rest = _top_and_rest(P, top)
+    scores = np.empty((len(top), 2))
+    with np.errstate(divide="ignore"):  # see _top_log_probabilities
+        log_total = np.log(c + rest)
+        scores[:, 0] = np.maximum(np.log(rest), _LOG_TINY) - log_total
+        scores[:, 1] = np.log(c) - log_total
+    return scores
 
 
 def _binary_objective_block(z, top, right, weight, scale, bias):
@@ -448,6 +474,7 @@ class TopVersusAll(BaseCalibrator):
     _shift_invariant = True
     _keeps_argmax = "proba"
     _maps_probabilities = True
+    _fits_probabilities = True
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -501,7 +528,30 @@ class TopVersusAll(BaseCalibrator):
 
     # ----------------------------------------------------------------- fit
     def _fit(self, logits, y_index, sample_weight):
-        top = np.argmax(logits, axis=1)
+        self._fit_top(
+            np.argmax(logits, axis=1),
+            y_index,
+            sample_weight,
+            scores=lambda top: binary_log_proba(logits, top),
+            logits=lambda: logits,
+        )
+
+    def _fit_probabilities(self, P, y_index, sample_weight):
+        """:meth:`_fit` of validated probabilities ``P`` (our copy): the
+        binary scores from ``P`` itself (as in the predictions), its logs
+        taken in place only for a scaling calibrator or the others'
+        temperature."""
+        self._fit_top(
+            np.argmax(P, axis=1),
+            y_index,
+            sample_weight,
+            scores=lambda top: _binary_scores_of_probabilities(P, top),
+            logits=lambda: log_probabilities_inplace(P),
+        )
+
+    def _fit_top(self, top, y_index, sample_weight, *, scores, logits):
+        """Fit on the top classes ``top``; ``scores(top)`` gives the binary
+        scores, ``logits()`` the logits (called once, after ``scores``)."""
         right = (top == y_index).astype(np.float64)
         positive = sample_weight > 0
         n_right = int(right[positive].sum())
@@ -524,26 +574,25 @@ class TopVersusAll(BaseCalibrator):
             inner.set_params(
                 **inner._wrapper_params(classes=self.classes_, input="logits")
             )
-            self._fit_scaling(inner, logits, top, right, sample_weight)
+            self._fit_scaling(inner, logits(), top, right, sample_weight)
             self.temperature_ = None
         else:
-            self._fit_binary(inner, logits, top, right, sample_weight)
+            self._fit_binary(inner, scores(top), right, sample_weight)
             self.temperature_ = 1.0
             if self.redistribution == "temperature":
-                logits = np.asarray(logits, dtype=np.float64)
-                beta = fit_inverse_temperature(logits, y_index, sample_weight, "cpu").x
+                z = np.asarray(logits(), dtype=np.float64)
+                beta = fit_inverse_temperature(z, y_index, sample_weight, "cpu").x
                 self.temperature_ = float(1.0 / beta)
         self.calibrator_ = inner
 
-    def _fit_binary(self, inner, logits, top, right, sample_weight):
-        """Fit ``inner`` on the binary problem ``[log(1 - c), log c]``.
+    def _fit_binary(self, inner, scores, right, sample_weight):
+        """Fit ``inner`` on the binary problem ``scores = [log(1 - c), log c]``.
 
         A skcal calibrator is fitted by its private ``_fit`` on the binary
         scores as its own validation would give them (finite by
         construction, shifted if it is shift-invariant), its parameters
         validated; any other estimator by its public ``fit``.
         """
-        scores = binary_log_proba(logits, top)
         labels = right.astype(np.int64)
         if isinstance(inner, BaseCalibrator):
             inner.set_params(
@@ -650,28 +699,20 @@ class TopVersusAll(BaseCalibrator):
         logits ``log(P)`` are taken in place and mapped as logits.
         """
         if self.scaling_ or self.temperature_ != 1.0:
-            return self._proba(np.log(P, out=P), owned=True)
+            return self._proba(log_probabilities_inplace(P), owned=True)
         top = np.argmax(P, axis=1)
-        rows = np.arange(len(top))
-        c = P[rows, top]
-        P[rows, top] = 0.0
-        rest = row_sum(P)
-        P[rows, top] = c
         if self.calibrator_ is None:
+            c, rest = _top_and_rest(P, top)
             confidence = c / (c + rest)
         else:
-            with np.errstate(divide="ignore"):  # see _top_log_probabilities
-                log_total = np.log(c + rest)
-                scores = np.empty((len(top), 2))
-                scores[:, 0] = np.maximum(np.log(rest), _LOG_TINY) - log_total
-                scores[:, 1] = np.log(c) - log_total
+            scores = _binary_scores_of_probabilities(P, top)
             confidence = self._binary_confidence(scores)
         P = replace_top_label_inplace(
             P, logits, top, confidence, floor=_FLOOR, keep_argmax=True
         )
         return _top_first(P, top)
 
-    def _temperature_proba(self, logits, top, owned):
+    def _temperature_proba(self, logits):
         """``softmax(z / T)``, the calibrated probabilities of temperature
         scaling with its own shares, in one softmax.
 
@@ -680,40 +721,34 @@ class TopVersusAll(BaseCalibrator):
         relative ``eps / (1 - c)`` on the other classes. Rows where that is
         not negligible (``1 - c < 1e-5``) or with shares below ``1e-290``
         take the general path, so that :meth:`predict_proba` stays the
-        exponential of :meth:`predict_log_proba`.
+        exponential of :meth:`predict_log_proba`. Only those rows need their
+        top class (the argmax of ``z``): in the softmax, the top class's
+        share is ``exp(0) / sum``, which no other share (of an ``exp`` of a
+        negative number, at most 1) exceeds. ``logits`` is not modified.
         """
         temperature = self.calibrator_.temperature_
-        if owned:
-            logits /= temperature
-            scaled = logits
-            P = softmax_into(scaled, np.empty(scaled.shape))
-        else:
-            scaled = None
-            P = softmax_inplace(np.divide(logits, temperature, dtype=np.float64))
-        general = P[np.arange(len(top)), top] > 1.0 - _EXACT_REST
+        P = softmax_inplace(np.divide(logits, temperature, dtype=np.float64))
+        general = row_max(P) > 1.0 - _EXACT_REST
         if P.min() < _SUM_FLOOR:
             general |= row_min(P) < _SUM_FLOOR
         if general.any():
             rows = np.flatnonzero(general)
-            z = (
-                scaled[rows]
-                if scaled is not None
-                else np.divide(logits[rows], temperature, dtype=np.float64)
-            )
-            confidence = np.exp(_top_log_probabilities(z, top[rows])[0])
-            P[rows] = _replace_top(z, top[rows], confidence)
+            top = np.argmax(logits[rows], axis=1)
+            z = np.divide(logits[rows], temperature, dtype=np.float64)
+            confidence = np.exp(_top_log_probabilities(z, top)[0])
+            P[rows] = _top_first(_replace_top(z, top, confidence), top)
         return P
 
     def _proba(self, logits, owned):
         if logits.shape[0] == 0:
             return np.empty(logits.shape)
-        top = np.argmax(logits, axis=1)
         if (
             self.scaling_
             and self.redistribution == "temperature"
             and type(self.calibrator_) is TemperatureScaling
         ):
-            return _top_first(self._temperature_proba(logits, top, owned), top)
+            return self._temperature_proba(logits)
+        top = np.argmax(logits, axis=1)
         confidence, shares = self._confidence_and_shares(logits, top, owned)
         return _top_first(_replace_top(shares, top, confidence), top)
 

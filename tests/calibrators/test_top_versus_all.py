@@ -438,3 +438,65 @@ def test_verbose_shows_the_binary_temperature_fit(capsys):
     TopVersusAll(VectorScaling(verbose=1, max_iter=5)).fit(Zc, yc)
     err = capsys.readouterr().err
     assert "TopVersusAll: binary temperature:" in err
+
+
+def _floored(P):
+    """The probabilities skcal's validation hands on: renormalised rows
+    floored at the smallest normal float64."""
+    return np.maximum(P / P.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_fit_on_probabilities_with_zeros_is_sklearn_isotonic(read_only):
+    """``input="proba"`` fits the binary problem from the probabilities
+    themselves (no logs): scikit-learn's isotonic regression of the top-label
+    confidence, one-hot rows and exact zeros included; the input is not
+    modified (and may be read-only)."""
+    Zc, yc = _synthetic(1500, 6)
+    Zt, _ = _synthetic(400, 6, seed=1)
+    Pc, Pt = softmax(Zc, axis=1), softmax(Zt, axis=1)
+    Pc[:40] = np.eye(6)[yc[:40]]  # one-hot and right
+    Pc[40:60] = np.eye(6)[(yc[40:60] + 1) % 6]  # one-hot and wrong
+    Pc[60:80, 1:3] = 0.0
+    Pc[60:80] /= Pc[60:80].sum(axis=1, keepdims=True)
+    Pt[:10] = np.eye(6)[np.arange(10) % 6]
+    before = Pc.copy()
+    if read_only:
+        Pc.setflags(write=False)
+    tva = TopVersusAll(
+        IsotonicCalibrator(), input="proba", redistribution="proportional"
+    )
+    P = tva.fit(Pc, yc).predict_proba(Pt)
+    np.testing.assert_array_equal(Pc, before)
+    Fc, Ft = _floored(Pc), _floored(Pt)
+    top_c, conf_c = _top(Fc)
+    top_t, conf_t = _top(Ft)
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+    raw = iso.fit(conf_c, (top_c == yc).astype(int)).predict(conf_t)
+    expected = _proportional(Ft, top_t, np.maximum(raw, _least_share(Ft, top_t)))
+    np.testing.assert_allclose(P, expected, rtol=0, atol=1e-11)
+    _assert_top_first(P, top_t)
+
+
+def test_fit_on_probabilities_has_the_multiclass_temperature_of_their_logs():
+    """With the default redistribution, the temperature of the others'
+    shares fitted on probabilities minimises the multiclass log loss of
+    ``softmax(log(p) / T)`` (scipy, written out here)."""
+    Zc, yc = _synthetic(2000, 8, scale=4.0)
+    Pc = softmax(Zc, axis=1)
+    Pc[:30] = np.eye(8)[yc[:30]]  # exact zeros: floored before the log
+    tva = TopVersusAll(HistogramBinningCalibrator(), input="proba").fit(Pc, yc)
+    L = np.log(_floored(Pc))
+    rows = np.arange(len(yc))
+
+    def nll(log_t):
+        return -log_softmax(L / np.exp(log_t), axis=1)[rows, yc].mean()
+
+    best = minimize_scalar(nll, bounds=(-5, 5), method="bounded")
+    best = minimize_scalar(
+        nll,
+        bounds=(best.x - 1e-3, best.x + 1e-3),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
+    np.testing.assert_allclose(tva.temperature_, np.exp(best.x), rtol=1e-6)
