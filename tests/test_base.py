@@ -478,3 +478,9 @@ def test_integer_labels_that_are_column_indices_map_directly():
         resolve_classes(y, 3, classes=np.arange(4))
     with pytest.raises(ValueError, match="Pass classes="):
         resolve_classes(np.array([0, 5]), 3)
+    # scikit-learn's warning for more distinct labels than half the samples
+    # whatever the labels' encoding (integers take no shortcut past it)
+    many = np.arange(100) % 60
+    for labels in (many, many.astype(str)):
+        with pytest.warns(UserWarning, match="greater than 50%"):
+            resolve_classes(labels, 60, classes=np.unique(labels))

@@ -932,7 +932,7 @@ class ScalingBinningCalibrator(OneVsRestCalibrator):
         """The cuts of :func:`_safe_zones` of each map, with what they were
         computed from (prediction needs them for every call)."""
         self._zones = [
-            (a, b, edges, _safe_zones(a, b, edges[1:]))
+            (a, b, edges.copy(), _safe_zones(a, b, edges[1:]))
             for a, b, edges in zip(self.coef_, self.intercept_, self.bin_edges_)
         ]
 
@@ -944,7 +944,8 @@ class ScalingBinningCalibrator(OneVsRestCalibrator):
             return False
         a, b, edges, zones = stored[k]
         same = a == self.coef_[k] and b == self.intercept_[k]
-        return zones if same and edges is self.bin_edges_[k] else False
+        # by value: fitted edges edited in place (or reloaded) are seen
+        return zones if same and np.array_equal(edges, self.bin_edges_[k]) else False
 
     def _calibrated_proba_of_probabilities(self, P, logits):
         if self.mode == "marginal":

@@ -492,13 +492,17 @@ def _labels_as_columns(y: np.ndarray, n_columns: int, classes):
 
     Without ``classes``, labels all in ``range(n_columns)``; with it, a
     ``classes`` of integers equal to ``0..n_columns-1`` (after which the
-    labels must lie in that range). This is what the general path returns
-    for them, without its sort (``np.unique``) or scikit-learn's
-    ``type_of_target`` (which accepts every 1-D integer array).
+    labels must lie in that range), and at least two labels per column (with
+    fewer, more than half the labels can be distinct, and scikit-learn's
+    check warns). This is what the general path returns for them, without
+    its sort (``np.unique``) or scikit-learn's ``type_of_target`` (which
+    accepts every 1-D integer array).
     """
     if y.ndim != 1 or y.dtype.kind not in "iu":
         return None
-    if y.size and (y.min() < 0 or y.max() >= n_columns):
+    if y.size < 2 * n_columns:  # scikit-learn's many-classes warning can apply
+        return None
+    if y.min() < 0 or y.max() >= n_columns:
         return None
     if classes is None:
         # y's own kind of number, widened until it holds every column's label

@@ -619,6 +619,21 @@ def test_scaling_binning_map_follows_edited_parameters():
         np.testing.assert_array_equal(sb._map_column(k, P[:, k].copy()), expected)
 
 
+def test_scaling_binning_map_follows_edges_edited_in_place():
+    """Fitted edges overwritten in place (same array objects) are read: the
+    stored cuts are compared with the current edges by value."""
+    X, y = make_miscalibrated_logits(3000, 4, temperature=2.0, random_state=3)
+    sb = ScalingBinningCalibrator().fit(X, y)
+    rng = np.random.default_rng(0)
+    edges = sb.bin_edges_[0]
+    edges[1:-1] = np.sort(rng.uniform(size=edges.size - 2))
+    P = softmax(X, axis=1)
+    expected = _reference_scaling_binning(
+        P[:, 0], sb.coef_[0], sb.intercept_[0], edges, sb.bin_values_[0]
+    )
+    np.testing.assert_array_equal(sb._map_column(0, P[:, 0].copy()), expected)
+
+
 @pytest.mark.parametrize("verbose", [0, 1, 2])
 def test_cir_verbose_shows_a_bar_over_the_classes(verbose, capsys):
     X, y = make_miscalibrated_logits(300, 3, random_state=0)
