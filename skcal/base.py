@@ -270,6 +270,12 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         """
         raise NotImplementedError
 
+    def _check_fit_probabilities(self, X: np.ndarray, tol: float):
+        """The validated probabilities that :meth:`_fit_probabilities` is
+        given (``X`` has rows; a calibrator that needs less than the whole
+        copy may return its own summary, with a ``shape``)."""
+        return check_probabilities(X, tol=tol, floor=True)
+
     def _cost_per_entry(self, n_columns: int) -> float:
         """Work per entry of ``X`` (the thread choice's unit): 1, or about
         ``n_columns`` for a map that multiplies each row by a matrix."""
@@ -424,7 +430,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         if probabilities:
             X, tol = self._score_array(X, reset=True)
             check_scores_shape(X)
-            logits = check_probabilities(X, tol=tol, floor=True) if len(X) else X
+            logits = self._check_fit_probabilities(X, tol) if len(X) else X
         else:
             logits = self._validate_scores(X, reset=True)
         self.classes_, y_index, sample_weight = check_fit_targets(

@@ -35,7 +35,11 @@ from ..utils._proba import (
     replace_top_label_inplace,
 )
 from ..utils._sklearn import HasMethods, StrOptions
-from ..utils._validation import effective_sample_size, log_probabilities_inplace
+from ..utils._validation import (
+    effective_sample_size,
+    log_probabilities_inplace,
+    visit_probabilities,
+)
 from ..utils._warnings import warn
 from ._scaling import TemperatureScaling, VectorScaling, fit_inverse_temperature
 
@@ -132,30 +136,55 @@ def binary_log_proba(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
     return out
 
 
-def _top_and_rest(P: np.ndarray, top: np.ndarray):
+def _top_and_rest(P: np.ndarray, top: np.ndarray, c=None, rest=None):
     """Each row's entry at ``top`` and the sum of its others (never ``1 -
-    c``, which rounds to 0 for confident rows); ``P`` is left as it was."""
-    rows = np.arange(len(top))
-    c = P[rows, top]
-    P[rows, top] = 0.0
-    rest = row_sum(P)
-    P[rows, top] = c
+    c``, which rounds to 0 for confident rows), into ``c`` and ``rest`` if
+    given; ``P`` is left as it was."""
+    P = np.ascontiguousarray(P)  # ours are: then P itself
+    flat = P.reshape(-1)  # a view
+    at = np.arange(len(top)) * P.shape[1] + top
+    c = flat.take(at, out=c)
+    flat[at] = 0.0
+    rest = np.einsum("ij->i", P, out=rest)  # SIMD sums in this thread
+    flat[at] = c
     return c, rest
 
 
 def _binary_scores_of_probabilities(P: np.ndarray, top: np.ndarray) -> np.ndarray:
     """:func:`binary_log_proba` of ``log(P)`` computed from validated
     probabilities ``P`` (C-contiguous float64, floored at ``PROBA_EPS``; left
-    as it was): ``[log(rest / (c + rest)), log(c / (c + rest))]`` with
-    ``c`` the entry at ``top`` and ``rest`` the sum of the others, ``log
-    (1 - c)`` floored as there."""
-    c, rest = _top_and_rest(P, top)
-    scores = np.empty((len(top), 2))
+    as it was): see :func:`_binary_scores`."""
+    return _binary_scores(*_top_and_rest(P, top))
+
+
+def _binary_scores(c: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """``[log(rest / (c + rest)), log(c / (c + rest))]`` of each row's top
+    entry ``c`` and sum of the others ``rest``, ``log(1 - c)`` floored as in
+    :func:`_top_log_probabilities`."""
+    scores = np.empty((len(c), 2))
     with np.errstate(divide="ignore"):  # see _top_log_probabilities
         log_total = np.log(c + rest)
         scores[:, 0] = np.maximum(np.log(rest), _LOG_TINY) - log_total
         scores[:, 1] = np.log(c) - log_total
     return scores
+
+
+class _TopRows:
+    """Each validated probability row's argmax, its entry and the sum of the
+    others: all that the fit of a binary calibrator with proportional
+    redistribution reads, gathered by
+    :func:`~skcal.utils._validation.visit_probabilities` from its blocks of
+    renormalised rows (computed as :func:`_top_and_rest` computes them on
+    the whole copy, which is never made)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+        self.top = np.empty(shape[0], dtype=np.intp)
+        self.c, self.rest = np.empty(shape[0]), np.empty(shape[0])
+
+    def __call__(self, rows: slice, Q: np.ndarray) -> None:
+        top = np.argmax(Q, axis=1, out=self.top[rows])
+        _top_and_rest(Q, top, self.c[rows], self.rest[rows])
 
 
 def _binary_objective_block(z, top, right, weight, scale, bias):
@@ -536,11 +565,32 @@ class TopVersusAll(BaseCalibrator):
             logits=lambda: logits,
         )
 
+    def _check_fit_probabilities(self, X, tol):
+        """A binary calibrator with proportional redistribution reads only
+        each row's top entry and the sum of the others: those, without a
+        copy of ``X``; otherwise the copy."""
+        inner = self.calibrator
+        if (
+            self.redistribution != "proportional"
+            or inner is None
+            or self._is_scaling(inner)
+        ):
+            return super()._check_fit_probabilities(X, tol)
+        rows = _TopRows(X.shape)
+        visit_probabilities(X, rows, tol=tol)
+        return rows
+
     def _fit_probabilities(self, P, y_index, sample_weight):
-        """:meth:`_fit` of validated probabilities ``P`` (our copy): the
-        binary scores from ``P`` itself (as in the predictions), its logs
-        taken in place only for a scaling calibrator or the others'
-        temperature."""
+        """:meth:`_fit` of validated probabilities ``P`` (our copy, or the
+        :class:`_TopRows` of :meth:`_check_fit_probabilities`): the binary
+        scores from ``P`` itself (as in the predictions), its logs taken in
+        place only for a scaling calibrator or the others' temperature."""
+        if isinstance(P, _TopRows):
+            scores = _binary_scores(P.c, P.rest)
+            self._fit_top(
+                P.top, y_index, sample_weight, scores=lambda top: scores, logits=None
+            )
+            return
         self._fit_top(
             np.argmax(P, axis=1),
             y_index,

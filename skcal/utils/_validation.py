@@ -164,14 +164,7 @@ def check_probabilities(
     if P.dtype != np.float32 and P.dtype != np.float64:
         P = np.asarray(P, dtype=np.float64)
     scan = _Scan(P, top_label, copy)
-    if P.shape[0] and P.shape[1]:
-        scan.run(P, renormalize=renormalize, log=log, floor=floor)
-        if not all(np.isfinite(v) for v in (scan.low, scan.high, scan.far)):
-            check_finite(P, name)  # raises unless only a sum overflowed
-    else:
-        scan.far = 0.0 if P.shape[1] or not P.shape[0] else 1.0
-    _check_range(scan, tol, name)
-    _check_row_sums(P, scan, tol, name)
+    _scan_and_check(P, scan, tol, name, renormalize=renormalize, log=log, floor=floor)
     clip = scan.low < 0 or scan.high > 1
     if copy:
         P = scan.out
@@ -184,6 +177,38 @@ def check_probabilities(
         pred = np.argmax(P, axis=1)
         conf = np.take_along_axis(P, pred[:, None], axis=1)[:, 0]
     return P, pred, conf.astype(P.dtype, copy=False)
+
+
+def visit_probabilities(P, visit, name: str = "X", *, tol: float = SUM_TOL) -> None:
+    """Validate ``P`` as ``check_probabilities(P, name, tol=tol, floor=True)``
+    does, handing the copy to ``visit`` block by block instead of returning it.
+
+    ``visit(rows, Q)`` is called for each block of rows (a slice) with ``Q``
+    the block's renormalised, floored float64 copy: the rows that
+    :func:`check_probabilities` would return, computed the same way, in a
+    cache-sized scratch array that the next block overwrites. The checks
+    run after the last block: ``visit`` may see the rows of an invalid
+    ``P`` (NaN and all), and its results must be discarded when this
+    raises. For a caller that needs only a few numbers per row (the top
+    label, a row statistic): no full copy is allocated.
+    """
+    P = np.asarray(P)
+    if P.dtype != np.float32 and P.dtype != np.float64:
+        P = np.asarray(P, dtype=np.float64)
+    scan = _Scan(P, False, True, visit=visit)
+    _scan_and_check(P, scan, tol, name, renormalize=True, log=False, floor=True)
+
+
+def _scan_and_check(P, scan, tol, name, *, renormalize, log, floor) -> None:
+    """Run ``scan`` over ``P`` and raise unless its rows are probabilities."""
+    if P.shape[0] and P.shape[1]:
+        scan.run(P, renormalize=renormalize, log=log, floor=floor)
+        if not all(np.isfinite(v) for v in (scan.low, scan.high, scan.far)):
+            check_finite(P, name)  # raises unless only a sum overflowed
+    else:
+        scan.far = 0.0 if P.shape[1] or not P.shape[0] else 1.0
+    _check_range(scan, tol, name)
+    _check_row_sums(P, scan, tol, name)
 
 
 class _Scan:
@@ -200,14 +225,17 @@ class _Scan:
     float64).
     """
 
-    def __init__(self, P: np.ndarray, top_label: bool, copy: bool):
+    def __init__(self, P: np.ndarray, top_label: bool, copy: bool, visit=None):
         n, n_cols = P.shape
         self.piece = 1024 if P.dtype == np.float32 else max(n_cols, 1)
         self.terms = max(min(n_cols, self.piece) - 1, 0)
+        self.step = max(1, (1 << 20) // (max(n_cols, 1) * P.itemsize))
         self.sums = np.empty(n)
         self.pred = np.zeros(n, dtype=np.intp) if top_label else None
         self.conf = np.zeros(n, dtype=P.dtype) if top_label else None
-        self.out = np.empty((n, n_cols)) if copy else None
+        self.visit = visit  # with it, the copy is a scratch block
+        rows = min(self.step, n) if visit is not None else n
+        self.out = np.empty((rows, n_cols)) if copy else None
         self.low = self.high = 0.0  # the range always includes 0, as in messages
         self.far = 0.0
 
@@ -218,7 +246,7 @@ class _Scan:
         # blocks of ~1 MiB stay in cache between the reductions; einsum sums
         # rows with SIMD in one thread (np.dot would start BLAS threads)
         n, n_cols = P.shape
-        step = max(1, (1 << 20) // (n_cols * P.itemsize))
+        step = self.step
         starts = range(0, n, step)
         lows, highs = np.empty(len(starts)), np.empty(len(starts))
         offsets = np.arange(min(step, n)) * n_cols if P.flags.c_contiguous else None
@@ -230,11 +258,16 @@ class _Scan:
                 lows[b] = block.min()
                 highs[b] = self._top(block, rows, offsets)
                 if self.out is not None:
+                    out = (
+                        self.out[rows] if self.visit is None else self.out[: len(block)]
+                    )
                     _copy_block(
-                        block, self.out[rows], self.sums[rows],
+                        block, out, self.sums[rows],
                         clip=bool(lows[b] < 0 or highs[b] > 1), low=lows[b],
                         renormalize=renormalize, log=log, floor=floor,
                     )  # fmt: skip
+                    if self.visit is not None:
+                        self.visit(rows, out)
             # np.minimum / np.maximum keep a NaN (Python's min and max drop it)
             self.low = float(np.minimum(self.low, lows.min()))
             self.high = float(np.maximum(self.high, highs.max()))

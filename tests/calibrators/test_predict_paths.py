@@ -27,6 +27,7 @@ from skcal.utils._validation import (
     check_probabilities,
     scores_to_logits,
     sum_tolerance,
+    visit_probabilities,
 )
 
 EPS = np.finfo(np.float64).eps
@@ -242,6 +243,44 @@ def test_invalid_probabilities_are_still_refused():
         check_probabilities(P, renormalize=False, copy=False, log=True)
     with pytest.raises(ValueError, match="floor=True needs copy=True"):
         check_probabilities(P, top_label=True, floor=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_visited_blocks_are_the_floored_copy(dtype):
+    # 40,000 x 10: several blocks, one with an entry a little below 0 and
+    # one a little above 1 (clipped), and a one-hot row (floored zeros)
+    P = _probabilities(40_000, 10, seed=21, dtype=dtype)
+    P[25_000, :2] = [-5e-6, 5e-6 + P[25_000, :2].sum()]
+    P[35_000, :] = 0.0
+    P[35_000, 0] = 1 + 5e-6
+    before = P.copy()
+    tol = sum_tolerance(dtype)
+    clipped = np.clip(P.astype(np.float64), 0.0, 1.0)
+    expected = np.maximum(clipped / clipped.sum(axis=1, keepdims=True), PROBA_EPS)
+    got, seen = np.full(P.shape, np.nan), []
+
+    def visit(rows, Q):
+        seen.append((rows.start, rows.stop))
+        got[rows] = Q
+
+    visit_probabilities(P, visit, tol=tol)
+    assert len(seen) > 1 and seen[0][0] == 0 and seen[-1][1] == len(P)
+    assert all(a[1] == b[0] for a, b in zip(seen, seen[1:]))  # each row once
+    np.testing.assert_allclose(got, expected, rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(got, check_probabilities(P, tol=tol, floor=True))
+    np.testing.assert_array_equal(P, before)
+
+
+def test_visited_invalid_probabilities_are_refused_as_by_the_copy():
+    P = _probabilities(30_000, 10, seed=22)
+    for row, col, value in [(20_000, 0, 0.5), (29_000, 1, -0.2), (15_000, 2, np.nan)]:
+        bad = P.copy()
+        bad[row, col] = value
+        with pytest.raises(ValueError) as copied:
+            check_probabilities(bad, floor=True)
+        with pytest.raises(ValueError) as visited:
+            visit_probabilities(bad, lambda rows, Q: None)
+        assert str(visited.value) == str(copied.value)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

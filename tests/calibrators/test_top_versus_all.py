@@ -446,20 +446,28 @@ def _floored(P):
     return np.maximum(P / P.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
 
 
-@pytest.mark.parametrize("read_only", [False, True])
-def test_fit_on_probabilities_with_zeros_is_sklearn_isotonic(read_only):
+@pytest.mark.parametrize(
+    "read_only, n_classes, dtype",
+    [(False, 6, np.float64), (True, 6, np.float64), (False, 600, np.float32)],
+)
+def test_fit_on_probabilities_with_zeros_is_sklearn_isotonic(
+    read_only, n_classes, dtype
+):
     """``input="proba"`` fits the binary problem from the probabilities
-    themselves (no logs): scikit-learn's isotonic regression of the top-label
-    confidence, one-hot rows and exact zeros included; the input is not
-    modified (and may be read-only)."""
-    Zc, yc = _synthetic(1500, 6)
-    Zt, _ = _synthetic(400, 6, seed=1)
+    themselves (no logs, no copy: 600 classes take several blocks of rows):
+    scikit-learn's isotonic regression of the top-label confidence, one-hot
+    rows and exact zeros included; the input is not modified (and may be
+    read-only)."""
+    C = n_classes
+    Zc, yc = _synthetic(1500, C)
+    Zt, _ = _synthetic(400, C, seed=1)
     Pc, Pt = softmax(Zc, axis=1), softmax(Zt, axis=1)
-    Pc[:40] = np.eye(6)[yc[:40]]  # one-hot and right
-    Pc[40:60] = np.eye(6)[(yc[40:60] + 1) % 6]  # one-hot and wrong
+    Pc[:40] = np.eye(C)[yc[:40]]  # one-hot and right
+    Pc[40:60] = np.eye(C)[(yc[40:60] + 1) % C]  # one-hot and wrong
     Pc[60:80, 1:3] = 0.0
     Pc[60:80] /= Pc[60:80].sum(axis=1, keepdims=True)
-    Pt[:10] = np.eye(6)[np.arange(10) % 6]
+    Pt[:10] = np.eye(C)[np.arange(10) % C]
+    Pc, Pt = Pc.astype(dtype), Pt.astype(dtype)
     before = Pc.copy()
     if read_only:
         Pc.setflags(write=False)
@@ -468,7 +476,7 @@ def test_fit_on_probabilities_with_zeros_is_sklearn_isotonic(read_only):
     )
     P = tva.fit(Pc, yc).predict_proba(Pt)
     np.testing.assert_array_equal(Pc, before)
-    Fc, Ft = _floored(Pc), _floored(Pt)
+    Fc, Ft = _floored(Pc.astype(np.float64)), _floored(Pt.astype(np.float64))
     top_c, conf_c = _top(Fc)
     top_t, conf_t = _top(Ft)
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
@@ -476,6 +484,21 @@ def test_fit_on_probabilities_with_zeros_is_sklearn_isotonic(read_only):
     expected = _proportional(Ft, top_t, np.maximum(raw, _least_share(Ft, top_t)))
     np.testing.assert_allclose(P, expected, rtol=0, atol=1e-11)
     _assert_top_first(P, top_t)
+
+
+def test_fit_on_invalid_probabilities_is_refused_as_by_the_other_path():
+    """The binary fit's validation without a copy refuses what the copy's
+    refuses, with the same message."""
+    P = softmax(_synthetic(3000, 300)[0], axis=1)
+    y = np.arange(3000) % 300
+    P[2500, 3] = np.nan
+    with pytest.raises(ValueError) as copied:
+        TopVersusAll(IsotonicCalibrator(), input="proba").fit(P, y)
+    with pytest.raises(ValueError) as visited:
+        TopVersusAll(
+            IsotonicCalibrator(), input="proba", redistribution="proportional"
+        ).fit(P, y)
+    assert "NaN" in str(visited.value) and str(visited.value) == str(copied.value)
 
 
 def test_fit_on_probabilities_has_the_multiclass_temperature_of_their_logs():
