@@ -112,7 +112,8 @@ def _binary_input(inner, scores: np.ndarray, *, predict: bool = False) -> np.nda
 
 def _replace_top(shares: np.ndarray, top: np.ndarray, confidence) -> np.ndarray:
     """``confidence`` on the top class, the others in the proportions of the
-    softmax of ``shares`` (see :func:`replace_top_label_inplace`)."""
+    softmax of ``shares`` (see :func:`replace_top_label_inplace`); the top
+    class at least ties with every other."""
     P = softmax_into(shares, np.empty(shares.shape))
     return replace_top_label_inplace(
         P, shares, top, confidence, floor=_FLOOR, keep_argmax=True
@@ -757,10 +758,9 @@ class TopVersusAll(BaseCalibrator):
         else:
             scores = _binary_scores_of_probabilities(P, top)
             confidence = self._binary_confidence(scores)
-        P = replace_top_label_inplace(
+        return replace_top_label_inplace(
             P, logits, top, confidence, floor=_FLOOR, keep_argmax=True
         )
-        return _top_first(P, top)
 
     def _temperature_proba(self, logits):
         """``softmax(z / T)``, the calibrated probabilities of temperature
@@ -786,7 +786,7 @@ class TopVersusAll(BaseCalibrator):
             top = np.argmax(logits[rows], axis=1)
             z = np.divide(logits[rows], temperature, dtype=np.float64)
             confidence = np.exp(_top_log_probabilities(z, top)[0])
-            P[rows] = _top_first(_replace_top(z, top, confidence), top)
+            P[rows] = _replace_top(z, top, confidence)
         return P
 
     def _proba(self, logits, owned):
@@ -800,7 +800,7 @@ class TopVersusAll(BaseCalibrator):
             return self._temperature_proba(logits)
         top = np.argmax(logits, axis=1)
         confidence, shares = self._confidence_and_shares(logits, top, owned)
-        return _top_first(_replace_top(shares, top, confidence), top)
+        return _replace_top(shares, top, confidence)
 
     def _calibrated_proba(self, logits):
         return self._proba(logits, owned=False)

@@ -82,7 +82,9 @@ def replace_top_label_inplace(
 
     With ``floor``, ``c`` and ``1 - c`` are floored there (``floor=1e-300``
     gives the softmax of ``replace_top_label(..., log=True)``);
-    ``keep_argmax`` as for :func:`replace_top_label`.
+    ``keep_argmax`` as for :func:`replace_top_label`, and the top class's
+    probability is then at least every other's in the result (ties where
+    rounding would have put another a unit in the last place ahead).
 
     ``proba`` (C-contiguous float64, overwritten and returned) holds the
     softmax of ``logits``. The other classes' share of a row is
@@ -112,27 +114,33 @@ def replace_top_label_inplace(
     small = others < _SUM_FLOOR
     if underflow is not None:
         small |= underflow
-    held = None
     if keep_argmax:  # c >= the largest other's share: 1 / (1 + others / largest)
         largest = row_max(proba)
         least = largest / np.maximum(others + largest, _SUM_FLOOR)
-        held = c < least
         c = np.maximum(c, least)
     rest = np.maximum(1.0 - c, floor)
-    scale_rows_inplace(proba, rest / np.where(small, 1.0, others))
-    proba.reshape(-1)[flat_top] = np.maximum(c, floor)
-    if held is not None and held.any():
-        _hold_top(proba, top, np.flatnonzero(held))
+    factor = rest / np.where(small, 1.0, others)
+    scale_rows_inplace(proba, factor)
+    value = np.maximum(c, floor)
+    if keep_argmax:
+        # the largest other is now exactly largest * factor (one rounded
+        # product, as in the scaling); where rounding put it a unit in the
+        # last place above the top's value, they tie: never another ahead
+        np.maximum(value, largest * factor, out=value)
+    proba.reshape(-1)[flat_top] = value
     if small.any():
         rows = np.flatnonzero(small)
         z = np.array(logits[rows], dtype=np.float64)
         args = (z, top[rows], c[rows])
         if floor > 0:  # the log path floors, and is the reference
-            proba[rows] = np.exp(
-                replace_top_label(*args, log=True, keep_argmax=keep_argmax)
-            )
+            block = np.exp(replace_top_label(*args, log=True, keep_argmax=keep_argmax))
         else:
-            proba[rows] = replace_top_label(*args, keep_argmax=keep_argmax)
+            block = replace_top_label(*args, keep_argmax=keep_argmax)
+        if keep_argmax:  # exp may round the top a unit below another
+            block[np.arange(len(rows)), top[rows]] = np.maximum(
+                block[np.arange(len(rows)), top[rows]], block.max(axis=1)
+            )
+        proba[rows] = block
     return proba
 
 

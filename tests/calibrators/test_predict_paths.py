@@ -21,6 +21,7 @@ from skcal import (
     StructuredMatrixScaling,
 )
 from skcal.calibrators._one_vs_rest import PROBA_FLOOR
+from skcal.utils._proba import replace_top_label_inplace
 from skcal.utils._testing import make_miscalibrated_logits
 from skcal.utils._validation import (
     PROBA_EPS,
@@ -333,3 +334,35 @@ def test_probabilities_mapped_directly_keep_the_fallback_rows():
     Z = np.log(np.maximum(np.vstack([uniform, confident]), PROBA_EPS))
     est.set_params(input="logits")
     np.testing.assert_allclose(got, est.predict_proba(Z), rtol=1e-12, atol=1e-15)
+
+
+# ------------------------------------------- the top label's new confidence
+@pytest.mark.parametrize("n_classes", [2, 10, 300])
+def test_replacing_the_top_label_keeps_it_first_exactly(n_classes):
+    """``replace_top_label_inplace(..., keep_argmax=True)``: the confidence,
+    raised to the largest other share where below, on the top class; the
+    others in proportion (the formula written out here); the top entry is
+    the row's maximum exactly (never a unit in the last place below), also
+    on rows whose others underflow (logit gaps beyond 745)."""
+    rng = np.random.default_rng(n_classes)
+    n = 4000
+    Z = rng.normal(size=(n, n_classes)) * rng.uniform(0.1, 5, size=(n, 1))
+    Z[:50, 0] += 800.0  # the others underflow: the logits' path
+    P = softmax(Z, axis=1)
+    top = np.argmax(Z, axis=1)
+    rows = np.arange(n)
+    others = np.where(np.arange(n_classes) == top[:, None], 0.0, P)
+    with np.errstate(invalid="ignore"):  # 0 / 0 where the others underflow
+        least = others.max(axis=1) / (others.sum(axis=1) + others.max(axis=1))
+    least = np.nan_to_num(least)
+    c = rng.uniform(0, 1, size=n)
+    c[::4] = least[::4]  # exactly the largest other's share
+    c[1::4] = least[1::4] * (1 - rng.uniform(0, 1e-15, size=len(c[1::4])))
+    got = replace_top_label_inplace(P.copy(), Z, top, c, floor=1e-300, keep_argmax=True)
+    assert (got[rows, top] == got.max(axis=1)).all()
+    q = np.maximum(c, least)
+    o, k = others[50:], rows[: n - 50]  # rows whose others are normal numbers
+    expected = o * ((1 - q[50:]) / o.sum(axis=1))[:, None]
+    expected[k, top[50:]] = q[50:]
+    np.testing.assert_allclose(got[50:], expected, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-12)
