@@ -245,12 +245,12 @@ class _AveragedStepMaps(OneVsRestCalibrator):
         self.criterion = criterion
         self.verbose = verbose
 
-    def _fit(self, logits, y_index, sample_weight):
+    def _fit_scores(self, scores, y_index, sample_weight):
         name = type(self).__name__
-        self._progress = Progress(self.verbose, logits.shape[1], name, "class")
+        self._progress = Progress(self.verbose, scores.shape[1], name, "class")
         try:
             with self._progress:
-                super()._fit(logits, y_index, sample_weight)
+                super()._fit_scores(scores, y_index, sample_weight)
         finally:
             del self._progress
 

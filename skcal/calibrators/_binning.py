@@ -741,12 +741,12 @@ class CenteredIsotonicCalibrator(IsotonicCalibrator):
         grow with the data)."""
         return n_classes
 
-    def _fit(self, logits, y_index, sample_weight):
-        n_classes = logits.shape[1]
+    def _fit_scores(self, scores, y_index, sample_weight):
+        n_classes = scores.shape[1]
         self._progress = Progress(self.verbose, n_classes, type(self).__name__, "class")
         try:
             with self._progress:
-                super()._fit(logits, y_index, sample_weight)
+                super()._fit_scores(scores, y_index, sample_weight)
                 self._progress.end()  # classes without a sample are not fitted
         finally:
             del self._progress
@@ -899,20 +899,19 @@ class ScalingBinningCalibrator(OneVsRestCalibrator):
             self.coef_[k], self.intercept_[k] = a, b
             self.bin_edges_[k], self.bin_values_[k] = edges, values
 
-    def _fit(self, logits, y_index, sample_weight):
-        n_maps = logits.shape[1] if self.mode == "marginal" else 1
+    def _fit_scores(self, P, y_index, sample_weight):
+        n_maps = P.shape[1] if self.mode == "marginal" else 1
         self._progress = Progress(self.verbose, n_maps, type(self).__name__, "map")
         try:
             with self._progress:
-                self._fit_maps(logits, y_index, sample_weight)
+                self._fit_maps(P, y_index, sample_weight)
         finally:
             del self._progress
         self._store_zones()
 
-    def _fit_maps(self, logits, y_index, sample_weight):
+    def _fit_maps(self, P, y_index, sample_weight):
         if self.mode == "marginal":
-            return super()._fit(logits, y_index, sample_weight)
-        P = self._class_scores(logits)
+            return super()._fit_scores(P, y_index, sample_weight)
         top = np.argmax(P, axis=1)
         confidence = P[np.arange(len(P)), top]
         self._start_maps(1)

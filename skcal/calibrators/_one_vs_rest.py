@@ -115,13 +115,18 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
       (the default prediction path maps the softmax of the logits);
 
     and may override ``_class_scores(logits)`` (the scores the maps read;
-    the softmax by default) and the prediction paths. A fit that did not
+    the softmax by default, or with ``input="proba"`` the validated
+    probabilities; a subclass that reads something else sets
+    ``_fits_probabilities = False``) and the prediction paths. A fit that did not
     converge for some classes raises a ``ConvergenceWarning`` naming them.
     """
 
     _shift_invariant = True
     _softmax_first = True
     _maps_probabilities = True
+    #: the maps read the softmax (a subclass whose ``_class_scores`` reads
+    #: the logits sets False)
+    _fits_probabilities = True
     #: appended to the ConvergenceWarning of classes whose fit did not converge
     _unconverged_hint = ""
 
@@ -129,7 +134,15 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         return softmax_inplace(np.array(logits, dtype=np.float64))
 
     def _fit(self, logits, y_index, sample_weight):
-        scores = self._class_scores(logits)
+        self._fit_scores(self._class_scores(logits), y_index, sample_weight)
+
+    def _fit_probabilities(self, P, y_index, sample_weight):
+        """With ``input="proba"``, the maps of the softmax are fitted on the
+        validated probabilities themselves (no round trip through logs)."""
+        self._fit_scores(P, y_index, sample_weight)
+
+    def _fit_scores(self, scores, y_index, sample_weight):
+        """Fit the map of each class on its column of ``scores``."""
         n_classes = scores.shape[1]
         present = present_classes(y_index, sample_weight, n_classes)
         self._start_maps(n_classes)

@@ -181,6 +181,7 @@ class PlattCalibrator(OneVsRestCalibrator):
 
     #: the maps read the class log-odds, computed from shifted logits
     _softmax_first = False
+    _fits_probabilities = False
 
     def __init__(self, *, input="logits", classes=None):
         self.input = input

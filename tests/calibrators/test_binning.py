@@ -18,6 +18,7 @@ from skcal import (
 from skcal.calibrators._one_vs_rest import renormalize_inplace
 from skcal.exceptions import MissingClassWarning
 from skcal.utils._testing import make_miscalibrated_logits
+from skcal.utils._validation import check_probabilities
 
 
 def _floor_renormalize(Q):
@@ -550,11 +551,14 @@ def test_isotonic_pools_scores_within_sklearns_tie_tolerance():
     y = rng.integers(0, 3, size=400)
     P = softmax(logits, axis=1)
     fitted = IsotonicCalibrator(input="proba").fit(P, y)
+    # the maps are fitted on the validated rows (renormalised: a unit in the
+    # last place moves a score across a step), so the reference is too
+    Q = check_probabilities(P, floor=True)
     for k in range(3):
         reference = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")
-        reference.fit(P[:, k], y == k)
-        ours = np.interp(P[:, k], fitted.thresholds_[k], fitted.values_[k])
-        np.testing.assert_allclose(ours, reference.predict(P[:, k]), atol=1e-12)
+        reference.fit(Q[:, k], y == k)
+        ours = np.interp(Q[:, k], fitted.thresholds_[k], fitted.values_[k])
+        np.testing.assert_allclose(ours, reference.predict(Q[:, k]), atol=1e-12)
 
 
 def _reference_scaling_binning(p, a, b, edges, values):
@@ -652,3 +656,22 @@ def test_cir_verbose_shows_a_bar_over_the_classes(verbose, capsys):
     assert lines == (expected if verbose == 2 else [])
     for a, b in zip(cir.values_, quiet.values_):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("mode", ["marginal", "top_label"])
+def test_probabilities_are_fitted_as_validated_without_their_logs(mode):
+    """With ``input="proba"``, one-vs-rest maps are fitted on the validated
+    probabilities themselves (renormalised rows, not the softmax of their
+    logs, which differs in the last bits): isotonic knots are among them,
+    exactly; scaling-binning fits the same Platt map as on their logs."""
+    rng = np.random.default_rng(3)
+    P = softmax(rng.normal(size=(600, 5)) * 4.0, axis=1)
+    y = rng.integers(0, 5, size=600)
+    Q = check_probabilities(P, floor=True)
+    iso = IsotonicCalibrator(input="proba").fit(P, y)
+    for k in range(5):
+        assert np.isin(iso.thresholds_[k], Q[:, k]).all()
+    sb = ScalingBinningCalibrator(input="proba", mode=mode).fit(P, y)
+    ref = ScalingBinningCalibrator(input="logits", mode=mode).fit(np.log(Q), y)
+    np.testing.assert_allclose(sb.coef_, ref.coef_, rtol=1e-9)
+    np.testing.assert_allclose(sb.intercept_, ref.intercept_, rtol=1e-9, atol=1e-12)
