@@ -40,17 +40,32 @@ def _spiegelhalter(field):
 
         return getattr(spiegelhalter_test(y, P, alternative="greater"), field)
 
-    def ref_fn(y, P):
-        from mapie.metrics import calibration
+    def reference(checked):
+        def ref_fn(y, P):
+            from mapie.metrics import calibration
 
-        # MAPIE is binary: the top-label event (for C = 2, the positive class)
-        event = (np.argmax(P, axis=1) == y).astype(int)
-        score = P.max(axis=1)
-        if field == "normalized":
-            return calibration.spiegelhalter_statistic(event, score)
-        return calibration.spiegelhalter_p_value(event, score)
+            # MAPIE is binary: the top-label event (for C = 2, the positive
+            # class); "checked": read from skcal's input checks of P (what
+            # skcal does not skip), else from numpy directly
+            if checked:
+                from skcal.utils._validation import check_probabilities
 
-    return skcal_fn, [("MAPIE 1.6", ref_fn)]
+                _, top, score = check_probabilities(
+                    P, copy=False, renormalize=False, top_label=True
+                )
+            else:
+                top, score = np.argmax(P, axis=1), P.max(axis=1)
+            event = (top == y).astype(int)
+            if field == "normalized":
+                return calibration.spiegelhalter_statistic(event, score)
+            return calibration.spiegelhalter_p_value(event, score)
+
+        return ref_fn
+
+    return skcal_fn, [
+        ("MAPIE 1.6", reference(False)),
+        ("MAPIE 1.6 + input checks", reference(True)),
+    ]
 
 
 def _mmce():

@@ -5,8 +5,10 @@ calibrators, as in the authors' ``calibrators.py``, or scikit-learn's
 isotonic regression, on the top-label confidence and whether the top label
 is right; the paper's temperature loss minimised by scipy), the calibrated
 confidence placed on the top class and the other classes rescaled in
-proportion (with the argmax kept, as skcal does), and the plain
-(one-versus-all or multiclass) skcal calibrators. skcal's binary rows use
+proportion (with the argmax kept, as skcal does), the same with the top
+label read from skcal's input checks ("+ input checks": the reduction
+with the one read of the probabilities that skcal does not skip), and the
+plain (one-versus-all or multiclass) skcal calibrators. skcal's binary rows use
 ``redistribution="proportional"`` so that they compute what the references
 do; the temperature row is the default.
 """
@@ -40,16 +42,28 @@ def _replace_top(P, confidence):
     return out
 
 
-def _binary_reference(make):
+def _checked_top(P):
+    """:func:`_top` from skcal's input checks of probabilities (one read of
+    ``P``: finite, in [0, 1], rows summing to 1; no copy), which give each
+    row's argmax and maximum."""
+    from skcal.utils._validation import check_probabilities
+
+    _, top, c = check_probabilities(P, copy=False, renormalize=False, top_label=True)
+    return top, c
+
+
+def _binary_reference(make, checked=False):
     """A 1-D binary calibrator ``make()`` (``fit(c, right)``, ``predict(c)``)
-    on the top-label problem, the rest in proportion."""
+    on the top-label problem, the rest in proportion; with ``checked``, the
+    top label from skcal's input checks (what skcal cannot skip)."""
+    find_top = _checked_top if checked else _top
 
     def fit(P, y):
-        top, c = _top(P)
+        top, c = find_top(P)
         return make().fit(c, (top == y).astype(int))
 
     def predict(model, P):
-        return _replace_top(P, np.asarray(model.predict(_top(P)[1])).ravel())
+        return _replace_top(P, np.asarray(model.predict(find_top(P)[1])).ravel())
 
     return fit, predict
 
@@ -68,11 +82,11 @@ class _Netcal:
         return np.asarray(self.model.transform(c), dtype=np.float64)
 
 
-def _netcal_hb():
+def _netcal_hb(checked=False):
     from netcal.binning import HistogramBinning
 
     return _binary_reference(
-        lambda: _Netcal(HistogramBinning(15, equal_intervals=True))
+        lambda: _Netcal(HistogramBinning(15, equal_intervals=True)), checked
     )
 
 
@@ -82,11 +96,12 @@ def _netcal_iso():
     return _binary_reference(lambda: _Netcal(IsotonicRegression()))
 
 
-def _sklearn_iso():
+def _sklearn_iso(checked=False):
     from sklearn.isotonic import IsotonicRegression
 
     return _binary_reference(
-        lambda: IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+        lambda: IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip"),
+        checked,
     )
 
 
@@ -170,6 +185,7 @@ def rows() -> list[Row]:
             skcal=_tva(_isotonic, redistribution="proportional"),
             references=[
                 ("sklearn isotonic TvA", _sklearn_iso),
+                ("sklearn isotonic TvA + input checks", lambda: _sklearn_iso(True)),
                 ("netcal isotonic TvA", _netcal_iso),
                 ("skcal isotonic (one-vs-rest)", _plain("IsotonicCalibrator")),
             ],
@@ -179,6 +195,7 @@ def rows() -> list[Row]:
             skcal=_tva(_histogram, redistribution="proportional"),
             references=[
                 ("netcal HB TvA (paper's code)", _netcal_hb),
+                ("netcal HB TvA + input checks", lambda: _netcal_hb(True)),
                 (
                     "skcal HB (one-vs-rest)",
                     _plain("HistogramBinningCalibrator", n_bins=15),
