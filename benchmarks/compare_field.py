@@ -21,7 +21,9 @@ Parts (``--part``, default all but ``large``):
   the task's test set: test NLL and top-label ECE (15 equal-width bins, the
   same skcal functions for every row), fit and predict times (best of
   ``--repeats`` within ``--budget`` seconds) and ``x``, the reference's time
-  divided by skcal's (``> 1``: skcal is faster);
+  divided by skcal's (``> 1``: skcal is faster), and the time of a fit on
+  the 300 warm-up rows (about a fit's fixed cost; a table of its own for
+  the ``speed`` part);
 * ``speed``: synthetic ImageNet-like logits (``_lib/synthetic.py``), 10,000
   calibration and 10,000 test rows at 10 and 100 classes: times and ratios;
 * ``large``: skcal alone at 50,000 x 1,000 (synthetic, test = calibration
@@ -113,12 +115,14 @@ def run_method(factory, P, y, Pt, yt, args):
         fit, predict = factory()
         model = fit(P[:WARM_UP_ROWS], y[:WARM_UP_ROWS])
         predict(model, Pt[:WARM_UP_ROWS])
+        small = P[:WARM_UP_ROWS], y[:WARM_UP_ROWS]
+        small_s, _, _ = timed(lambda: fit(*small), args.repeats, args.budget)
         fit_s, model, runs = timed(lambda: fit(P, y), args.repeats, args.budget)
         pred_s, proba, _ = timed(lambda: predict(model, Pt), args.repeats, args.budget)
     except Exception as exc:  # a peer's failure is a row, not a crash
         return {"error": short_error(exc)}
     proba = np.asarray(proba, dtype=np.float64)
-    out = {"fit_s": fit_s, "pred_s": pred_s, "runs": runs}
+    out = {"fit_s": fit_s, "pred_s": pred_s, "runs": runs, "fit_small_s": small_s}
     if yt is not None:
         out.update(scores(yt, proba))
     return out
@@ -310,6 +314,20 @@ def method_table(entries, head):
     return "\n".join(lines)
 
 
+def fixed_cost_table(entries):
+    """The fit on the 300 warm-up rows, in milliseconds: about a fit's
+    fixed cost (parameter and input checks, bookkeeping), per library."""
+    lines = ["| data | method | library | fit ms, 300 rows |", "|---|---|---|---|"]
+    for e in entries:
+        for label, res in e["results"]:
+            if "fit_small_s" in res:
+                lines.append(
+                    f"| {e['classes']} classes | {e['method']} | {label} | "
+                    f"{res['fit_small_s'] * 1e3:.2f} |"
+                )
+    return "\n".join(lines)
+
+
 def large_table(entries):
     lines = [
         "| method | fit s | pred s | refused or failed | data MB | peak MB |",
@@ -402,6 +420,10 @@ def print_tables(results):
         print(f"\n## summary\n\n{summary_table(results)}")
     for name, res in results.items():
         print(f"\n## {name}\n\n{tables[name](res)}")
+    if any(
+        "fit_small_s" in r for e in results.get("speed", []) for _, r in e["results"]
+    ):
+        print(f"\n## fixed cost\n\n{fixed_cost_table(results['speed'])}")
 
 
 # ----------------------------------------------------------------------------

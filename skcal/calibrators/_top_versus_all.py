@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import logsumexp
+from scipy.special import expit, logsumexp
 from sklearn.base import clone
 
 from .._torch._progress import Progress
@@ -36,6 +36,7 @@ from ..utils._proba import (
 )
 from ..utils._sklearn import HasMethods, StrOptions
 from ..utils._validation import (
+    PROBA_EPS,
     effective_sample_size,
     log_probabilities_inplace,
     visit_probabilities,
@@ -108,6 +109,19 @@ def _binary_input(inner, scores: np.ndarray, *, predict: bool = False) -> np.nda
     if not inner._shift_invariant or (predict and inner._softmax_first):
         return scores
     return scores - np.maximum(scores[:, 0], scores[:, 1])[:, None]
+
+
+def _softmax2(scores: np.ndarray) -> np.ndarray:
+    """The softmax of the binary problem's two columns of scores, floored at
+    ``PROBA_EPS`` as validated probabilities are: what a calibrator that
+    reads probabilities is given (by two ``expit`` of the scores'
+    difference; a row-wise softmax costs more per row than its work on two
+    columns)."""
+    d = scores[:, 1] - scores[:, 0]
+    out = np.empty((len(d), 2))
+    expit(-d, out=out[:, 0])
+    expit(d, out=out[:, 1])
+    return np.maximum(out, PROBA_EPS, out=out)
 
 
 def _replace_top(shares: np.ndarray, top: np.ndarray, confidence) -> np.ndarray:
@@ -651,7 +665,11 @@ class TopVersusAll(BaseCalibrator):
             )
             inner._validate_params()
             inner.classes_, inner.n_features_in_ = np.arange(2), 2
-            inner._fit(_binary_input(inner, scores), labels, sample_weight)
+            scores = _binary_input(inner, scores)
+            if inner._fits_probabilities:  # it reads their softmax only
+                inner._fit_probabilities(_softmax2(scores), labels, sample_weight)
+            else:
+                inner._fit(scores, labels, sample_weight)
         else:
             inner.fit(scores, labels, sample_weight=sample_weight)
         self._right_column_ = int(np.flatnonzero(np.asarray(inner.classes_) == 1)[0])
@@ -735,7 +753,13 @@ class TopVersusAll(BaseCalibrator):
         construction)."""
         inner = self.calibrator_
         if isinstance(inner, BaseCalibrator):
-            proba = inner._calibrated_proba(_binary_input(inner, scores, predict=True))
+            scores = _binary_input(inner, scores, predict=True)
+            if inner._maps_probabilities:  # it reads their softmax only
+                proba = inner._calibrated_proba_of_probabilities(
+                    _softmax2(scores), scores
+                )
+            else:
+                proba = inner._calibrated_proba(scores)
         else:
             proba = inner.predict_proba(scores)
         return np.clip(np.asarray(proba)[:, self._right_column_], 0.0, 1.0)
