@@ -366,18 +366,20 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         A torch tensor becomes a numpy array here, at the edge."""
         X = as_numpy(X)
         if (
-            not reset
-            and type(X) is np.ndarray
+            type(X) is np.ndarray
             and X.ndim == 2
             and X.dtype in _SCORE_DTYPES
             and X.shape[0] > 0
             and X.shape[1] > 0
-            and not hasattr(self, "feature_names_in_")
+            and (reset or not hasattr(self, "feature_names_in_"))
         ):
-            # what validate_data does with a float array for a fitted
-            # estimator without feature names, without its search for a
-            # dataframe (half of a small call's time)
-            if X.shape[1] != self.n_features_in_:
+            # what validate_data does with a float array (no feature names),
+            # without its search for a dataframe (half of a small call's time)
+            if reset:
+                self.n_features_in_ = X.shape[1]
+                if hasattr(self, "feature_names_in_"):
+                    del self.feature_names_in_
+            elif X.shape[1] != self.n_features_in_:
                 raise ValueError(
                     f"X has {X.shape[1]} features, but {type(self).__name__} "
                     f"is expecting {self.n_features_in_} features as input."

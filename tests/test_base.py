@@ -490,3 +490,49 @@ def test_integer_labels_that_are_column_indices_map_directly():
             resolve_classes(labels, 60, classes=np.unique(labels))
         emitted.append(sorted(str(w.message) for w in caught))
     assert emitted[0] == emitted[1]
+
+
+def test_refit_on_an_array_after_a_dataframe_forgets_the_feature_names():
+    """A fit on a plain float array (validated without scikit-learn's
+    dataframe search) does what ``validate_data`` does: ``n_features_in_``
+    set, the names of an earlier fit on a dataframe removed."""
+    pd = pytest.importorskip("pandas")
+    Z, y = make_miscalibrated_logits(300, 4, random_state=0)
+    frame = pd.DataFrame(Z, columns=["a", "b", "c", "d"])
+    ts = TemperatureScaling(device="cpu").fit(frame, y)
+    assert list(ts.feature_names_in_) == ["a", "b", "c", "d"]
+    ts.fit(Z[:, :3], y % 3)
+    assert not hasattr(ts, "feature_names_in_") and ts.n_features_in_ == 3
+    with pytest.raises(ValueError, match="X has 4 features, but TemperatureScaling"):
+        ts.predict_proba(Z)
+
+
+@pytest.mark.parametrize("form", ["array", "list", "float32", "read-only"])
+def test_metrics_read_any_form_of_probabilities_alike(form):
+    """Plain float arrays skip scikit-learn's ``check_array``: the metrics'
+    values are those of the other forms, and empty or 3-D arrays are still
+    refused with scikit-learn's messages."""
+    from skcal.metrics import expected_calibration_error, spiegelhalter_test
+
+    Z, y = make_miscalibrated_logits(500, 5, random_state=1)
+    P = softmax(Z, axis=1)
+    given = {
+        "array": P,
+        "list": P.tolist(),
+        "float32": P.astype(np.float32),
+        "read-only": np.array(P),
+    }[form]
+    if form == "read-only":
+        given.setflags(write=False)
+    rel = 1e-5 if form == "float32" else 1e-12
+    labels = list(y) if form == "list" else y
+    assert spiegelhalter_test(labels, given).normalized == pytest.approx(
+        spiegelhalter_test(y.tolist(), P.tolist()).normalized, rel=rel
+    )
+    assert expected_calibration_error(labels, given) == pytest.approx(
+        expected_calibration_error(y.tolist(), P.tolist()), rel=rel
+    )
+    with pytest.raises(ValueError, match="0 sample"):
+        expected_calibration_error(y[:0], P[:0])
+    with pytest.raises(ValueError, match="dim 3"):
+        expected_calibration_error(y, P[:, :, None])

@@ -708,13 +708,14 @@ def check_proba_targets(
     """
     y_true, y_proba, sample_weight = map(as_numpy, (y_true, y_proba, sample_weight))
     tol = sum_tolerance(getattr(y_proba, "dtype", None))
-    y_proba = check_array(
-        y_proba,
-        ensure_2d=False,
-        dtype=[np.float64, np.float32],
-        ensure_all_finite=False,
-        input_name="y_proba",
-    )
+    if not _plain_float_array(y_proba):  # else what check_array would return
+        y_proba = check_array(
+            y_proba,
+            ensure_2d=False,
+            dtype=[np.float64, np.float32],
+            ensure_all_finite=False,
+            input_name="y_proba",
+        )
     if y_proba.ndim == 1 or (y_proba.ndim == 2 and y_proba.shape[1] == 1):
         p = y_proba.reshape(-1).astype(np.float64)
         y_proba = np.column_stack([1.0 - p, p])
@@ -723,7 +724,8 @@ def check_proba_targets(
             f"y_proba must be 1-D (binary) or 2-D (n_samples, n_classes); got "
             f"{y_proba.ndim} dimensions."
         )
-    y_true = column_or_1d(y_true)
+    if not (type(y_true) is np.ndarray and y_true.ndim == 1):
+        y_true = column_or_1d(y_true)
     check_consistent_length(y_true, y_proba)
     checked = check_probabilities(
         y_proba,
@@ -754,6 +756,19 @@ def check_proba_targets(
     if top_label:
         return proba, y_index, sample_weight, checked[1], checked[2]
     return proba, y_index, sample_weight
+
+
+def _plain_float_array(X) -> bool:
+    """Whether ``X`` is a non-empty 1-D or 2-D float32/float64 numpy array,
+    which scikit-learn's ``check_array`` (no finiteness check) returns as
+    it is, after a search for a dataframe that costs more than a small
+    metric's work."""
+    return (
+        type(X) is np.ndarray
+        and X.dtype in (np.float64, np.float32)
+        and X.ndim in (1, 2)
+        and X.size > 0
+    )
 
 
 def check_class_weight(class_weight, n_classes: int, *, frequencies=None):
