@@ -572,7 +572,8 @@ def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
     y_index : ndarray of shape (n_samples,) of int64
         Column index of each label.
     """
-    y = column_or_1d(y, warn=True)
+    if not (type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind != "c"):
+        y = column_or_1d(y, warn=True)  # (a 1-D array: itself)
     if y.dtype.kind == "f" and not np.isfinite(y).all():
         raise ValueError(
             "y contains NaN or infinite labels; labels must be finite class "
@@ -639,6 +640,8 @@ def check_sample_weight(
     underflow. With ``allow_zero`` weights that are all 0 are accepted (one
     chunk of a larger set, whose total is checked when it is complete).
     """
+    if sample_weight is None:  # what scikit-learn returns, without its checks
+        return np.ones(n_samples)
     # scikit-learn refuses all-zero weights only where it offers the option
     options = {"allow_all_zero_weights": True} if allow_zero and _ALL_ZERO else {}
     weights = _check_sample_weight(
