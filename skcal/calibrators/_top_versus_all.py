@@ -124,14 +124,16 @@ def _softmax2(scores: np.ndarray) -> np.ndarray:
     return np.maximum(out, PROBA_EPS, out=out)
 
 
-def _replace_top(shares: np.ndarray, top: np.ndarray, confidence) -> np.ndarray:
-    """``confidence`` on the top class, the others in the proportions of the
-    softmax of ``shares`` (see :func:`replace_top_label_inplace`); the top
-    class at least ties with every other."""
+def _replace_top(shares, top, confidence, complement=None) -> np.ndarray:
+    """``confidence`` on the top class, the others sharing ``complement``
+    (``1 - confidence`` if None) in the proportions of the softmax of
+    ``shares`` (see :func:`replace_top_label_inplace`); the top class at
+    least ties with every other."""
     P = softmax_into(shares, np.empty(shares.shape))
     return replace_top_label_inplace(
-        P, shares, top, confidence, floor=_FLOOR, keep_argmax=True
-    )
+        P, shares, top, confidence, floor=_FLOOR, keep_argmax=True,
+        complement=complement,
+    )  # fmt: skip
 
 
 def binary_log_proba(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
@@ -728,24 +730,28 @@ class TopVersusAll(BaseCalibrator):
 
     # ------------------------------------------------------------- predict
     def _confidence_and_shares(self, logits, top, owned=False):
-        """The calibrated confidence of the argmax ``top`` of ``logits`` and
-        the logits whose softmax over the other classes gives their shares
+        """The calibrated confidence ``c`` of the argmax ``top`` of
+        ``logits``, its complement where known more accurately than ``1 -
+        c`` (the others' total of a softmax, which ``1 - c`` rounds to 0
+        for near-certain rows; None for a binary calibrator) and the logits
+        whose softmax over the other classes gives their shares
         (``logits`` themselves, divided in place if ``owned``)."""
         logits = np.asarray(logits, dtype=np.float64)
         if self.calibrator_ is None:  # no binary problem: the identity
-            return np.exp(_top_log_probabilities(logits, top)[0]), logits
+            log_c, log_rest = _top_log_probabilities(logits, top)
+            return np.exp(log_c), np.exp(log_rest), logits
         if self.scaling_:
             scaled = self.calibrator_._calibrated_logits(_shifted(logits))
-            log_c, _ = _top_log_probabilities(scaled, top)
+            log_c, log_rest = _top_log_probabilities(scaled, top)
             shares = scaled if self.redistribution == "temperature" else logits
-            return np.exp(log_c), shares
+            return np.exp(log_c), np.exp(log_rest), shares
         confidence = self._binary_confidence(binary_log_proba(logits, top))
         if self.temperature_ != 1.0:
             if owned:
                 logits /= self.temperature_
             else:
                 logits = logits / self.temperature_
-        return confidence, logits
+        return confidence, None, logits
 
     def _binary_confidence(self, scores):
         """The binary calibrator's probability of "right" for ``scores``
@@ -773,58 +779,78 @@ class TopVersusAll(BaseCalibrator):
         sums of the others, the others rescaled in place. Otherwise the
         logits ``log(P)`` are taken in place and mapped as logits.
         """
+        if self._temperature_only():  # softmax(log(P) / T), in P itself
+            return self._temperature_proba(log_probabilities_inplace(P), logits)
         if self.scaling_ or self.temperature_ != 1.0:
             return self._proba(log_probabilities_inplace(P), owned=True)
         top = np.argmax(P, axis=1)
+        complement = None
         if self.calibrator_ is None:
             c, rest = _top_and_rest(P, top)
-            confidence = c / (c + rest)
+            confidence, complement = c / (c + rest), rest / (c + rest)
         else:
             scores = _binary_scores_of_probabilities(P, top)
             confidence = self._binary_confidence(scores)
         return replace_top_label_inplace(
-            P, logits, top, confidence, floor=_FLOOR, keep_argmax=True
+            P, logits, top, confidence, floor=_FLOOR, keep_argmax=True,
+            complement=complement,
+        )  # fmt: skip
+
+    def _temperature_only(self) -> bool:
+        """Whether the model is temperature scaling with its own shares."""
+        return (
+            self.scaling_
+            and self.redistribution == "temperature"
+            and type(self.calibrator_) is TemperatureScaling
         )
 
-    def _temperature_proba(self, logits):
+    def _temperature_proba(self, logits, rows_of=None):
         """``softmax(z / T)``, the calibrated probabilities of temperature
         scaling with its own shares, in one softmax.
 
+        With ``rows_of`` (``rows_of[rows]`` gives the logits of those rows,
+        as :class:`~skcal.base._LogRows` does), ``logits`` is our own array,
+        divided and turned into the probabilities in place, and the rows of
+        the general path are read from ``rows_of``.
+
         The general path computes ``c`` as ``exp(log c)`` and rescales the
-        others to ``1 - c`` (floored at 1e-300): the same up to rounding,
-        relative ``eps / (1 - c)`` on the other classes. Rows where that is
-        not negligible (``1 - c < 1e-5``) or with shares below ``1e-290``
-        take the general path, so that :meth:`predict_proba` stays the
-        exponential of :meth:`predict_log_proba`. Only those rows need their
-        top class (the argmax of ``z``): in the softmax, the top class's
-        share is ``exp(0) / sum``, which no other share (of an ``exp`` of a
-        negative number, at most 1) exceeds. ``logits`` is not modified.
+        others to their total, the sum of their shares (never ``1 - c``,
+        which rounds to 0 near certainty), floored at 1e-300: the same up
+        to rounding. Rows near certainty (``1 - c < 1e-5``) or with shares
+        below ``1e-290`` take the general path, so that
+        :meth:`predict_proba` stays the exponential of
+        :meth:`predict_log_proba`. Only those rows need their top class
+        (the argmax of ``z``): in the softmax, the top class's share is
+        ``exp(0) / sum``, which no other share (of an ``exp`` of a negative
+        number, at most 1) exceeds. Without ``rows_of``, ``logits`` is not
+        modified.
         """
         temperature = self.calibrator_.temperature_
-        P = softmax_inplace(np.divide(logits, temperature, dtype=np.float64))
+        if rows_of is None:
+            P = softmax_inplace(np.divide(logits, temperature, dtype=np.float64))
+            rows_of = logits
+        else:
+            P = softmax_inplace(np.divide(logits, temperature, out=logits))
         general = row_max(P) > 1.0 - _EXACT_REST
         if P.min() < _SUM_FLOOR:
             general |= row_min(P) < _SUM_FLOOR
         if general.any():
             rows = np.flatnonzero(general)
-            top = np.argmax(logits[rows], axis=1)
-            z = np.divide(logits[rows], temperature, dtype=np.float64)
-            confidence = np.exp(_top_log_probabilities(z, top)[0])
-            P[rows] = _replace_top(z, top, confidence)
+            given = rows_of[rows]
+            top = np.argmax(given, axis=1)
+            z = np.divide(given, temperature, dtype=np.float64)
+            log_c, log_rest = _top_log_probabilities(z, top)
+            P[rows] = _replace_top(z, top, np.exp(log_c), np.exp(log_rest))
         return P
 
     def _proba(self, logits, owned):
         if logits.shape[0] == 0:
             return np.empty(logits.shape)
-        if (
-            self.scaling_
-            and self.redistribution == "temperature"
-            and type(self.calibrator_) is TemperatureScaling
-        ):
+        if self._temperature_only():
             return self._temperature_proba(logits)
         top = np.argmax(logits, axis=1)
-        confidence, shares = self._confidence_and_shares(logits, top, owned)
-        return _replace_top(shares, top, confidence)
+        confidence, complement, shares = self._confidence_and_shares(logits, top, owned)
+        return _replace_top(shares, top, confidence, complement)
 
     def _calibrated_proba(self, logits):
         return self._proba(logits, owned=False)
@@ -836,6 +862,8 @@ class TopVersusAll(BaseCalibrator):
         if logits.shape[0] == 0:
             return np.empty(logits.shape)
         top = np.argmax(logits, axis=1)
-        confidence, shares = self._confidence_and_shares(logits, top)
-        out = replace_top_label(shares, top, confidence, log=True, keep_argmax=True)
+        confidence, complement, shares = self._confidence_and_shares(logits, top)
+        out = replace_top_label(
+            shares, top, confidence, log=True, keep_argmax=True, complement=complement
+        )
         return _top_first(out, top)

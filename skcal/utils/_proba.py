@@ -77,11 +77,13 @@ def replace_top_label_inplace(
     *,
     floor: float = 0.0,
     keep_argmax: bool = False,
+    complement=None,
 ) -> np.ndarray:
     """:func:`replace_top_label` of ``logits``, computed over their softmax.
 
     With ``floor``, ``c`` and ``1 - c`` are floored there (``floor=1e-300``
     gives the softmax of ``replace_top_label(..., log=True)``);
+    ``complement`` as for :func:`replace_top_label`;
     ``keep_argmax`` as for :func:`replace_top_label`, and the top class's
     probability is then at least every other's in the result (ties where
     rounding would have put another a unit in the last place ahead).
@@ -114,11 +116,13 @@ def replace_top_label_inplace(
     small = others < _SUM_FLOOR
     if underflow is not None:
         small |= underflow
+    raised = None
     if keep_argmax:  # c >= the largest other's share: 1 / (1 + others / largest)
         largest = row_max(proba)
         least = largest / np.maximum(others + largest, _SUM_FLOOR)
+        raised = c < least
         c = np.maximum(c, least)
-    rest = np.maximum(1.0 - c, floor)
+    rest = np.maximum(_complement(c, complement, raised), floor)
     factor = rest / np.where(small, 1.0, others)
     scale_rows_inplace(proba, factor)
     value = np.maximum(c, floor)
@@ -132,16 +136,30 @@ def replace_top_label_inplace(
         rows = np.flatnonzero(small)
         z = np.array(logits[rows], dtype=np.float64)
         args = (z, top[rows], c[rows])
+        kwargs = {"keep_argmax": keep_argmax, "complement": rest[rows]}
         if floor > 0:  # the log path floors, and is the reference
-            block = np.exp(replace_top_label(*args, log=True, keep_argmax=keep_argmax))
+            block = np.exp(replace_top_label(*args, log=True, **kwargs))
         else:
-            block = replace_top_label(*args, keep_argmax=keep_argmax)
+            block = replace_top_label(*args, **kwargs)
         if keep_argmax:  # exp may round the top a unit below another
             block[np.arange(len(rows)), top[rows]] = np.maximum(
                 block[np.arange(len(rows)), top[rows]], block.max(axis=1)
             )
         proba[rows] = block
     return proba
+
+
+def _complement(c: np.ndarray, complement, raised) -> np.ndarray:
+    """The others' total: ``complement`` where given (``1 - c`` known more
+    accurately than the subtraction, which is 0 for a ``c`` within
+    rounding of 1), else ``1 - c``; ``1 - c`` where ``raised`` (``c`` was
+    raised to the largest other's share, and ``complement`` is stale)."""
+    if complement is None:
+        return 1.0 - c
+    complement = np.asarray(complement, dtype=np.float64)
+    if raised is None or not raised.any():
+        return complement
+    return np.where(raised, 1.0 - c, complement)
 
 
 def _hold_top(values: np.ndarray, top: np.ndarray, rows: np.ndarray) -> None:
@@ -162,6 +180,7 @@ def replace_top_label(
     *,
     log: bool = False,
     keep_argmax: bool = False,
+    complement=None,
 ) -> np.ndarray:
     """Give class ``top`` probability ``confidence``; the others share the rest.
 
@@ -197,6 +216,11 @@ def replace_top_label(
         Give ``top`` at least the probability of every other class:
         ``c >= 1 / (1 + sum_{j != top} exp(z_j - z_2))``, ``z_2`` the
         largest other logit.
+    complement : ndarray of shape (n_samples,), default=None
+        The others' total ``1 - confidence``, where the caller knows it more
+        accurately than the subtraction: a confidence within rounding of 1
+        (``1 - c`` is then 0) whose others still hold, say, 1e-26 (computed
+        as the sum of their shares). None: ``1 - confidence``.
 
     Returns
     -------
@@ -211,17 +235,19 @@ def replace_top_label(
     second = z.max(axis=1, keepdims=True)  # the largest of the others
     z -= second  # <= 0, with 0 at the largest other class: the sum is >= 1
     total = np.exp(z).sum(axis=1, keepdims=True)
-    held = None
+    held = raised = None
     if keep_argmax:
         least = 1.0 / (1.0 + total[:, 0])
-        held = np.flatnonzero(c < least)
+        raised = c < least
+        held = np.flatnonzero(raised)
         c = np.maximum(c, least)
+    rest = _complement(c, complement, raised)
     if not log:
-        out = np.exp(z) / total * (1.0 - c)[:, None]
+        out = np.exp(z) / total * rest[:, None]
         out[rows, top] = c
     else:
         z -= np.log(total)
-        out = z + np.log(np.maximum(1.0 - c, _LOG_FLOOR))[:, None]
+        out = z + np.log(np.maximum(rest, _LOG_FLOOR))[:, None]
         out[rows, top] = np.log(np.maximum(c, _LOG_FLOOR))
         # logits spanning more than the float64 range give z = -inf
         np.maximum(out, np.finfo(np.float64).min, out=out)

@@ -420,6 +420,61 @@ def test_temperature_floors_the_others_of_extreme_rows():
     np.testing.assert_allclose(P, expected, rtol=1e-12, atol=0)
 
 
+def test_temperature_on_probabilities_is_the_softmax_of_their_scaled_logs():
+    """With ``input="proba"`` the default model maps the probabilities in
+    the validation's copy: ``softmax(log(p) / T)`` (scipy, written out
+    here), the others of near-certain rows floored as above, and the
+    input left as it was."""
+    Zc, yc = _synthetic(2000, 6, scale=4.0)
+    tva = TopVersusAll(input="proba").fit(softmax(Zc, axis=1), yc)
+    T = tva.calibrator_.temperature_
+    Zt, _ = _synthetic(3000, 6, seed=5, scale=4.0)
+    Zt[:20] *= 60.0  # near-certain rows: the others sum below 1e-5 or 1e-300
+    Pt = softmax(Zt, axis=1)
+    before = Pt.copy()
+    P = tva.predict_proba(Pt)
+    np.testing.assert_array_equal(Pt, before)
+    log_q = log_softmax(np.log(_floored(Pt)) / T, axis=1)
+    masked = log_q.copy()
+    masked[np.arange(len(masked)), log_q.argmax(axis=1)] = -np.inf
+    others = logsumexp(masked, axis=1)
+    expected = np.exp(log_q)
+    floored = others < np.log(1e-300)
+    assert (others < np.log(1e-5)).sum() >= 10  # the general path's rows
+    np.testing.assert_allclose(P[~floored], expected[~floored], rtol=1e-11, atol=1e-300)
+    np.testing.assert_allclose(P[floored].max(axis=1), 1.0, rtol=1e-15)
+    np.testing.assert_allclose(
+        1.0 - P[floored].max(axis=1) + P[floored].min(axis=1), 1.0
+    )
+    assert (P[floored] > 0).all() and np.isfinite(np.log(P)).all()
+
+
+@pytest.mark.parametrize("redistribution", ["temperature", "proportional"])
+def test_near_certain_rows_keep_the_mass_of_their_other_classes(redistribution):
+    """Where ``1 - c`` rounds to 0 but the other classes still hold, say,
+    1e-26 of ``softmax(z / T)``, that mass is theirs (in both
+    ``predict_proba`` and ``predict_log_proba``), not the 1e-300 floor: the
+    log loss of a confident wrong prediction is -log(1e-26), not 690."""
+    Zc, yc = _synthetic(2000, 6, scale=4.0)
+    tva = TopVersusAll(redistribution=redistribution).fit(Zc, yc)
+    T = tva.calibrator_.temperature_
+    gaps = np.array([20.0, 60.0, 130.0, 460.0, 800.0]) * T  # others ~1e-8 .. 1e-347
+    Zt = np.zeros((len(gaps), 6))
+    Zt[:, 1:] = -gaps[:, None] * np.linspace(1.0, 2.0, 5)
+    log_q = log_softmax(Zt / T, axis=1)
+    if redistribution == "proportional":  # the same total, shared as softmax(z)
+        rest = logsumexp(log_q[:, 1:], axis=1, keepdims=True)
+        log_q[:, 1:] = log_softmax(Zt[:, 1:], axis=1) + rest
+    floored = logsumexp(log_q[:, 1:], axis=1) < np.log(1e-300)
+    assert floored.tolist() == [False, False, False, False, True]
+    got_log = tva.predict_log_proba(Zt)
+    np.testing.assert_allclose(got_log[~floored], log_q[~floored], rtol=1e-12)
+    got = tva.predict_proba(Zt)
+    np.testing.assert_allclose(got[~floored], np.exp(log_q[~floored]), rtol=1e-12)
+    others = logsumexp(got_log[floored][:, 1:], axis=1)
+    np.testing.assert_allclose(others, np.log(1e-300), rtol=1e-12)
+
+
 def test_verbose_shows_the_binary_temperature_fit(capsys):
     Zc, yc = _synthetic(500, 10)
     T0 = TopVersusAll().fit(Zc, yc).calibrator_.temperature_
