@@ -105,9 +105,10 @@ def _sklearn_iso(checked=False):
     )
 
 
-def _scipy_ts():
+def _scipy_ts(checked=False):
     """The paper's TS with TvA: ``T`` minimising the binary cross-entropy of
-    the top softmax probability of ``log P / T``, by scipy's bounded Brent."""
+    the top softmax probability of ``log P / T``, by scipy's bounded Brent;
+    with ``checked``, ``P`` first read by skcal's input checks."""
     from scipy.optimize import minimize_scalar
     from scipy.special import log_softmax, logsumexp, softmax
 
@@ -120,6 +121,8 @@ def _scipy_ts():
         return -np.mean(np.where(right, log_c, log_rest))
 
     def fit(P, y):
+        if checked:
+            _checked_top(P)
         Z = np.log(np.maximum(P, 1e-300))
         top = Z.argmax(axis=1)
         result = minimize_scalar(
@@ -131,6 +134,8 @@ def _scipy_ts():
         return float(np.exp(result.x))
 
     def predict(T, P):
+        if checked:
+            _checked_top(P)
         return softmax(np.log(np.maximum(P, 1e-300)) / T, axis=1)
 
     return fit, predict
@@ -174,6 +179,7 @@ def rows() -> list[Row]:
             skcal=_tva(),
             references=[
                 ("scipy TvA-TS (paper's loss)", _scipy_ts),
+                ("scipy TvA-TS + input checks", lambda: _scipy_ts(True)),
                 (
                     "skcal TS (multiclass NLL)",
                     _plain("TemperatureScaling", device="cpu"),
