@@ -34,10 +34,14 @@ from scipy import sparse
 from scipy.special import ndtr, ndtri
 from sklearn import config_context
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_array, check_consistent_length
+from sklearn.utils.validation import check_consistent_length
 
 from ..utils._sklearn import Interval, StrOptions, _BaseScorer, validate_params
-from ..utils._validation import check_proba_targets, check_sample_weight
+from ..utils._validation import (
+    check_proba_array,
+    check_proba_targets,
+    check_sample_weight,
+)
 from ..utils._warnings import warn
 from ._binning import assign_bins, bin_means, binned_errors, uniform_edges
 from ._cumulative import cumulative_calibration_error, ecce_binned_mean
@@ -476,13 +480,7 @@ def _evaluator(func, name, is_skcal, y_true, y_proba, sample_weight, params):
     if func in (negative_log_likelihood, brier_score):
         proba, _, _ = check_proba_targets(y_true, y_proba, labels=labels)
         return _row_losses(func, proba, y_index, opts, weight), y_index, weight
-    checked = check_array(
-        y_proba,
-        ensure_2d=False,
-        dtype=[np.float64, np.float32],
-        ensure_all_finite=False,
-        input_name="y_proba",
-    )
+    checked = check_proba_array(y_proba)
     uniform = opts.get("strategy", "uniform") == "uniform"
     if func in (expected_calibration_error, max_calibration_error) and uniform:
         _, _, _, pred, conf = check_proba_targets(

@@ -711,14 +711,7 @@ def check_proba_targets(
     """
     y_true, y_proba, sample_weight = map(as_numpy, (y_true, y_proba, sample_weight))
     tol = sum_tolerance(getattr(y_proba, "dtype", None))
-    if not _plain_float_array(y_proba):  # else what check_array would return
-        y_proba = check_array(
-            y_proba,
-            ensure_2d=False,
-            dtype=[np.float64, np.float32],
-            ensure_all_finite=False,
-            input_name="y_proba",
-        )
+    y_proba = check_proba_array(y_proba)
     if y_proba.ndim == 1 or (y_proba.ndim == 2 and y_proba.shape[1] == 1):
         p = y_proba.reshape(-1).astype(np.float64)
         y_proba = np.column_stack([1.0 - p, p])
@@ -761,16 +754,25 @@ def check_proba_targets(
     return proba, y_index, sample_weight
 
 
-def _plain_float_array(X) -> bool:
-    """Whether ``X`` is a non-empty 1-D or 2-D float32/float64 numpy array,
-    which scikit-learn's ``check_array`` (no finiteness check) returns as
-    it is, after a search for a dataframe that costs more than a small
-    metric's work."""
-    return (
-        type(X) is np.ndarray
-        and X.dtype in (np.float64, np.float32)
-        and X.ndim in (1, 2)
-        and X.size > 0
+def check_proba_array(y_proba) -> np.ndarray:
+    """``y_proba`` as a float32/float64 array of any dimension checked by
+    scikit-learn's ``check_array`` (not for finiteness). A non-empty 1-D or
+    2-D float32/float64 numpy array is returned as it is, as ``check_array``
+    would, without its search for a dataframe (which costs more than a
+    small metric's work)."""
+    if (
+        type(y_proba) is np.ndarray
+        and y_proba.dtype in (np.float64, np.float32)
+        and y_proba.ndim in (1, 2)
+        and y_proba.size > 0
+    ):
+        return y_proba
+    return check_array(
+        y_proba,
+        ensure_2d=False,
+        dtype=[np.float64, np.float32],
+        ensure_all_finite=False,
+        input_name="y_proba",
     )
 
 

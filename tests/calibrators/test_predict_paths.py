@@ -203,17 +203,23 @@ def _probabilities(n, n_classes, seed, dtype=np.float64):
     return P
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_the_validated_copy_is_the_renormalised_probabilities(dtype):
-    # 40,000 x 10: several validation blocks of rows; one block holds a
-    # value a little below 0 and one a little above 1 (within tolerance)
-    P = _probabilities(40_000, 10, seed=12, dtype=dtype)
+def _edge_probabilities(seed, dtype):
+    """40,000 x 10: several validation blocks of rows; one block holds a
+    value a little below 0 and one a little above 1 (within tolerance, both
+    clipped), next to a one-hot row (zeros, floored); with their clipped
+    float64 copy."""
+    P = _probabilities(40_000, 10, seed=seed, dtype=dtype)
     P[25_000, :2] = [-5e-6, 5e-6 + P[25_000, :2].sum()]
     P[35_000, :] = 0.0
     P[35_000, 0] = 1 + 5e-6
+    return P, np.clip(P.astype(np.float64), 0.0, 1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_validated_copy_is_the_renormalised_probabilities(dtype):
+    P, clipped = _edge_probabilities(12, dtype)
     before = P.copy()
     tol = sum_tolerance(dtype)
-    clipped = np.clip(P.astype(np.float64), 0.0, 1.0)
     renormalised = clipped / clipped.sum(axis=1, keepdims=True)
     got = check_probabilities(P, tol=tol)
     assert got.dtype == np.float64 and not np.may_share_memory(got, P)
@@ -248,15 +254,9 @@ def test_invalid_probabilities_are_still_refused():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_visited_blocks_are_the_floored_copy(dtype):
-    # 40,000 x 10: several blocks, one with an entry a little below 0 and
-    # one a little above 1 (clipped), and a one-hot row (floored zeros)
-    P = _probabilities(40_000, 10, seed=21, dtype=dtype)
-    P[25_000, :2] = [-5e-6, 5e-6 + P[25_000, :2].sum()]
-    P[35_000, :] = 0.0
-    P[35_000, 0] = 1 + 5e-6
+    P, clipped = _edge_probabilities(21, dtype)
     before = P.copy()
     tol = sum_tolerance(dtype)
-    clipped = np.clip(P.astype(np.float64), 0.0, 1.0)
     expected = np.maximum(clipped / clipped.sum(axis=1, keepdims=True), PROBA_EPS)
     got, seen = np.full(P.shape, np.nan), []
 
