@@ -15,7 +15,7 @@ from ._torch._threads import threaded
 from ._torch.kernels import affine_rows, softmax_inplace
 from .exceptions import MissingClassWarning
 from .utils._dask import lazy_on_dask
-from .utils._sklearn import StrOptions, _fit_context
+from .utils._sklearn import CachedParamNames, StrOptions, _fit_context
 from .utils._validation import (
     PROBA_EPS,
     as_numpy,
@@ -183,7 +183,7 @@ def negative_log_loss(log_proba, y, classes, sample_weight=None) -> float:
     return float(np.average(log_p, weights=sample_weight))
 
 
-class BaseCalibrator(ClassifierMixin, BaseEstimator):
+class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     """Base class for score calibrators.
 
     A score calibrator learns a map from a classifier's scores ``X`` of shape
@@ -563,7 +563,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         return tags
 
 
-class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
+class BaseLocalCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     """Base class for local calibrators, fitted on embeddings.
 
     A local calibrator learns region-dependent corrections over the frozen

@@ -183,10 +183,13 @@ def visit_probabilities(P, visit, name: str = "X", *, tol: float = SUM_TOL) -> N
     """Validate ``P`` as ``check_probabilities(P, name, tol=tol, floor=True)``
     does, handing the copy to ``visit`` block by block instead of returning it.
 
-    ``visit(rows, Q)`` is called for each block of rows (a slice) with ``Q``
-    the block's renormalised, floored float64 copy: the rows that
+    ``visit(rows, Q, top)`` is called for each block of rows (a slice) with
+    ``Q`` the block's renormalised, floored float64 copy (the rows that
     :func:`check_probabilities` would return, computed the same way, in a
-    cache-sized scratch array that the next block overwrites. The checks
+    cache-sized scratch array that the next block overwrites) and ``top``
+    each row's argmax in ``P`` as given (the first on ties), read with the
+    checks: that of ``Q`` too, but where the division by the row sum (which
+    keeps the order of a row's entries) rounds two of them into a tie. The checks
     run after the last block: ``visit`` may see the rows of an invalid
     ``P`` (NaN and all), and its results must be discarded when this
     raises. For a caller that needs only a few numbers per row (the top
@@ -195,7 +198,7 @@ def visit_probabilities(P, visit, name: str = "X", *, tol: float = SUM_TOL) -> N
     P = np.asarray(P)
     if P.dtype != np.float32 and P.dtype != np.float64:
         P = np.asarray(P, dtype=np.float64)
-    scan = _Scan(P, False, True, visit=visit)
+    scan = _Scan(P, True, True, visit=visit)
     _scan_and_check(P, scan, tol, name, renormalize=True, log=False, floor=True)
 
 
@@ -267,7 +270,7 @@ class _Scan:
                         renormalize=renormalize, log=log, floor=floor,
                     )  # fmt: skip
                     if self.visit is not None:
-                        self.visit(rows, out)
+                        self.visit(rows, out, self.pred[rows])
             # np.minimum / np.maximum keep a NaN (Python's min and max drop it)
             self.low = float(np.minimum(self.low, lows.min()))
             self.high = float(np.maximum(self.high, highs.max()))

@@ -259,15 +259,18 @@ def test_visited_blocks_are_the_floored_copy(dtype):
     tol = sum_tolerance(dtype)
     expected = np.maximum(clipped / clipped.sum(axis=1, keepdims=True), PROBA_EPS)
     got, seen = np.full(P.shape, np.nan), []
+    tops = np.full(len(P), -1)
 
-    def visit(rows, Q):
+    def visit(rows, Q, top):
         seen.append((rows.start, rows.stop))
         got[rows] = Q
+        tops[rows] = top
 
     visit_probabilities(P, visit, tol=tol)
     assert len(seen) > 1 and seen[0][0] == 0 and seen[-1][1] == len(P)
     assert all(a[1] == b[0] for a, b in zip(seen, seen[1:]))  # each row once
     np.testing.assert_allclose(got, expected, rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(tops, np.argmax(P, axis=1))  # of P as given
     np.testing.assert_array_equal(got, check_probabilities(P, tol=tol, floor=True))
     np.testing.assert_array_equal(P, before)
 
@@ -280,7 +283,7 @@ def test_visited_invalid_probabilities_are_refused_as_by_the_copy():
         with pytest.raises(ValueError) as copied:
             check_probabilities(bad, floor=True)
         with pytest.raises(ValueError) as visited:
-            visit_probabilities(bad, lambda rows, Q: None)
+            visit_probabilities(bad, lambda rows, Q, top: None)
         assert str(visited.value) == str(copied.value)
 
 
