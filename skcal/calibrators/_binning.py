@@ -140,18 +140,19 @@ def _tie_starts(x):
     return np.flatnonzero(new)
 
 
-def _pava(x, target, weight):
+def _pava(x, target, weight, order=None):
     """``(x_unique, total_weight, fitted)``: the isotonic fit on the distinct ``x``.
 
     Samples of zero weight are dropped, tied ``x`` (within ``_TIE_EPS`` of
     their group's first, as scikit-learn) are merged into their weighted mean
     target at the group's first ``x``, and scipy's pool-adjacent-violators
-    solves the weighted problem (values clipped to [0, 1]).
+    solves the weighted problem (values clipped to [0, 1]). ``order``, if
+    given, sorts ``x`` (non-decreasing; see :func:`_opposite_orders`).
     """
+    if order is None:
+        order = np.argsort(x)
     if weight is not None and not weight.all():
-        positive = weight > 0
-        x, target, weight = x[positive], target[positive], weight[positive]
-    order = np.argsort(x)
+        order = order[weight[order] > 0]
     x = x[order]
     starts = _tie_starts(x)
     if weight is None:
@@ -165,7 +166,22 @@ def _pava(x, target, weight):
     return x[starts], total, values
 
 
-def _isotonic_knots(x, target, weight):
+def _opposite_orders(scores: np.ndarray) -> list:
+    """An order that sorts each column of ``scores``, or None for a column
+    to be sorted on its own: with two columns that rank the rows in
+    opposite orders (a binary problem's ``1 - p`` and ``p``), one sort of
+    the second serves both, reversed for the first (which is checked to
+    fall along it). The order among tied scores, which no sort fixes,
+    changes only the rounding of weighted sums over ties."""
+    if scores.shape[1] != 2:
+        return [None] * scores.shape[1]
+    order = np.argsort(scores[:, 1])
+    if np.all(np.diff(scores[order, 0]) <= 0):
+        return [order[::-1], order]
+    return [None, order]
+
+
+def _isotonic_knots(x, target, weight, order=None):
     """Knots and values of the increasing isotonic fit of ``target`` on ``x``.
 
     The fit of scikit-learn's ``IsotonicRegression(y_min=0, y_max=1)``
@@ -174,7 +190,7 @@ def _isotonic_knots(x, target, weight):
     same piecewise-linear function). One sort and a few vector passes: 4
     times faster than the estimator's per-call checks and copies.
     """
-    knots, _, values = _pava(x, target, weight)
+    knots, _, values = _pava(x, target, weight, order)
     if values.size > 2:
         keep = np.ones(values.size, dtype=bool)
         keep[1:-1] = (values[:-2] != values[1:-1]) | (values[1:-1] != values[2:])
@@ -182,7 +198,7 @@ def _isotonic_knots(x, target, weight):
     return knots, values
 
 
-def _centered_isotonic_knots(x, target, weight):
+def _centered_isotonic_knots(x, target, weight, order=None):
     """Knots and values of the centred isotonic fit (Oron & Flournoy 2017).
 
     The isotonic fit of :func:`_pava` is constant on blocks of consecutive
@@ -193,7 +209,7 @@ def _centered_isotonic_knots(x, target, weight):
     ends are kept), and the first and last blocks keep their outer end, so
     that the map spans the calibration range (constant outside it).
     """
-    xu, total, values = _pava(x, target, weight)
+    xu, total, values = _pava(x, target, weight, order)
     starts = np.flatnonzero(np.append(True, values[1:] != values[:-1]))
     ends = np.append(starts[1:], values.size) - 1
     first, last = xu[starts], xu[ends]
@@ -514,9 +530,16 @@ class IsotonicCalibrator(OneVsRestCalibrator):
     def _start_maps(self, n_classes):
         self.thresholds_, self.values_ = [None] * n_classes, [None] * n_classes
 
+    def _fit_scores(self, scores, y_index, sample_weight):
+        self._orders = _opposite_orders(scores)  # for this fit only
+        try:
+            super()._fit_scores(scores, y_index, sample_weight)
+        finally:
+            del self._orders
+
     def _fit_class(self, k, scores, positive, sample_weight):
         self.thresholds_[k], self.values_[k] = _isotonic_knots(
-            scores, positive.astype(np.float64), sample_weight
+            scores, positive.astype(np.float64), sample_weight, self._orders[k]
         )
         return True
 
@@ -753,7 +776,7 @@ class CenteredIsotonicCalibrator(IsotonicCalibrator):
 
     def _fit_class(self, k, scores, positive, sample_weight):
         self.thresholds_[k], self.values_[k] = _centered_isotonic_knots(
-            scores, positive.astype(np.float64), sample_weight
+            scores, positive.astype(np.float64), sample_weight, self._orders[k]
         )
         self._progress.step(f"class {k}: {len(self.values_[k])} knots")
         return True

@@ -167,13 +167,6 @@ def _top_and_rest(P: np.ndarray, top: np.ndarray, c=None, rest=None):
     return c, rest
 
 
-def _binary_scores_of_probabilities(P: np.ndarray, top: np.ndarray) -> np.ndarray:
-    """:func:`binary_log_proba` of ``log(P)`` computed from validated
-    probabilities ``P`` (C-contiguous float64, floored at ``PROBA_EPS``; left
-    as it was): see :func:`_binary_scores`."""
-    return _binary_scores(*_top_and_rest(P, top))
-
-
 def _binary_scores(c: np.ndarray, rest: np.ndarray) -> np.ndarray:
     """``[log(rest / (c + rest)), log(c / (c + rest))]`` of each row's top
     entry ``c`` and sum of the others ``rest``, ``log(1 - c)`` floored as in
@@ -184,6 +177,54 @@ def _binary_scores(c: np.ndarray, rest: np.ndarray) -> np.ndarray:
         scores[:, 0] = np.maximum(np.log(rest), _LOG_TINY) - log_total
         scores[:, 1] = np.log(c) - log_total
     return scores
+
+
+def _binary_proba(c: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """``[rest, c] / (c + rest)`` floored at ``PROBA_EPS``: the softmax of
+    :func:`_binary_scores` (to a few units in the last place) without its
+    logarithms and exponentials."""
+    out = np.empty((len(c), 2))
+    total = c + rest
+    np.divide(rest, total, out=out[:, 0])
+    np.divide(c, total, out=out[:, 1])
+    return np.maximum(out, PROBA_EPS, out=out)
+
+
+class _BinaryProblem:
+    """The binary problem of the top labels, as each binary calibrator reads
+    it: the scores ``[log(1 - c), log c]`` or their softmax ``[1 - c, c]``.
+
+    Given logits, ``scores`` (the probabilities are their softmax); given
+    validated probabilities, each row's top entry ``c`` and the sum of its
+    others ``rest``, from which both are direct (the probabilities without
+    a logarithm). ``problem[rows]`` gives the scores of those rows (the
+    logits that a calibrator of probabilities reads only for its fallback
+    rows)."""
+
+    def __init__(self, scores=None, c=None, rest=None):
+        self._scores, self.c, self.rest = scores, c, rest
+
+    @classmethod
+    def of_probabilities(cls, P: np.ndarray, top: np.ndarray) -> _BinaryProblem:
+        """From validated probabilities ``P`` (C-contiguous float64, floored
+        at ``PROBA_EPS``; left as it was) and their argmax ``top``."""
+        return cls(None, *_top_and_rest(P, top))
+
+    def scores(self) -> np.ndarray:
+        if self._scores is None:
+            self._scores = _binary_scores(self.c, self.rest)
+        return self._scores
+
+    def __getitem__(self, rows) -> np.ndarray:
+        if self._scores is None:
+            return _binary_scores(self.c[rows], self.rest[rows])
+        return self._scores[rows]
+
+    def proba(self, inner, *, predict: bool = False) -> np.ndarray:
+        """What ``inner``, a skcal calibrator of probabilities, is given."""
+        if self.c is None:
+            return _softmax2(_binary_input(inner, self.scores(), predict=predict))
+        return _binary_proba(self.c, self.rest)
 
 
 class _TopRows:
@@ -579,7 +620,7 @@ class TopVersusAll(BaseCalibrator):
             np.argmax(logits, axis=1),
             y_index,
             sample_weight,
-            scores=lambda top: binary_log_proba(logits, top),
+            binary=lambda top: _BinaryProblem(binary_log_proba(logits, top)),
             logits=lambda: logits,
         )
 
@@ -604,22 +645,23 @@ class TopVersusAll(BaseCalibrator):
         scores from ``P`` itself (as in the predictions), its logs taken in
         place only for a scaling calibrator or the others' temperature."""
         if isinstance(P, _TopRows):
-            scores = _binary_scores(P.c, P.rest)
+            binary = _BinaryProblem(None, P.c, P.rest)
             self._fit_top(
-                P.top, y_index, sample_weight, scores=lambda top: scores, logits=None
+                P.top, y_index, sample_weight, binary=lambda top: binary, logits=None
             )
             return
         self._fit_top(
             np.argmax(P, axis=1),
             y_index,
             sample_weight,
-            scores=lambda top: _binary_scores_of_probabilities(P, top),
+            binary=lambda top: _BinaryProblem.of_probabilities(P, top),
             logits=lambda: log_probabilities_inplace(P),
         )
 
-    def _fit_top(self, top, y_index, sample_weight, *, scores, logits):
-        """Fit on the top classes ``top``; ``scores(top)`` gives the binary
-        scores, ``logits()`` the logits (called once, after ``scores``)."""
+    def _fit_top(self, top, y_index, sample_weight, *, binary, logits):
+        """Fit on the top classes ``top``; ``binary(top)`` gives the binary
+        problem (a :class:`_BinaryProblem`), ``logits()`` the logits (called
+        once, after ``binary``)."""
         right = (top == y_index).astype(np.float64)
         positive = sample_weight > 0
         n_right = int(right[positive].sum())
@@ -645,7 +687,7 @@ class TopVersusAll(BaseCalibrator):
             self._fit_scaling(inner, logits(), top, right, sample_weight)
             self.temperature_ = None
         else:
-            self._fit_binary(inner, scores(top), right, sample_weight)
+            self._fit_binary(inner, binary(top), right, sample_weight)
             self.temperature_ = 1.0
             if self.redistribution == "temperature":
                 z = np.asarray(logits(), dtype=np.float64)
@@ -653,13 +695,14 @@ class TopVersusAll(BaseCalibrator):
                 self.temperature_ = float(1.0 / beta)
         self.calibrator_ = inner
 
-    def _fit_binary(self, inner, scores, right, sample_weight):
-        """Fit ``inner`` on the binary problem ``scores = [log(1 - c), log c]``.
+    def _fit_binary(self, inner, binary, right, sample_weight):
+        """Fit ``inner`` on the :class:`_BinaryProblem` ``binary``.
 
         A skcal calibrator is fitted by its private ``_fit`` on the binary
         scores as its own validation would give them (finite by
-        construction, shifted if it is shift-invariant), its parameters
-        validated; any other estimator by its public ``fit``.
+        construction, shifted if it is shift-invariant), or on their
+        probabilities if it reads only those, its parameters validated; any
+        other estimator by its public ``fit`` on the scores.
         """
         labels = right.astype(np.int64)
         if isinstance(inner, BaseCalibrator):
@@ -668,13 +711,12 @@ class TopVersusAll(BaseCalibrator):
             )
             inner._validate_params()
             inner.classes_, inner.n_features_in_ = np.arange(2), 2
-            scores = _binary_input(inner, scores)
             if inner._fits_probabilities:  # it reads their softmax only
-                inner._fit_probabilities(_softmax2(scores), labels, sample_weight)
+                inner._fit_probabilities(binary.proba(inner), labels, sample_weight)
             else:
-                inner._fit(scores, labels, sample_weight)
+                inner._fit(_binary_input(inner, binary.scores()), labels, sample_weight)
         else:
-            inner.fit(scores, labels, sample_weight=sample_weight)
+            inner.fit(binary.scores(), labels, sample_weight=sample_weight)
         self._right_column_ = int(np.flatnonzero(np.asarray(inner.classes_) == 1)[0])
 
     def _fit_scaling(self, inner, logits, top, right, sample_weight):
@@ -746,7 +788,9 @@ class TopVersusAll(BaseCalibrator):
             log_c, log_rest = _top_log_probabilities(scaled, top)
             shares = scaled if self.redistribution == "temperature" else logits
             return np.exp(log_c), np.exp(log_rest), shares
-        confidence = self._binary_confidence(binary_log_proba(logits, top))
+        confidence = self._binary_confidence(
+            _BinaryProblem(binary_log_proba(logits, top))
+        )
         if self.temperature_ != 1.0:
             if owned:
                 logits /= self.temperature_
@@ -754,21 +798,22 @@ class TopVersusAll(BaseCalibrator):
                 logits = logits / self.temperature_
         return confidence, None, logits
 
-    def _binary_confidence(self, scores):
-        """The binary calibrator's probability of "right" for ``scores``
-        (by a skcal calibrator's private path: they are valid by
-        construction)."""
+    def _binary_confidence(self, binary):
+        """The binary calibrator's probability of "right" for the
+        :class:`_BinaryProblem` ``binary`` (by a skcal calibrator's private
+        path: it is valid by construction)."""
         inner = self.calibrator_
         if isinstance(inner, BaseCalibrator):
-            scores = _binary_input(inner, scores, predict=True)
             if inner._maps_probabilities:  # it reads their softmax only
                 proba = inner._calibrated_proba_of_probabilities(
-                    _softmax2(scores), scores
+                    binary.proba(inner, predict=True), binary
                 )
             else:
-                proba = inner._calibrated_proba(scores)
+                proba = inner._calibrated_proba(
+                    _binary_input(inner, binary.scores(), predict=True)
+                )
         else:
-            proba = inner.predict_proba(scores)
+            proba = inner.predict_proba(binary.scores())
         return np.clip(np.asarray(proba)[:, self._right_column_], 0.0, 1.0)
 
     def _calibrated_proba_of_probabilities(self, P, logits):
@@ -790,8 +835,8 @@ class TopVersusAll(BaseCalibrator):
             c, rest = _top_and_rest(P, top)
             confidence, complement = c / (c + rest), rest / (c + rest)
         else:
-            scores = _binary_scores_of_probabilities(P, top)
-            confidence = self._binary_confidence(scores)
+            binary = _BinaryProblem.of_probabilities(P, top)
+            confidence = self._binary_confidence(binary)
         return replace_top_label_inplace(
             P, logits, top, confidence, floor=_FLOOR, keep_argmax=True,
             complement=complement,

@@ -248,6 +248,35 @@ def test_isotonic_knots_are_sklearn_with_weights_ties_and_zero_weights():
         np.testing.assert_allclose(values, ref.y_thresholds_, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("opposite", [True, False])
+def test_binary_isotonic_maps_are_sklearn_with_one_shared_sort(opposite):
+    # two columns that rank the rows oppositely (1 - p and p) share one sort,
+    # reversed for the first; otherwise each column is sorted on its own:
+    # either way each map is scikit-learn's, with ties and zero weights
+    from skcal.calibrators._binning import _opposite_orders
+
+    rng = np.random.default_rng(7)
+    p = np.round(rng.beta(2.0, 0.7, size=4000), 3)  # many ties
+    P = np.column_stack([1.0 - p, p])
+    if not opposite:  # rows at p = 1 (tied) whose others' share still varies
+        P[::7] = [0.0, 1.0]
+        P[::7, 0] = np.geomspace(1e-30, 1e-18, P[::7].shape[0])
+    y = (rng.random(p.size) < p**1.5).astype(int)
+    w = rng.uniform(0.2, 3.0, size=p.size)
+    w[::11] = 0.0
+    Q = check_probabilities(P, floor=True)  # what the calibrator fits on
+    assert (_opposite_orders(Q)[0] is not None) == opposite
+    iso = IsotonicCalibrator(input="proba").fit(P, y, sample_weight=w)
+    for k in range(2):
+        ref = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(
+            Q[:, k], y == k, sample_weight=w
+        )
+        np.testing.assert_array_equal(iso.thresholds_[k], ref.X_thresholds_)
+        np.testing.assert_allclose(
+            iso.values_[k], ref.y_thresholds_, rtol=1e-12, atol=0
+        )
+
+
 def test_isotonic_knots_closer_than_the_smallest_normal_stay_finite():
     """Was: NaN rows from predict_proba on real wordnet logits times 100.
     Probabilities ~1e-320 make knots whose gap is subnormal; np.interp's

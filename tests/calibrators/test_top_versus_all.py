@@ -541,6 +541,32 @@ def test_fit_on_probabilities_with_zeros_is_sklearn_isotonic(
     _assert_top_first(P, top_t)
 
 
+def test_binary_probabilities_of_validated_rows_are_the_softmax_of_the_scores():
+    """From a row's top entry ``c`` and the sum of its others ``rest``, a
+    calibrator of probabilities is given ``[rest, c] / (c + rest)`` without
+    logs: the exact ratios to 2 units in the last place (by fractions), and
+    scipy's softmax of ``[log rest, log c]`` to its own accuracy (its ``exp``
+    of a large negative log errs by ``|log| u``), near-certain rows (whose
+    ``1 - c`` rounds to 0) included, floored at the smallest normal."""
+    from fractions import Fraction
+
+    from skcal.calibrators._top_versus_all import _binary_proba
+
+    rest = np.concatenate([np.geomspace(1e-300, 0.9, 300), [1e-320, 0.0]])
+    c = np.concatenate([np.linspace(0.05, 1.0, 300), [1.0, 1.0]])
+    got = _binary_proba(c, rest)
+    exact = [
+        [float(Fraction(v) / (Fraction(top) + Fraction(r))) for v in (r, top)]
+        for r, top in zip(rest, c)
+    ]
+    tiny = np.finfo(np.float64).tiny
+    np.testing.assert_allclose(got, np.maximum(exact, tiny), rtol=4.5e-16, atol=0)
+    with np.errstate(divide="ignore"):
+        scipy = softmax(np.column_stack([np.log(rest), np.log(c)]), axis=1)
+    np.testing.assert_allclose(got, np.maximum(scipy, tiny), rtol=1e-12, atol=0)
+    assert got[-2, 0] == got[-1, 0] == tiny and got[-1, 1] == 1.0
+
+
 def test_fit_on_invalid_probabilities_is_refused_as_by_the_other_path():
     """The binary fit's validation without a copy refuses what the copy's
     refuses, with the same message."""
