@@ -39,7 +39,8 @@ from ..utils._validation import (
     PROBA_EPS,
     effective_sample_size,
     log_probabilities_inplace,
-    visit_probabilities,
+    top_and_rest,
+    top_rows_of_probabilities,
 )
 from ..utils._warnings import warn
 from ._scaling import TemperatureScaling, VectorScaling, fit_inverse_temperature
@@ -153,20 +154,6 @@ def binary_log_proba(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
     return out
 
 
-def _top_and_rest(P: np.ndarray, top: np.ndarray, c=None, rest=None):
-    """Each row's entry at ``top`` and the sum of its others (never ``1 -
-    c``, which rounds to 0 for confident rows), into ``c`` and ``rest`` if
-    given; ``P`` is left as it was."""
-    P = np.ascontiguousarray(P)  # ours are: then P itself
-    flat = P.reshape(-1)  # a view
-    at = np.arange(len(top)) * P.shape[1] + top
-    c = flat.take(at, out=c)
-    flat[at] = 0.0
-    rest = np.einsum("ij->i", P, out=rest)  # SIMD sums in this thread
-    flat[at] = c
-    return c, rest
-
-
 def _binary_scores(c: np.ndarray, rest: np.ndarray) -> np.ndarray:
     """``[log(rest / (c + rest)), log(c / (c + rest))]`` of each row's top
     entry ``c`` and sum of the others ``rest``, ``log(1 - c)`` floored as in
@@ -208,7 +195,7 @@ class _BinaryProblem:
     def of_probabilities(cls, P: np.ndarray, top: np.ndarray) -> _BinaryProblem:
         """From validated probabilities ``P`` (C-contiguous float64, floored
         at ``PROBA_EPS``; left as it was) and their argmax ``top``."""
-        return cls(None, *_top_and_rest(P, top))
+        return cls(None, *top_and_rest(P, top))
 
     def scores(self) -> np.ndarray:
         if self._scores is None:
@@ -229,21 +216,13 @@ class _BinaryProblem:
 
 class _TopRows:
     """Each validated probability row's argmax, its entry and the sum of the
-    others: all that the fit of a binary calibrator with proportional
-    redistribution reads, gathered by
-    :func:`~skcal.utils._validation.visit_probabilities` from its blocks of
-    renormalised rows (computed as :func:`_top_and_rest` computes them on
-    the whole copy, which is never made), at the argmax that the checks
-    read from the rows as given (one pass over the block fewer)."""
+    others (:func:`~skcal.utils._validation.top_rows_of_probabilities`): all
+    that the fit of a binary calibrator with proportional redistribution
+    reads, without a copy of the rows."""
 
-    def __init__(self, shape):
-        self.shape = shape
-        self.top = np.empty(shape[0], dtype=np.intp)
-        self.c, self.rest = np.empty(shape[0]), np.empty(shape[0])
-
-    def __call__(self, rows: slice, Q: np.ndarray, top: np.ndarray) -> None:
-        self.top[rows] = top
-        _top_and_rest(Q, top, self.c[rows], self.rest[rows])
+    def __init__(self, P, tol):
+        self.shape = P.shape
+        self.top, self.c, self.rest = top_rows_of_probabilities(P, tol=tol)
 
 
 def _binary_objective_block(z, top, right, weight, scale, bias):
@@ -635,9 +614,7 @@ class TopVersusAll(BaseCalibrator):
             or self._is_scaling(inner)
         ):
             return super()._check_fit_probabilities(X, tol)
-        rows = _TopRows(X.shape)
-        visit_probabilities(X, rows, tol=tol)
-        return rows
+        return _TopRows(X, tol)
 
     def _fit_probabilities(self, P, y_index, sample_weight):
         """:meth:`_fit` of validated probabilities ``P`` (our copy, or the
@@ -832,7 +809,7 @@ class TopVersusAll(BaseCalibrator):
         top = np.argmax(P, axis=1)
         complement = None
         if self.calibrator_ is None:
-            c, rest = _top_and_rest(P, top)
+            c, rest = top_and_rest(P, top)
             confidence, complement = c / (c + rest), rest / (c + rest)
         else:
             binary = _BinaryProblem.of_probabilities(P, top)

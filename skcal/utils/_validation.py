@@ -179,27 +179,49 @@ def check_probabilities(
     return P, pred, conf.astype(P.dtype, copy=False)
 
 
-def visit_probabilities(P, visit, name: str = "X", *, tol: float = SUM_TOL) -> None:
+def top_rows_of_probabilities(P, name: str = "X", *, tol: float = SUM_TOL):
     """Validate ``P`` as ``check_probabilities(P, name, tol=tol, floor=True)``
-    does, handing the copy to ``visit`` block by block instead of returning it.
+    does and return, of each row of that copy (which is never made), its
+    argmax, its entry there and the sum of its other entries.
 
-    ``visit(rows, Q, top)`` is called for each block of rows (a slice) with
-    ``Q`` the block's renormalised, floored float64 copy (the rows that
-    :func:`check_probabilities` would return, computed the same way, in a
-    cache-sized scratch array that the next block overwrites) and ``top``
-    each row's argmax in ``P`` as given (the first on ties), read with the
-    checks: that of ``Q`` too, but where the division by the row sum (which
-    keeps the order of a row's entries) rounds two of them into a tie. The checks
-    run after the last block: ``visit`` may see the rows of an invalid
-    ``P`` (NaN and all), and its results must be discarded when this
-    raises. For a caller that needs only a few numbers per row (the top
-    label, a row statistic): no full copy is allocated.
+    One read of ``P`` by cache-sized blocks, with the checks: the argmax is
+    that of the row as given (the first on ties; the copy's too, but where
+    the division by the row sum, which keeps the order of a row's entries,
+    rounds two of them into a tie), its entry is the copy's (the same
+    product), and the others' sum is taken from the given entries (the top
+    one masked) times the reciprocal of the row sum: as accurate as the
+    copy's sum of them (``(C - 1) u`` relative), never ``1 - c`` (which
+    rounds to 0 near certainty). Blocks that need clipping, float32 rows,
+    other layouts and blocks where the floor can act are summed from their
+    copy, in a scratch block. For a caller that needs only these: the fit
+    of a binary problem on the top label.
+
+    Returns
+    -------
+    top : ndarray of shape (n_samples,) of intp
+    c, rest : ndarrays of shape (n_samples,)
     """
     P = np.asarray(P)
     if P.dtype != np.float32 and P.dtype != np.float64:
         P = np.asarray(P, dtype=np.float64)
-    scan = _Scan(P, True, True, visit=visit)
+    scan = _TopRowsScan(P)
     _scan_and_check(P, scan, tol, name, renormalize=True, log=False, floor=True)
+    return scan.pred, scan.c, scan.rest
+
+
+def top_and_rest(P: np.ndarray, top: np.ndarray, c=None, rest=None):
+    """Each row's entry at ``top`` and the sum of its others (never ``1 -
+    c``, which rounds to 0 for confident rows), into ``c`` and ``rest`` if
+    given; ``P`` (float64) is left as it was (its top entries are zeroed
+    for the sum and put back)."""
+    P = np.ascontiguousarray(P)  # ours are: then P itself
+    flat = P.reshape(-1)  # a view
+    at = np.arange(len(top)) * P.shape[1] + top
+    c = flat.take(at, out=c)
+    flat[at] = 0.0
+    rest = np.einsum("ij->i", P, out=rest)  # SIMD sums in this thread
+    flat[at] = c
+    return c, rest
 
 
 def _scan_and_check(P, scan, tol, name, *, renormalize, log, floor) -> None:
@@ -228,7 +250,7 @@ class _Scan:
     float64).
     """
 
-    def __init__(self, P: np.ndarray, top_label: bool, copy: bool, visit=None):
+    def __init__(self, P: np.ndarray, top_label: bool, copy: bool):
         n, n_cols = P.shape
         self.piece = 1024 if P.dtype == np.float32 else max(n_cols, 1)
         self.terms = max(min(n_cols, self.piece) - 1, 0)
@@ -236,9 +258,7 @@ class _Scan:
         self.sums = np.empty(n)
         self.pred = np.zeros(n, dtype=np.intp) if top_label else None
         self.conf = np.zeros(n, dtype=P.dtype) if top_label else None
-        self.visit = visit  # with it, the copy is a scratch block
-        rows = min(self.step, n) if visit is not None else n
-        self.out = np.empty((rows, n_cols)) if copy else None
+        self.out = np.empty((n, n_cols)) if copy else None
         self.low = self.high = 0.0  # the range always includes 0, as in messages
         self.far = 0.0
 
@@ -260,21 +280,22 @@ class _Scan:
                 self._sum_rows(block, rows)
                 lows[b] = block.min()
                 highs[b] = self._top(block, rows, offsets)
-                if self.out is not None:
-                    out = (
-                        self.out[rows] if self.visit is None else self.out[: len(block)]
-                    )
-                    _copy_block(
-                        block, out, self.sums[rows],
-                        clip=bool(lows[b] < 0 or highs[b] > 1), low=lows[b],
-                        renormalize=renormalize, log=log, floor=floor,
-                    )  # fmt: skip
-                    if self.visit is not None:
-                        self.visit(rows, out, self.pred[rows])
+                self._emit(
+                    block, rows, lows[b], highs[b], offsets,
+                    renormalize=renormalize, log=log, floor=floor,
+                )  # fmt: skip
             # np.minimum / np.maximum keep a NaN (Python's min and max drop it)
             self.low = float(np.minimum(self.low, lows.min()))
             self.high = float(np.maximum(self.high, highs.max()))
             self.far = float(np.maximum(1.0 - self.sums.min(), self.sums.max() - 1.0))
+
+    def _emit(self, block, rows, low, high, offsets, **options) -> None:
+        """Write the block's copy (with ``copy``), while it is in cache."""
+        if self.out is not None:
+            clip = bool(low < 0 or high > 1)
+            _copy_block(
+                block, self.out[rows], self.sums[rows], clip=clip, low=low, **options
+            )
 
     def _sum_rows(self, block, rows) -> None:
         if block.dtype == np.float64:
@@ -296,6 +317,47 @@ class _Scan:
         else:
             self.conf[rows] = block[np.arange(len(top)), top]
         return self.conf[rows].max()
+
+
+class _TopRowsScan(_Scan):
+    """:class:`_Scan` that keeps, of each row of the renormalised, floored
+    copy, the argmax, its entry and the others' sum (see
+    :func:`top_rows_of_probabilities`) instead of the copy."""
+
+    def __init__(self, P: np.ndarray):
+        super().__init__(P, top_label=True, copy=False)
+        n = P.shape[0]
+        self.c, self.rest = np.empty(n), np.empty(n)
+        # a scratch block: the copy of a block that needs it, or else ones
+        # with 0 at the top entries, which mask them out of a row product
+        self.scratch = np.ones((min(self.step, n), P.shape[1]))
+        self.ones = True
+
+    def _emit(self, block, rows, low, high, offsets, **options) -> None:
+        top, sums = self.pred[rows], self.sums[rows]
+        clip = bool(low < 0 or high > 1)
+        if (
+            clip
+            or offsets is None
+            or block.dtype != np.float64
+            or not _above_floor(low, sums, clip=clip)
+        ):
+            scratch = self.scratch[: len(block)]
+            _copy_block(block, scratch, sums, clip=clip, low=low, **options)
+            top_and_rest(scratch, top, self.c[rows], self.rest[rows])
+            self.ones = False
+            return
+        if not self.ones:
+            self.scratch.fill(1.0)
+            self.ones = True
+        mask = self.scratch[: len(block)]
+        at = offsets[: len(block)] + top
+        reciprocal = 1.0 / sums
+        np.multiply(self.conf[rows], reciprocal, out=self.c[rows])
+        mask.reshape(-1)[at] = 0.0
+        rest = np.einsum("ij,ij->i", block, mask, out=self.rest[rows])
+        mask.reshape(-1)[at] = 1.0
+        rest *= reciprocal
 
 
 def _check_range(scan: _Scan, tol: float, name: str) -> None:

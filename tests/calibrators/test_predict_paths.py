@@ -8,6 +8,8 @@ out with scipy and scikit-learn, on enough rows for several blocks, with
 extreme rows and with the special cases of each path.
 """
 
+import math
+
 import numpy as np
 import pytest
 from scipy.special import expit, log_softmax, softmax
@@ -28,7 +30,7 @@ from skcal.utils._validation import (
     check_probabilities,
     scores_to_logits,
     sum_tolerance,
-    visit_probabilities,
+    top_rows_of_probabilities,
 )
 
 EPS = np.finfo(np.float64).eps
@@ -252,39 +254,62 @@ def test_invalid_probabilities_are_still_refused():
         check_probabilities(P, top_label=True, floor=True)
 
 
+def _exact_others(P, top):
+    """The others' share of each row, from correctly rounded sums (fsum)."""
+    return np.array(
+        [
+            math.fsum(np.delete(row, t)) / math.fsum(row)
+            for row, t in zip(P.astype(np.float64), top)
+        ]
+    )
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_visited_blocks_are_the_floored_copy(dtype):
-    P, clipped = _edge_probabilities(21, dtype)
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_top_rows_are_those_of_the_floored_copy(dtype, layout):
+    """Of each row of the renormalised, floored copy (never made): the argmax
+    of the row as given, its entry (the copy's, exactly) and the others'
+    sum, as accurate as a sum (no ``1 - c``), over blocks that are clipped,
+    floored or plain, in both layouts; the input is not modified."""
+    P, _ = _edge_probabilities(21, dtype)
+    # near-certain rows in the last block (the others are clipped or floored)
+    P[-600:] = softmax(np.random.default_rng(3).normal(size=(600, 10)) * 12, 1)
+    clipped = np.clip(P.astype(np.float64), 0.0, 1.0)
+    P = np.asarray(P, order=layout)
     before = P.copy()
     tol = sum_tolerance(dtype)
-    expected = np.maximum(clipped / clipped.sum(axis=1, keepdims=True), PROBA_EPS)
-    got, seen = np.full(P.shape, np.nan), []
-    tops = np.full(len(P), -1)
-
-    def visit(rows, Q, top):
-        seen.append((rows.start, rows.stop))
-        got[rows] = Q
-        tops[rows] = top
-
-    visit_probabilities(P, visit, tol=tol)
-    assert len(seen) > 1 and seen[0][0] == 0 and seen[-1][1] == len(P)
-    assert all(a[1] == b[0] for a, b in zip(seen, seen[1:]))  # each row once
-    np.testing.assert_allclose(got, expected, rtol=1e-15, atol=0)
-    np.testing.assert_array_equal(tops, np.argmax(P, axis=1))  # of P as given
-    np.testing.assert_array_equal(got, check_probabilities(P, tol=tol, floor=True))
+    Q = check_probabilities(P, tol=tol, floor=True)
+    top, c, rest = top_rows_of_probabilities(P, tol=tol)
+    np.testing.assert_array_equal(top, np.argmax(P, axis=1))  # of P as given
+    np.testing.assert_array_equal(c, Q[np.arange(len(Q)), top])
+    others = Q.copy()
+    others[np.arange(len(Q)), top] = 0.0
+    assert np.min(others.sum(axis=1)) < 1e-12  # near-certain rows are there
+    np.testing.assert_allclose(rest, others.sum(axis=1), rtol=30 * EPS, atol=0)
+    plain = np.flatnonzero(np.min(clipped, axis=1) > 0)
+    np.testing.assert_allclose(
+        rest[plain], _exact_others(clipped[plain], top[plain]), rtol=30 * EPS, atol=0
+    )
     np.testing.assert_array_equal(P, before)
 
 
-def test_visited_invalid_probabilities_are_refused_as_by_the_copy():
+def test_top_rows_of_many_classes_sum_the_others_exactly_enough():
+    P = softmax(np.random.default_rng(4).normal(size=(300, 1000)) * 9, axis=1)
+    top, c, rest = top_rows_of_probabilities(P)
+    np.testing.assert_allclose(rest, _exact_others(P, top), rtol=1000 * EPS, atol=0)
+    np.testing.assert_allclose(c + rest, 1.0, rtol=0, atol=1000 * EPS)
+
+
+def test_top_rows_of_invalid_probabilities_are_refused_as_by_the_copy():
     P = _probabilities(30_000, 10, seed=22)
     for row, col, value in [(20_000, 0, 0.5), (29_000, 1, -0.2), (15_000, 2, np.nan)]:
         bad = P.copy()
         bad[row, col] = value
         with pytest.raises(ValueError) as copied:
             check_probabilities(bad, floor=True)
-        with pytest.raises(ValueError) as visited:
-            visit_probabilities(bad, lambda rows, Q, top: None)
-        assert str(visited.value) == str(copied.value)
+        with pytest.raises(ValueError) as read:
+            top_rows_of_probabilities(bad)
+        assert str(read.value) == str(copied.value)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
