@@ -20,7 +20,9 @@ Parts (``--part``, default all but ``large``):
   calibration pool (seed 0; the whole pool when it is smaller) and scored on
   the task's test set: test NLL and top-label ECE (15 equal-width bins, the
   same skcal functions for every row), fit and predict times (best of
-  ``--repeats`` within ``--budget`` seconds) and ``x``, the reference's time
+  ``--repeats`` within ``--budget`` seconds; skcal and its references take
+  turns, one call each per round, so that a slow spell of a noisy machine
+  falls on all of them) and ``x``, the reference's time
   divided by skcal's (``> 1``: skcal is faster), and the time of a fit on
   the 300 warm-up rows (about a fit's fixed cost; a table of its own for
   the ``speed`` part);
@@ -109,37 +111,81 @@ def scores(y, proba):
     }
 
 
-def run_method(factory, P, y, Pt, yt, args):
-    """Fit, predict and score one method; a dict with its numbers or error."""
-    try:
-        fit, predict = factory()
-        model = fit(P[:WARM_UP_ROWS], y[:WARM_UP_ROWS])
-        predict(model, Pt[:WARM_UP_ROWS])
-        small = P[:WARM_UP_ROWS], y[:WARM_UP_ROWS]
-        small_s, _, _ = timed(lambda: fit(*small), args.repeats, args.budget)
-        fit_s, model, runs = timed(lambda: fit(P, y), args.repeats, args.budget)
-        pred_s, proba, _ = timed(lambda: predict(model, Pt), args.repeats, args.budget)
-    except Exception as exc:  # a peer's failure is a row, not a crash
-        return {"error": short_error(exc)}
-    proba = np.asarray(proba, dtype=np.float64)
-    out = {"fit_s": fit_s, "pred_s": pred_s, "runs": runs, "fit_small_s": small_s}
+class _Timing:
+    """One method's fit and predict on one data set, timed call by call."""
+
+    def __init__(self, factory, P, y, Pt):
+        self.data, self.Pt = (P, y), Pt
+        self.fit, self.predict = factory()
+        model = self.fit(P[:WARM_UP_ROWS], y[:WARM_UP_ROWS])
+        self.predict(model, Pt[:WARM_UP_ROWS])
+        self.best = {"fit_small_s": np.inf, "fit_s": np.inf, "pred_s": np.inf}
+        self.spent = dict.fromkeys(self.best, 0.0)
+        self.runs, self.model, self.proba = 0, None, None
+
+    def _call(self, key, fn):
+        start = time.perf_counter()
+        result = fn()
+        elapsed = time.perf_counter() - start
+        self.best[key] = min(self.best[key], elapsed)
+        self.spent[key] += elapsed
+        return result
+
+    def round(self, budget) -> None:
+        """One call of each (the first round always; later ones within
+        ``budget`` seconds per kind of call)."""
+        P, y = self.data
+        if self.runs and max(self.spent.values()) >= budget:
+            return
+        self._call("fit_small_s", lambda: self.fit(P[:WARM_UP_ROWS], y[:WARM_UP_ROWS]))
+        self.model = self._call("fit_s", lambda: self.fit(P, y))
+        self.proba = self._call("pred_s", lambda: self.predict(self.model, self.Pt))
+        self.runs += 1
+
+
+def run_methods(factories, P, y, Pt, yt, args):
+    """Fit, predict and score the methods, taking turns (see the module
+    docstring); a dict with each one's numbers or error."""
+    timings = {}
+    for label, factory in factories:
+        try:
+            timings[label] = _Timing(factory, P, y, Pt)
+        except Exception as exc:  # a peer's failure is a row, not a crash
+            timings[label] = {"error": short_error(exc)}
+    for _ in range(max(args.repeats, 1)):
+        for label, timing in timings.items():
+            if isinstance(timing, _Timing):
+                try:
+                    timing.round(args.budget)
+                except Exception as exc:
+                    timings[label] = {"error": short_error(exc)}
+    return {label: _numbers(timing, yt) for label, timing in timings.items()}
+
+
+def _numbers(timing, yt):
+    if not isinstance(timing, _Timing):
+        return timing
+    out = {**timing.best, "runs": timing.runs}
     if yt is not None:
-        out.update(scores(yt, proba))
+        out.update(scores(yt, np.asarray(timing.proba, dtype=np.float64)))
     return out
 
 
 def run_row(row, P, y, Pt, yt, args):
     """skcal's result and each reference's, with the time ratios."""
     n_classes = P.shape[1]
-    ours = run_method(row.skcal, P, y, Pt, yt, args)
+    skipped = row.max_peer_classes is not None and n_classes > row.max_peer_classes
+    factories = [("skcal", row.skcal)] + ([] if skipped else row.references)
+    measured = run_methods(factories, P, y, Pt, yt, args)
+    ours = measured["skcal"]
     results = [("skcal", ours)]
-    for label, factory in row.references:
-        if row.max_peer_classes is not None and n_classes > row.max_peer_classes:
+    for label, _ in row.references:
+        if skipped:
             results.append(
                 (label, {"error": f"not run above {row.max_peer_classes} classes"})
             )
             continue
-        ref = run_method(factory, P, y, Pt, yt, args)
+        ref = measured[label]
         for key in ("fit", "pred"):
             if f"{key}_s" in ref and f"{key}_s" in ours:
                 ref[f"{key}_x"] = ref[f"{key}_s"] / ours[f"{key}_s"]
