@@ -422,24 +422,6 @@ def _above_floor(low, sums, *, clip: bool) -> bool:
     return bool(low > 2.0 * PROBA_EPS * max(1.0, float(sums.max())))
 
 
-def _numpy_log_is_vectorised() -> bool:
-    """Whether numpy's float64 ``log`` runs its AVX-512 kernel on this CPU
-    (numpy's other float64 logs are scalar)."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__
-    except ImportError:  # pragma: no cover - numpy < 2
-        return False
-    return bool(__cpu_features__.get("AVX512_SKX"))
-
-
-#: numpy's AVX-512 float64 log is about 2.5x torch's on the same CPU (1.1
-#: against 2.9 ns per entry); without it, torch's vectorised log is faster.
-_NUMPY_LOG = _numpy_log_is_vectorised()
-#: numpy's float64 exp has its AVX-512 kernel on the same CPUs: about 2x
-#: torch's (0.8 against 1.8 ns per entry), a softmax 1.3-1.5x faster.
-NUMPY_EXP = _NUMPY_LOG
-
-
 def log_probabilities_inplace(a: np.ndarray) -> np.ndarray:
     """``a = log(a)`` for a writeable, C-contiguous float64 array ``a``.
 
@@ -454,10 +436,10 @@ def log_probabilities_inplace(a: np.ndarray) -> np.ndarray:
     a : ndarray
         The same array, holding the logs.
     """
-    if _NUMPY_LOG:
-        return np.log(a, out=a)
-    from .._torch.kernels._softmax import log_inplace
+    from .._torch.kernels._softmax import NUMPY_VECTOR_MATH, log_inplace
 
+    if NUMPY_VECTOR_MATH:
+        return np.log(a, out=a)
     return log_inplace(a)
 
 

@@ -22,7 +22,21 @@ import math
 import numpy as np
 import torch
 
-from ...utils._validation import NUMPY_EXP
+
+def _numpy_math_is_vectorised() -> bool:
+    """Whether numpy's float64 ``exp`` and ``log`` run their AVX-512
+    kernels on this CPU (numpy's other float64 ones are scalar)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__
+    except ImportError:  # pragma: no cover - numpy < 2
+        return False
+    return bool(__cpu_features__.get("AVX512_SKX"))
+
+
+#: numpy's AVX-512 float64 log is about 2.5x torch's on the same CPU (1.1
+#: against 2.9 ns per entry) and its exp about 2x (0.8 against 1.8 ns, a
+#: softmax 1.3-1.5x faster); without them, torch's vectorised ones are faster.
+NUMPY_VECTOR_MATH = _numpy_math_is_vectorised()
 
 
 def _shared(a: np.ndarray):
@@ -85,7 +99,7 @@ def _exp_(t: torch.Tensor) -> torch.Tensor:
     """``t = exp(t)`` for a CPU float64 tensor: by numpy's AVX-512 kernel
     where it runs (about 2x torch's), else torch's (the two agree to a few
     units in the last place)."""
-    if NUMPY_EXP and t.dtype == torch.float64:
+    if NUMPY_VECTOR_MATH and t.dtype == torch.float64:
         a = t.numpy()
         np.exp(a, out=a)
         return t
