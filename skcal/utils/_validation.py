@@ -422,6 +422,21 @@ def _above_floor(low, sums, *, clip: bool) -> bool:
     return bool(low > 2.0 * PROBA_EPS * max(1.0, float(sums.max())))
 
 
+def _numpy_log_is_vectorised() -> bool:
+    """Whether numpy's float64 ``log`` runs its AVX-512 kernel on this CPU
+    (numpy's other float64 logs are scalar)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__
+    except ImportError:  # pragma: no cover - numpy < 2
+        return False
+    return bool(__cpu_features__.get("AVX512_SKX"))
+
+
+#: numpy's AVX-512 float64 log is about 2.5x torch's on the same CPU (1.1
+#: against 2.9 ns per entry); without it, torch's vectorised log is faster.
+_NUMPY_LOG = _numpy_log_is_vectorised()
+
+
 def log_probabilities_inplace(a: np.ndarray) -> np.ndarray:
     """``a = log(a)`` for a writeable, C-contiguous float64 array ``a``.
 
@@ -436,10 +451,10 @@ def log_probabilities_inplace(a: np.ndarray) -> np.ndarray:
     a : ndarray
         The same array, holding the logs.
     """
-    from .._torch.kernels._softmax import NUMPY_VECTOR_MATH, log_inplace
-
-    if NUMPY_VECTOR_MATH:
+    if _NUMPY_LOG:
         return np.log(a, out=a)
+    from .._torch.kernels._softmax import log_inplace
+
     return log_inplace(a)
 
 

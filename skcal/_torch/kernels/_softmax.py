@@ -1,8 +1,7 @@
 """Row-wise softmax and elementwise maps of numpy arrays, with torch's CPU kernels.
 
 Torch's vectorised ``exp``, ``log`` and ``sigmoid`` are several times faster
-than numpy's on float64 where numpy's are scalar (without AVX-512; with it,
-numpy's ``exp`` and ``log`` are about 2x torch's and are used), and its row
+than numpy's on float64 (numpy's are scalar without AVX-512), and its row
 reductions of short rows avoid numpy's per-row overhead. Every function here
 works on numpy arrays shared with torch (no copy). An array that is not
 writeable is handled by numpy instead, since torch cannot share it.
@@ -21,22 +20,6 @@ import math
 
 import numpy as np
 import torch
-
-
-def _numpy_math_is_vectorised() -> bool:
-    """Whether numpy's float64 ``exp`` and ``log`` run their AVX-512
-    kernels on this CPU (numpy's other float64 ones are scalar)."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__
-    except ImportError:  # pragma: no cover - numpy < 2
-        return False
-    return bool(__cpu_features__.get("AVX512_SKX"))
-
-
-#: numpy's AVX-512 float64 log is about 2.5x torch's on the same CPU (1.1
-#: against 2.9 ns per entry) and its exp about 2x (0.8 against 1.8 ns, a
-#: softmax 1.3-1.5x faster); without them, torch's vectorised ones are faster.
-NUMPY_VECTOR_MATH = _numpy_math_is_vectorised()
 
 
 def _shared(a: np.ndarray):
@@ -90,20 +73,9 @@ def softmax_inplace(a: np.ndarray, *, log: bool = False) -> np.ndarray:
             e = torch.exp(block, out=buffer[: block.shape[0]])
             block.sub_(e.sum(dim=1, keepdim=True).log_())
         else:
-            _exp_(block)
+            block.exp_()
             block.div_(block.sum(dim=1, keepdim=True))
     return a
-
-
-def _exp_(t: torch.Tensor) -> torch.Tensor:
-    """``t = exp(t)`` for a CPU float64 tensor: by numpy's AVX-512 kernel
-    where it runs (about 2x torch's), else torch's (the two agree to a few
-    units in the last place)."""
-    if NUMPY_VECTOR_MATH and t.dtype == torch.float64:
-        a = t.numpy()
-        np.exp(a, out=a)
-        return t
-    return t.exp_()
 
 
 def softmax_into(a: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -118,7 +90,7 @@ def softmax_into(a: np.ndarray, out: np.ndarray) -> np.ndarray:
         return out
     t, o = _read(a), torch.from_numpy(out)
     torch.sub(t, t.amax(dim=1, keepdim=True), out=o)
-    _exp_(o)
+    o.exp_()
     o.div_(o.sum(dim=1, keepdim=True))
     return out
 
