@@ -135,10 +135,14 @@ def n_threads_for(work: float) -> int:
         return 1
     if threading.current_thread() is not threading.main_thread():
         return 1
-    cap = min(torch.get_num_threads(), _cores())
+    cap = torch.get_num_threads()
+    if cap <= 1:  # the user's torch.set_num_threads(1): no core count needed
+        return 1
+    cores = _cores()
+    cap = min(cap, cores)
     if cap <= 1:
         return 1
-    cap = min(cap, _idle_cores(_cores()))
+    cap = min(cap, _idle_cores(cores))
     return max(1, min(cap, int(work // WORK_PER_THREAD)))
 
 

@@ -59,9 +59,6 @@ _FLOOR = 1e-300
 #: ``log`` of the smallest positive float64: the floor of ``log(1 - c)`` in
 #: the binary problem (a row whose other shares all underflow).
 _LOG_TINY = float(np.log(np.nextafter(0.0, 1.0)))
-#: Rows of temperature scaling whose other classes share less than this take
-#: the general path in the predictions (see ``_temperature_proba``).
-_EXACT_REST = 1e-5
 
 
 def _top_log_probabilities(z: np.ndarray, top: np.ndarray):
@@ -836,17 +833,18 @@ class TopVersusAll(BaseCalibrator):
         divided and turned into the probabilities in place, and the rows of
         the general path are read from ``rows_of``.
 
-        The general path computes ``c`` as ``exp(log c)`` and rescales the
-        others to their total, the sum of their shares (never ``1 - c``,
-        which rounds to 0 near certainty), floored at 1e-300: the same up
-        to rounding. Rows near certainty (``1 - c < 1e-5``) or with shares
-        below ``1e-290`` take the general path, so that
+        The softmax is exact to a few units in the last place wherever
+        every share is a normal number, near certainty too (the others'
+        shares are their own exponentials over the row sum, never
+        ``1 - c``). Rows with a share below ``1e-290`` (logit gaps beyond
+        about 667 T) take the general path, whose ``c`` is ``exp(log c)``
+        and whose others share their total floored at 1e-300, so that
         :meth:`predict_proba` stays the exponential of
-        :meth:`predict_log_proba`. Only those rows need their top class
-        (the argmax of ``z``): in the softmax, the top class's share is
-        ``exp(0) / sum``, which no other share (of an ``exp`` of a negative
-        number, at most 1) exceeds. Without ``rows_of``, ``logits`` is not
-        modified.
+        :meth:`predict_log_proba` (finite logs). Only those rows need their
+        top class (the argmax of ``z``): in the softmax, the top class's
+        share is ``exp(0) / sum``, which no other share (of an ``exp`` of a
+        negative number, at most 1) exceeds. Without ``rows_of``,
+        ``logits`` is not modified.
         """
         temperature = self.calibrator_.temperature_
         if rows_of is None:
@@ -854,11 +852,8 @@ class TopVersusAll(BaseCalibrator):
             rows_of = logits
         else:
             P = softmax_inplace(np.divide(logits, temperature, out=logits))
-        general = row_max(P) > 1.0 - _EXACT_REST
         if P.min() < _SUM_FLOOR:
-            general |= row_min(P) < _SUM_FLOOR
-        if general.any():
-            rows = np.flatnonzero(general)
+            rows = np.flatnonzero(row_min(P) < _SUM_FLOOR)
             given = rows_of[rows]
             top = np.argmax(given, axis=1)
             z = np.divide(given, temperature, dtype=np.float64)

@@ -420,14 +420,18 @@ def test_temperature_floors_the_others_of_extreme_rows():
     np.testing.assert_allclose(P, expected, rtol=1e-12, atol=0)
 
 
-def test_temperature_on_probabilities_is_the_softmax_of_their_scaled_logs():
+@pytest.mark.parametrize("fit_scale", [4.0, 0.3])
+def test_temperature_on_probabilities_is_the_softmax_of_their_scaled_logs(fit_scale):
     """With ``input="proba"`` the default model maps the probabilities in
     the validation's copy: ``softmax(log(p) / T)`` (scipy, written out
     here), the others of near-certain rows floored as above, and the
-    input left as it was."""
-    Zc, yc = _synthetic(2000, 6, scale=4.0)
+    input left as it was. Over-confident training scores give ``T > 1``
+    (no share of ``log(p) / T`` can fall below 1e-290), under-confident
+    ones ``T < 1``, where rows of the general path do."""
+    Zc, yc = _synthetic(2000, 6, scale=fit_scale)
     tva = TopVersusAll(input="proba").fit(softmax(Zc, axis=1), yc)
     T = tva.calibrator_.temperature_
+    assert (T > 1.0) == (fit_scale > 1.0)
     Zt, _ = _synthetic(3000, 6, seed=5, scale=4.0)
     Zt[:20] *= 60.0  # near-certain rows: the others sum below 1e-5 or 1e-300
     Pt = softmax(Zt, axis=1)
@@ -440,13 +444,14 @@ def test_temperature_on_probabilities_is_the_softmax_of_their_scaled_logs():
     others = logsumexp(masked, axis=1)
     expected = np.exp(log_q)
     floored = others < np.log(1e-300)
-    assert (others < np.log(1e-5)).sum() >= 10  # the general path's rows
+    assert (others < np.log(1e-5)).sum() >= 10  # near certainty
+    assert floored.any() == (T < 1.0)  # rows of the general path
     np.testing.assert_allclose(P[~floored], expected[~floored], rtol=1e-11, atol=1e-300)
-    np.testing.assert_allclose(P[floored].max(axis=1), 1.0, rtol=1e-15)
-    np.testing.assert_allclose(
-        1.0 - P[floored].max(axis=1) + P[floored].min(axis=1), 1.0
-    )
-    assert (P[floored] > 0).all() and np.isfinite(np.log(P)).all()
+    # the others of the floored rows hold 1e-300 in their proportions
+    shares = np.exp(masked[floored] - others[floored, None]) * 1e-300
+    shares[masked[floored] == -np.inf] = 1.0
+    np.testing.assert_allclose(P[floored], shares, rtol=1e-12, atol=0)
+    assert np.isfinite(tva.predict_log_proba(Pt)).all()
 
 
 @pytest.mark.parametrize("redistribution", ["temperature", "proportional"])
