@@ -356,6 +356,31 @@ def test_cir_hand_case():
     assert iso.values_[1][1] == iso.values_[1][2] == 0.5
 
 
+def test_cir_keeps_a_tied_group_at_its_block_value():
+    """Scores within 1e-15 of their group's first are one point (as in
+    scikit-learn); a tied group of negatives ends the block of value 0,
+    whose ends CIR keeps at 0 (the paper's map, computed by hand here).
+
+    cir_model (probmetrics' ``cir``) departs here: it builds the centred
+    points from ``transform`` of each training score, which interpolates
+    the pooled scores 1.4e-15, 1.7e-15 and 2.0e-15 towards the next
+    group's value (2/7, 4/7, 6/7 of the way to .5: 1/7, 2/7, 3/7), then
+    pools those points again into a knot of (0 + 1/7 + 2/7 + 3/7) / 4 =
+    3/14 at 1.1e-15: a lift of the block's value 0 that the data do not show
+    (seen on wordnet_supersenses, where it gave probabilities of 1e-13 to
+    1e-6 about 2e-4)."""
+    x = np.array([1e-20, 1.1e-15, 1.4e-15, 1.7e-15, 2.0e-15, 2.15e-15, 0.3, 0.9])
+    y = np.array([0, 0, 0, 0, 0, 1, 0, 1])
+    cir = CenteredIsotonicCalibrator(input="proba").fit(np.column_stack([1 - x, x]), y)
+    # PAVA on the groups: 0 (1e-20), 0 (1.1e-15, four scores), then 1 and 0
+    # pooled at .5 (collapsed at (2.15e-15 + .3) / 2), 1 (.9)
+    np.testing.assert_allclose(cir.thresholds_[1], [1e-20, 1.1e-15, 0.15, 0.9])
+    np.testing.assert_array_equal(cir.values_[1], [0.0, 0.0, 0.5, 1.0])
+    cir_model = pytest.importorskip("cir_model")
+    ref = cir_model.CenteredIsotonicRegression().fit(x, y.astype(np.float64))
+    np.testing.assert_allclose(ref.transform(np.array([1.1e-15])), [3 / 14])
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_cir_is_cir_model_per_class_on_digits(weighted):
     cir_model = pytest.importorskip("cir_model")
