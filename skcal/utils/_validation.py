@@ -281,7 +281,7 @@ class _Scan:
                 lows[b] = block.min()
                 highs[b] = self._top(block, rows, offsets)
                 self._emit(
-                    block, rows, lows[b], highs[b], offsets,
+                    block, rows, lows[b], bool(lows[b] < 0 or highs[b] > 1), offsets,
                     renormalize=renormalize, log=log, floor=floor,
                 )  # fmt: skip
             # np.minimum / np.maximum keep a NaN (Python's min and max drop it)
@@ -289,10 +289,10 @@ class _Scan:
             self.high = float(np.maximum(self.high, highs.max()))
             self.far = float(np.maximum(1.0 - self.sums.min(), self.sums.max() - 1.0))
 
-    def _emit(self, block, rows, low, high, offsets, **options) -> None:
-        """Write the block's copy (with ``copy``), while it is in cache."""
+    def _emit(self, block, rows, low, clip, offsets, **options) -> None:
+        """Write the block's copy (with ``copy``), while it is in cache;
+        ``clip``: whether the block has entries outside [0, 1]."""
         if self.out is not None:
-            clip = bool(low < 0 or high > 1)
             _copy_block(
                 block, self.out[rows], self.sums[rows], clip=clip, low=low, **options
             )
@@ -333,9 +333,8 @@ class _TopRowsScan(_Scan):
         self.scratch = np.ones((min(self.step, n), P.shape[1]))
         self.ones = True
 
-    def _emit(self, block, rows, low, high, offsets, **options) -> None:
+    def _emit(self, block, rows, low, clip, offsets, **options) -> None:
         top, sums = self.pred[rows], self.sums[rows]
-        clip = bool(low < 0 or high > 1)
         if (
             clip
             or offsets is None
