@@ -537,11 +537,25 @@ class IsotonicCalibrator(OneVsRestCalibrator):
         finally:
             del self._orders
 
+    #: the knots and values of one map, of (x, target, weight, order)
+    _knots = staticmethod(_isotonic_knots)
+
     def _fit_class(self, k, scores, positive, sample_weight):
-        self.thresholds_[k], self.values_[k] = _isotonic_knots(
+        self.thresholds_[k], self.values_[k] = self._knots(
             scores, positive.astype(np.float64), sample_weight, self._orders[k]
         )
         return True
+
+    def _fit_mirrored(self, p, positive, sample_weight):
+        """Fit the binary problem of the columns ``[1 - p, p]`` from ``p``
+        alone: the map ``f`` of class 1, and for class 0 its mirror image
+        ``q -> 1 - f(1 - q)``, which is the fit of ``1 - p`` in exact
+        arithmetic (reversing both axes commutes with the isotonic fit,
+        centred or not). The top-label reduction's one map of the confidence
+        (Le Coz et al. 2024), with no need of the others' sums."""
+        knots, values = self._knots(p, positive.astype(np.float64), sample_weight)
+        self.thresholds_ = [1.0 - knots[::-1], knots]
+        self.values_ = [1.0 - values[::-1], values]
 
     def _fill_absent(self, present):
         # a piecewise-linear map on the union of the present classes' knots
@@ -774,10 +788,10 @@ class CenteredIsotonicCalibrator(IsotonicCalibrator):
         finally:
             del self._progress
 
+    _knots = staticmethod(_centered_isotonic_knots)
+
     def _fit_class(self, k, scores, positive, sample_weight):
-        self.thresholds_[k], self.values_[k] = _centered_isotonic_knots(
-            scores, positive.astype(np.float64), sample_weight, self._orders[k]
-        )
+        super()._fit_class(k, scores, positive, sample_weight)
         self._progress.step(f"class {k}: {len(self.values_[k])} knots")
         return True
 

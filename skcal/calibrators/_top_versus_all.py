@@ -210,6 +210,13 @@ class _BinaryProblem:
             return _softmax2(_binary_input(inner, self.scores(), predict=predict))
         return _binary_proba(self.c, self.rest)
 
+    def confidence(self, inner) -> np.ndarray:
+        """The column ``c`` of :meth:`proba` (without the others' sums, the
+        top entry of the renormalised row itself)."""
+        if self.c is not None and self.rest is None:
+            return self.c
+        return self.proba(inner)[:, 1]
+
 
 class _TopRows:
     """Each validated probability row's argmax, its entry and the sum of the
@@ -217,9 +224,9 @@ class _TopRows:
     that the fit of a binary calibrator with proportional redistribution
     reads, without a copy of the rows."""
 
-    def __init__(self, P, tol):
+    def __init__(self, P, tol, rest=True):
         self.shape = P.shape
-        self.top, self.c, self.rest = top_rows_of_probabilities(P, tol=tol)
+        self.top, self.c, self.rest = top_rows_of_probabilities(P, tol=tol, rest=rest)
 
 
 def _binary_objective_block(z, top, right, weight, scale, bias):
@@ -429,6 +436,10 @@ class TopVersusAll(BaseCalibrator):
       binary scores ``[log(1 - c), log c]`` (``input="logits"``, computed
       from the logits without rounding ``1 - c``) with labels "right"
       (1) / "wrong" (0), and maps ``c`` to its probability of "right";
+      isotonic regression (centred or not) fits the paper's one map of
+      ``c`` (scikit-learn's, ties merged as there) and its mirror image
+      for ``1 - c``, which a second fit of ``1 - c`` gives in exact
+      arithmetic;
     * a scaling calibrator (:class:`TemperatureScaling`,
       :class:`VectorScaling`) is fitted on the whole logits (shifted to a
       row maximum of 0, so that ``X`` and its log-probabilities are one
@@ -577,6 +588,12 @@ class TopVersusAll(BaseCalibrator):
         return clone(self.calibrator)
 
     @staticmethod
+    def _mirrored(inner) -> bool:
+        """Whether ``inner`` fits the binary problem by one map of the
+        confidence, mirrored for its complement (isotonic regression)."""
+        return isinstance(inner, BaseCalibrator) and hasattr(inner, "_fit_mirrored")
+
+    @staticmethod
     def _is_scaling(inner) -> bool:
         return isinstance(inner, (TemperatureScaling, VectorScaling))
 
@@ -602,8 +619,9 @@ class TopVersusAll(BaseCalibrator):
 
     def _check_fit_probabilities(self, X, tol):
         """A binary calibrator with proportional redistribution reads only
-        each row's top entry and the sum of the others: those, without a
-        copy of ``X``; otherwise the copy."""
+        each row's top entry and the sum of the others (or the top entry
+        alone, for one map mirrored): those, without a copy of ``X``;
+        otherwise the copy."""
         inner = self.calibrator
         if (
             self.redistribution != "proportional"
@@ -611,7 +629,7 @@ class TopVersusAll(BaseCalibrator):
             or self._is_scaling(inner)
         ):
             return super()._check_fit_probabilities(X, tol)
-        return _TopRows(X, tol)
+        return _TopRows(X, tol, rest=not self._mirrored(inner))
 
     def _fit_probabilities(self, P, y_index, sample_weight):
         """:meth:`_fit` of validated probabilities ``P`` (our copy, or the
@@ -675,8 +693,10 @@ class TopVersusAll(BaseCalibrator):
         A skcal calibrator is fitted by its private ``_fit`` on the binary
         scores as its own validation would give them (finite by
         construction, shifted if it is shift-invariant), or on their
-        probabilities if it reads only those, its parameters validated; any
-        other estimator by its public ``fit`` on the scores.
+        probabilities if it reads only those (isotonic regression on the
+        confidence alone: the paper's one map, see ``_fit_mirrored``), its
+        parameters validated; any other estimator by its public ``fit`` on
+        the scores.
         """
         labels = right.astype(np.int64)
         if isinstance(inner, BaseCalibrator):
@@ -685,7 +705,9 @@ class TopVersusAll(BaseCalibrator):
             )
             inner._validate_params()
             inner.classes_, inner.n_features_in_ = np.arange(2), 2
-            if inner._fits_probabilities:  # it reads their softmax only
+            if self._mirrored(inner):
+                inner._fit_mirrored(binary.confidence(inner), right, sample_weight)
+            elif inner._fits_probabilities:  # it reads their softmax only
                 inner._fit_probabilities(binary.proba(inner), labels, sample_weight)
             else:
                 inner._fit(_binary_input(inner, binary.scores()), labels, sample_weight)

@@ -290,6 +290,12 @@ def test_top_rows_are_those_of_the_floored_copy(dtype, layout):
     np.testing.assert_allclose(
         rest[plain], _exact_others(clipped[plain], top[plain]), rtol=30 * EPS, atol=0
     )
+    # without the others' sums (blocks where the floor could act are read
+    # once, not copied): the same argmax and entry, bit for bit
+    top_alone, c_alone, none = top_rows_of_probabilities(P, tol=tol, rest=False)
+    assert none is None
+    np.testing.assert_array_equal(top_alone, top)
+    np.testing.assert_array_equal(c_alone, Q[np.arange(len(Q)), top])
     np.testing.assert_array_equal(P, before)
 
 
@@ -307,9 +313,10 @@ def test_top_rows_of_invalid_probabilities_are_refused_as_by_the_copy():
         bad[row, col] = value
         with pytest.raises(ValueError) as copied:
             check_probabilities(bad, floor=True)
-        with pytest.raises(ValueError) as read:
-            top_rows_of_probabilities(bad)
-        assert str(read.value) == str(copied.value)
+        for rest in (True, False):
+            with pytest.raises(ValueError) as read:
+                top_rows_of_probabilities(bad, rest=rest)
+            assert str(read.value) == str(copied.value)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -401,6 +401,92 @@ def test_logit_gaps_beyond_the_float64_range_of_exp():
     np.testing.assert_allclose(P[np.arange(400), top], c_ref, rtol=0, atol=1e-11)
 
 
+def _tied_certain_rows(n_classes=5):
+    """Logits whose 60 most confident rows all have confidence 1.0 in
+    float64 (logit gaps of 40 to 100), 20 of them wrong."""
+    Z, y = _synthetic(600, n_classes)
+    gaps = np.concatenate([np.linspace(40, 45, 20), np.linspace(60, 100, 40)])
+    top = np.arange(60) % n_classes
+    Z[:60] = 0.0
+    Z[np.arange(60), top] = gaps
+    y[:20] = (top[:20] + 1) % n_classes  # wrong
+    y[20:60] = top[20:]  # right
+    return Z, y
+
+
+@pytest.mark.parametrize("input", ["logits", "proba"])
+def test_isotonic_maps_the_confidence_alone_as_the_paper(input):
+    """The binary isotonic fit is the paper's one map of the confidence
+    (scikit-learn's isotonic regression of ``c``), its complement mirrored:
+    rows whose confidences tie at 1.0 share the pooled rate of their block,
+    and the fitted maps are scikit-learn's and its mirror image."""
+    Zc, yc = _tied_certain_rows()
+    Pc = softmax(Zc, axis=1)
+    top, conf = _top(Pc)
+    assert (conf[:60] == 1.0).all()
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+    raw = iso.fit(conf, (top == yc).astype(int)).predict(conf)
+    expected = _proportional(Pc, top, np.maximum(raw, _least_share(Pc, top)))
+    assert 0.5 < raw[0] < 0.8  # the block's rate: 40 right of 60 and more
+    X = Zc if input == "logits" else Pc
+    tva = TopVersusAll(IsotonicCalibrator(), input=input, redistribution="proportional")
+    P = tva.fit(X, yc).predict_proba(X)
+    np.testing.assert_allclose(P, expected, rtol=0, atol=1e-11)
+    inner = tva.calibrator_
+    np.testing.assert_allclose(inner.thresholds_[1], iso.X_thresholds_, rtol=1e-15)
+    np.testing.assert_allclose(inner.values_[1], iso.y_thresholds_, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        inner.thresholds_[0], 1.0 - iso.X_thresholds_[::-1], rtol=0, atol=1e-15
+    )
+    np.testing.assert_allclose(
+        inner.values_[0], 1.0 - iso.y_thresholds_[::-1], rtol=0, atol=1e-15
+    )
+
+
+def test_isotonic_merges_tied_confidences_as_scikit_learn():
+    """scikit-learn merges the confidences within 1e-15 of their group's
+    first, from the lowest up: ``c``, ``c + 5u`` and ``c + 10u`` (``u`` the
+    spacing of floats at 0.7) are the groups ``{c, c + 5u}`` and ``{c +
+    10u}``. A separate fit of ``1 - c`` would merge from the other end
+    (``{c + 10u, c + 5u}``, ``{c}``) and the renormalised pair would give
+    the middle row 0.6 (by hand: 0.75 / (0.75 + 0.5)); the paper's one map
+    gives it scikit-learn's 0.75. Rows of five classes whose every partial
+    sum is a multiple of ``2^-53`` (each sums to 1 exactly, in any order)."""
+    u = np.spacing(0.7)
+    c = np.array([0.52, 0.55, 0.6, 0.7, 0.7 + 5 * u, 0.7 + 10 * u, 0.78, 0.8])
+    right = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    P = np.empty((8, 5))
+    P[:, 0], P[:, 1], P[:, 2:] = c, 0.8125 - c, 0.0625
+    assert (P.sum(axis=1) == 1.0).all() and (P >= 0).all()
+    y = np.array([4, 1, 2, 3, 0, 0, 0, 0])  # wrong, then right (top 0)
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+    raw = iso.fit(c, right).predict(c)
+    np.testing.assert_allclose(raw[3:6], [0.5, 0.75, 1.0], rtol=0, atol=1e-12)
+    tva = TopVersusAll(
+        IsotonicCalibrator(), input="proba", redistribution="proportional"
+    )
+    got = tva.fit(P, y).predict_proba(P)[:, 0]
+    expected = np.maximum(raw, _least_share(P, np.zeros(8, dtype=int)))
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-11)
+
+
+def test_centred_isotonic_maps_the_confidence_as_cir_model(digits):
+    """Centred isotonic regression in the reduction is ``cir_model``'s (the
+    implementation behind probmetrics' ``cir``) fitted on the top-label
+    confidence: one map, clipped to its calibration range."""
+    cir_model = pytest.importorskip("cir_model")
+    from skcal import CenteredIsotonicCalibrator
+
+    def reference(conf, right, new):
+        ref = cir_model.CenteredIsotonicRegression().fit(conf, right.astype(float))
+        return ref.transform(np.clip(new, conf.min(), conf.max()))
+
+    _, _, _, expected = _binary_reference(reference, digits)
+    tva = TopVersusAll(CenteredIsotonicCalibrator(), redistribution="proportional")
+    P = tva.fit(*digits[:2]).predict_proba(digits[2])
+    np.testing.assert_allclose(P, expected, rtol=0, atol=1e-11)
+
+
 def test_temperature_floors_the_others_of_extreme_rows():
     """Rows of ``softmax(z / T)`` whose other classes sum below 1e-300 get
     exactly 1e-300 among them, in their proportions (the log loss stays
