@@ -667,6 +667,18 @@ class HistogramBinningCalibrator(OneVsRestCalibrator):
         self.bin_edges_[k], self.bin_values_[k] = edges, values
         return True
 
+    def _fit_mirrored(self, p, positive, sample_weight):
+        """Fit the binary problem of the columns ``[1 - p, p]`` from ``p``
+        alone: the binning of class 1, and for class 0 its mirror image (bins
+        ``[1 - u, 1 - l)`` of value ``1 - v``: the fit of ``1 - p``, except
+        that a row whose ``1 - p`` lies on a bin edge counts in the bin below
+        the edge, not above). The top-label reduction's one map of the
+        confidence (Le Coz et al. 2024), with no need of the others' sums."""
+        self._start_maps(2)
+        self._fit_class(1, p, positive, sample_weight)
+        edges, values = self.bin_edges_[1], self.bin_values_[1]
+        self.bin_edges_[0], self.bin_values_[0] = 1.0 - edges[::-1], 1.0 - values[::-1]
+
     def _fill_absent(self, present):
         # a step map on the union of the present classes' edges
         edges, values = _mean_step_map(

@@ -189,9 +189,13 @@ class _BinaryProblem:
         self._scores, self.c, self.rest = scores, c, rest
 
     @classmethod
-    def of_probabilities(cls, P: np.ndarray, top: np.ndarray) -> _BinaryProblem:
+    def of_probabilities(cls, P: np.ndarray, top: np.ndarray, rest=True):
         """From validated probabilities ``P`` (C-contiguous float64, floored
-        at ``PROBA_EPS``; left as it was) and their argmax ``top``."""
+        at ``PROBA_EPS``; left as it was) and their argmax ``top``; without
+        ``rest``, only the top entries (for :meth:`confidence`)."""
+        if not rest:
+            at = np.arange(len(top)) * P.shape[1] + top
+            return cls(None, P.reshape(-1).take(at), None)
         return cls(None, *top_and_rest(P, top))
 
     def scores(self) -> np.ndarray:
@@ -211,9 +215,11 @@ class _BinaryProblem:
         return _binary_proba(self.c, self.rest)
 
     def confidence(self, inner) -> np.ndarray:
-        """The column ``c`` of :meth:`proba` (without the others' sums, the
-        top entry of the renormalised row itself)."""
-        if self.c is not None and self.rest is None:
+        """The confidence that a calibrator of one map reads: given
+        probabilities, the top entry ``c`` of the renormalised row (the same
+        product in the fit's validation and in the predictions' copy);
+        given logits, the column ``c`` of :meth:`proba`."""
+        if self.c is not None:
             return self.c
         return self.proba(inner)[:, 1]
 
@@ -436,10 +442,12 @@ class TopVersusAll(BaseCalibrator):
       binary scores ``[log(1 - c), log c]`` (``input="logits"``, computed
       from the logits without rounding ``1 - c``) with labels "right"
       (1) / "wrong" (0), and maps ``c`` to its probability of "right";
-      isotonic regression (centred or not) fits the paper's one map of
-      ``c`` (scikit-learn's, ties merged as there) and its mirror image
-      for ``1 - c``, which a second fit of ``1 - c`` gives in exact
-      arithmetic;
+      isotonic regression (centred or not) and histogram binning fit the
+      paper's one map of ``c`` (isotonic regression scikit-learn's, ties
+      merged as there; histogram binning's bins ``[l, u)``), which gives
+      the calibrated confidence, and store its mirror image as their map
+      of ``1 - c`` (the map a second fit of ``1 - c`` gives in exact
+      arithmetic, but for scores on a bin edge);
     * a scaling calibrator (:class:`TemperatureScaling`,
       :class:`VectorScaling`) is fitted on the whole logits (shifted to a
       row maximum of 0, so that ``X`` and its log-probabilities are one
@@ -590,7 +598,8 @@ class TopVersusAll(BaseCalibrator):
     @staticmethod
     def _mirrored(inner) -> bool:
         """Whether ``inner`` fits the binary problem by one map of the
-        confidence, mirrored for its complement (isotonic regression)."""
+        confidence, mirrored for its complement (isotonic regression,
+        histogram binning): the calibrated confidence is that map's value."""
         return isinstance(inner, BaseCalibrator) and hasattr(inner, "_fit_mirrored")
 
     @staticmethod
@@ -646,7 +655,9 @@ class TopVersusAll(BaseCalibrator):
             np.argmax(P, axis=1),
             y_index,
             sample_weight,
-            binary=lambda top: _BinaryProblem.of_probabilities(P, top),
+            binary=lambda top: _BinaryProblem.of_probabilities(
+                P, top, rest=not self._mirrored(self.calibrator)
+            ),
             logits=lambda: log_probabilities_inplace(P),
         )
 
@@ -799,6 +810,8 @@ class TopVersusAll(BaseCalibrator):
         :class:`_BinaryProblem` ``binary`` (by a skcal calibrator's private
         path: it is valid by construction)."""
         inner = self.calibrator_
+        if self._mirrored(inner):  # the paper's one map of the confidence
+            return np.clip(inner._map_column(1, binary.confidence(inner)), 0.0, 1.0)
         if isinstance(inner, BaseCalibrator):
             if inner._maps_probabilities:  # it reads their softmax only
                 proba = inner._calibrated_proba_of_probabilities(
@@ -831,7 +844,9 @@ class TopVersusAll(BaseCalibrator):
             c, rest = top_and_rest(P, top)
             confidence, complement = c / (c + rest), rest / (c + rest)
         else:
-            binary = _BinaryProblem.of_probabilities(P, top)
+            binary = _BinaryProblem.of_probabilities(
+                P, top, rest=not self._mirrored(self.calibrator_)
+            )
             confidence = self._binary_confidence(binary)
         return replace_top_label_inplace(
             P, logits, top, confidence, floor=_FLOOR, keep_argmax=True,

@@ -126,6 +126,41 @@ def test_histogram_binning_is_netcal_on_the_top_label(digits):
     _assert_top_first(P, digits[2].argmax(axis=1))
 
 
+def test_histogram_binning_maps_the_confidence_alone_on_bin_edges():
+    """The binary histogram binning is the paper's one map of the
+    confidence: each row gets the frequency of right predictions in the bin
+    ``[i / 15, (i + 1) / 15)`` of its confidence (computed here by
+    ``np.searchsorted``), rows on a bin edge included. Confidences ``k /
+    20`` put rows on the edges 0.6 and 0.8; each row is ``[c, 1 - c]`` in
+    two of five columns (``1 - c`` exact: every row sums to 1 exactly). A
+    second map of ``1 - c`` in the same bins would count the rows of an edge
+    in the bin below it, mixing two bins' values. (netcal's
+    ``HistogramBinning`` bins ``(l, u]``: off the edges, the same map.)"""
+    rng = np.random.default_rng(0)
+    n = 3000
+    conf = rng.integers(11, 20, size=n) / 20.0
+    cols = np.array([rng.permutation(5)[:2] for _ in range(n)])
+    P = np.zeros((n, 5))
+    P[np.arange(n), cols[:, 0]], P[np.arange(n), cols[:, 1]] = conf, 1.0 - conf
+    assert (P.sum(axis=1) == 1.0).all()
+    right = rng.random(n) < np.sqrt(conf)  # rates above the least share 0.5
+    y = np.where(right, cols[:, 0], (cols[:, 0] + 1 + rng.integers(0, 4, n)) % 5)
+    bins = np.minimum(np.searchsorted(np.arange(16) / 15, conf, side="right") - 1, 14)
+    assert np.isin(conf, [0.6, 0.8]).sum() > 400  # rows on edges
+    freq = np.bincount(bins, weights=right, minlength=15) / np.maximum(
+        np.bincount(bins, minlength=15), 1
+    )
+    expected = _proportional(P, cols[:, 0], np.maximum(freq[bins], 0.5))
+    tva = TopVersusAll(
+        HistogramBinningCalibrator(n_bins=15),
+        input="proba",
+        redistribution="proportional",
+    )
+    got = tva.fit(P, y).predict_proba(P)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(tva.calibrator_.bin_values_[1][bins], freq[bins])
+
+
 def _bce_of_top(S, top, right, weight=None):
     """The paper's loss: binary cross-entropy of the top class's softmax."""
     log_p = log_softmax(S, axis=1)
