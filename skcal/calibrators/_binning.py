@@ -677,7 +677,9 @@ class HistogramBinningCalibrator(OneVsRestCalibrator):
         self._start_maps(2)
         self._fit_class(1, p, positive, sample_weight)
         edges, values = self.bin_edges_[1], self.bin_values_[1]
-        self.bin_edges_[0], self.bin_values_[0] = 1.0 - edges[::-1], 1.0 - values[::-1]
+        if self.strategy == "quantile":
+            edges = 1.0 - edges[::-1]  # the edges i / n_bins are their mirror
+        self.bin_edges_[0], self.bin_values_[0] = edges, 1.0 - values[::-1]
 
     def _fill_absent(self, present):
         # a step map on the union of the present classes' edges

@@ -183,7 +183,8 @@ class _BinaryProblem:
     others ``rest``, from which both are direct (the probabilities without
     a logarithm). ``problem[rows]`` gives the scores of those rows (the
     logits that a calibrator of probabilities reads only for its fallback
-    rows)."""
+    rows). Without ``rest`` (None), only :meth:`confidence` is defined:
+    what a calibrator of one map reads."""
 
     def __init__(self, scores=None, c=None, rest=None):
         self._scores, self.c, self.rest = scores, c, rest
@@ -225,10 +226,11 @@ class _BinaryProblem:
 
 
 class _TopRows:
-    """Each validated probability row's argmax, its entry and the sum of the
-    others (:func:`~skcal.utils._validation.top_rows_of_probabilities`): all
-    that the fit of a binary calibrator with proportional redistribution
-    reads, without a copy of the rows."""
+    """Each validated probability row's argmax, its entry and (with
+    ``rest``) the sum of the others
+    (:func:`~skcal.utils._validation.top_rows_of_probabilities`): all that
+    the fit of a binary calibrator with proportional redistribution reads,
+    without a copy of the rows."""
 
     def __init__(self, P, tol, rest=True):
         self.shape = P.shape
@@ -704,10 +706,10 @@ class TopVersusAll(BaseCalibrator):
         A skcal calibrator is fitted by its private ``_fit`` on the binary
         scores as its own validation would give them (finite by
         construction, shifted if it is shift-invariant), or on their
-        probabilities if it reads only those (isotonic regression on the
-        confidence alone: the paper's one map, see ``_fit_mirrored``), its
-        parameters validated; any other estimator by its public ``fit`` on
-        the scores.
+        probabilities if it reads only those (isotonic regression and
+        histogram binning on the confidence alone: the paper's one map, see
+        their ``_fit_mirrored``), its parameters validated; any other
+        estimator by its public ``fit`` on the scores.
         """
         labels = right.astype(np.int64)
         if isinstance(inner, BaseCalibrator):
@@ -779,13 +781,14 @@ class TopVersusAll(BaseCalibrator):
         inner.n_features_in_ = logits.shape[1]
 
     # ------------------------------------------------------------- predict
-    def _confidence_and_shares(self, logits, top, owned=False):
+    def _confidence_and_shares(self, logits, top, owned=False, confidence=None):
         """The calibrated confidence ``c`` of the argmax ``top`` of
         ``logits``, its complement where known more accurately than ``1 -
         c`` (the others' total of a softmax, which ``1 - c`` rounds to 0
         for near-certain rows; None for a binary calibrator) and the logits
         whose softmax over the other classes gives their shares
-        (``logits`` themselves, divided in place if ``owned``)."""
+        (``logits`` themselves, divided in place if ``owned``). A binary
+        calibrator's ``confidence``, if given, is not computed again."""
         logits = np.asarray(logits, dtype=np.float64)
         if self.calibrator_ is None:  # no binary problem: the identity
             log_c, log_rest = _top_log_probabilities(logits, top)
@@ -795,9 +798,10 @@ class TopVersusAll(BaseCalibrator):
             log_c, log_rest = _top_log_probabilities(scaled, top)
             shares = scaled if self.redistribution == "temperature" else logits
             return np.exp(log_c), np.exp(log_rest), shares
-        confidence = self._binary_confidence(
-            _BinaryProblem(binary_log_proba(logits, top))
-        )
+        if confidence is None:
+            confidence = self._binary_confidence(
+                _BinaryProblem(binary_log_proba(logits, top))
+            )
         if self.temperature_ != 1.0:
             if owned:
                 logits /= self.temperature_
@@ -836,9 +840,16 @@ class TopVersusAll(BaseCalibrator):
         """
         if self._temperature_only():  # softmax(log(P) / T), in P itself
             return self._temperature_proba(log_probabilities_inplace(P), logits)
-        if self.scaling_ or self.temperature_ != 1.0:
+        if self.scaling_:
             return self._proba(log_probabilities_inplace(P), owned=True)
         top = np.argmax(P, axis=1)
+        if self.temperature_ != 1.0:  # the confidence of P, the shares of logs
+            confidence = None
+            if self._mirrored(self.calibrator_):  # its fit read P's top entries
+                binary = _BinaryProblem.of_probabilities(P, top, rest=False)
+                confidence = self._binary_confidence(binary)
+            logits = log_probabilities_inplace(P)
+            return self._proba(logits, owned=True, top=top, confidence=confidence)
         complement = None
         if self.calibrator_ is None:
             c, rest = top_and_rest(P, top)
@@ -898,13 +909,16 @@ class TopVersusAll(BaseCalibrator):
             P[rows] = _replace_top(z, top, np.exp(log_c), np.exp(log_rest))
         return P
 
-    def _proba(self, logits, owned):
+    def _proba(self, logits, owned, top=None, confidence=None):
         if logits.shape[0] == 0:
             return np.empty(logits.shape)
         if self._temperature_only():
             return self._temperature_proba(logits)
-        top = np.argmax(logits, axis=1)
-        confidence, complement, shares = self._confidence_and_shares(logits, top, owned)
+        if top is None:
+            top = np.argmax(logits, axis=1)
+        confidence, complement, shares = self._confidence_and_shares(
+            logits, top, owned, confidence
+        )
         return _replace_top(shares, top, confidence, complement)
 
     def _calibrated_proba(self, logits):
@@ -912,6 +926,20 @@ class TopVersusAll(BaseCalibrator):
 
     def _calibrated_proba_inplace(self, logits):
         return self._proba(logits, owned=True)
+
+    def decision_function(self, X) -> np.ndarray:
+        """Calibrated logits of shape (n_samples, n_classes).
+
+        Their softmax is :meth:`predict_proba`. With ``input="proba"`` and a
+        calibrator of one map (isotonic regression, histogram binning), the
+        logs of :meth:`predict_proba` itself (finite: the other classes are
+        floored at 1e-300): the map reads each row's top entry, which the
+        softmax of the logs of ``X`` gives only to the last place, and a
+        step map can put the two in different bins.
+        """
+        if self.input == "proba" and self._mirrored(getattr(self, "calibrator_", None)):
+            return np.log(self.predict_proba(X))
+        return super().decision_function(X)
 
     def _calibrated_logits(self, logits):
         if logits.shape[0] == 0:

@@ -195,11 +195,11 @@ def top_rows_of_probabilities(
     one masked) times the reciprocal of the row sum: as accurate as the
     copy's sum of them (``(C - 1) u`` relative), never ``1 - c`` (which
     rounds to 0 near certainty). Blocks that need clipping, float32 rows,
-    other layouts and blocks where the floor can act are summed from their
-    copy, in a scratch block. For a caller that needs only these: the fit
-    of a binary problem on the top label. Without ``rest``, the plain
-    blocks are read once less (the masked sum is half of the read at 100
-    classes).
+    other layouts and (with ``rest``) blocks where the floor can act are
+    summed from their copy, in a scratch block. For a caller that needs
+    only these: the fit of a binary problem on the top label. Without
+    ``rest``, the plain blocks are read once less (the masked sum is half of
+    the read at 100 classes).
 
     Returns
     -------

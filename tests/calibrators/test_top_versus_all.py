@@ -126,16 +126,21 @@ def test_histogram_binning_is_netcal_on_the_top_label(digits):
     _assert_top_first(P, digits[2].argmax(axis=1))
 
 
-def test_histogram_binning_maps_the_confidence_alone_on_bin_edges():
+@pytest.mark.parametrize("redistribution", ["proportional", "temperature"])
+def test_histogram_binning_maps_the_confidence_alone_on_bin_edges(redistribution):
     """The binary histogram binning is the paper's one map of the
     confidence: each row gets the frequency of right predictions in the bin
-    ``[i / 15, (i + 1) / 15)`` of its confidence (computed here by
+    ``[i / 10, (i + 1) / 10)`` of its confidence (computed here by
     ``np.searchsorted``), rows on a bin edge included. Confidences ``k /
-    20`` put rows on the edges 0.6 and 0.8; each row is ``[c, 1 - c]`` in
+    20`` put rows on the edges 0.6 to 0.9; each row is ``[c, 1 - c]`` in
     two of five columns (``1 - c`` exact: every row sums to 1 exactly). A
     second map of ``1 - c`` in the same bins would count the rows of an edge
-    in the bin below it, mixing two bins' values. (netcal's
-    ``HistogramBinning`` bins ``(l, u]``: off the edges, the same map.)"""
+    in the bin below it, mixing two bins' values; and the binary softmax of
+    the logs of ``[0.9, 0.1]`` is 0.8999999999999999, in the bin below, so
+    the map must read the top entries of the probabilities themselves
+    (also where the others take the temperature's shares, and in
+    :meth:`predict_log_proba`). (netcal's ``HistogramBinning`` bins
+    ``(l, u]``: off the edges, the same map.)"""
     rng = np.random.default_rng(0)
     n = 3000
     conf = rng.integers(11, 20, size=n) / 20.0
@@ -145,20 +150,28 @@ def test_histogram_binning_maps_the_confidence_alone_on_bin_edges():
     assert (P.sum(axis=1) == 1.0).all()
     right = rng.random(n) < np.sqrt(conf)  # rates above the least share 0.5
     y = np.where(right, cols[:, 0], (cols[:, 0] + 1 + rng.integers(0, 4, n)) % 5)
-    bins = np.minimum(np.searchsorted(np.arange(16) / 15, conf, side="right") - 1, 14)
-    assert np.isin(conf, [0.6, 0.8]).sum() > 400  # rows on edges
-    freq = np.bincount(bins, weights=right, minlength=15) / np.maximum(
-        np.bincount(bins, minlength=15), 1
+    bins = np.minimum(np.searchsorted(np.arange(11) / 10, conf, side="right") - 1, 9)
+    assert np.isin(conf, [0.6, 0.7, 0.8, 0.9]).sum() > 1000  # rows on edges
+    freq = np.bincount(bins, weights=right, minlength=10) / np.maximum(
+        np.bincount(bins, minlength=10), 1
     )
-    expected = _proportional(P, cols[:, 0], np.maximum(freq[bins], 0.5))
     tva = TopVersusAll(
-        HistogramBinningCalibrator(n_bins=15),
+        HistogramBinningCalibrator(n_bins=10),
         input="proba",
-        redistribution="proportional",
+        redistribution=redistribution,
     )
     got = tva.fit(P, y).predict_proba(P)
+    top = cols[:, 0]
+    # the others' shares: their own, or those of softmax(log(P) / T)
+    shares = P
+    if redistribution == "temperature":
+        shares = softmax(np.log(_floored(P)) / tva.temperature_, axis=1)
+    least = _least_share(shares, top)
+    expected = _proportional(shares, top, np.maximum(freq[bins], least))
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
     np.testing.assert_allclose(tva.calibrator_.bin_values_[1][bins], freq[bins])
+    # the logs are those of the same probabilities, rows on edges included
+    np.testing.assert_allclose(np.exp(tva.predict_log_proba(P)), got, rtol=1e-12)
 
 
 def _bce_of_top(S, top, right, weight=None):
@@ -468,7 +481,7 @@ def test_isotonic_maps_the_confidence_alone_as_the_paper(input):
     P = tva.fit(X, yc).predict_proba(X)
     np.testing.assert_allclose(P, expected, rtol=0, atol=1e-11)
     inner = tva.calibrator_
-    np.testing.assert_allclose(inner.thresholds_[1], iso.X_thresholds_, rtol=1e-15)
+    np.testing.assert_allclose(inner.thresholds_[1], iso.X_thresholds_, rtol=1e-14)
     np.testing.assert_allclose(inner.values_[1], iso.y_thresholds_, rtol=0, atol=1e-15)
     np.testing.assert_allclose(
         inner.thresholds_[0], 1.0 - iso.X_thresholds_[::-1], rtol=0, atol=1e-15
@@ -476,6 +489,24 @@ def test_isotonic_maps_the_confidence_alone_as_the_paper(input):
     np.testing.assert_allclose(
         inner.values_[0], 1.0 - iso.y_thresholds_[::-1], rtol=0, atol=1e-15
     )
+
+
+def test_isotonic_map_of_the_complement_is_its_second_fit(digits):
+    """The stored map of ``1 - c`` (the mirror image of the map of ``c``) is
+    scikit-learn's isotonic regression of the wrong predictions on ``1 -
+    c``, a second fit that gives the same map in exact arithmetic: equal to
+    rounding on real scores (no confidences within 1e-15 of each other)."""
+    Zc, yc, _, _ = digits
+    Pc = softmax(Zc, axis=1)
+    top, conf = _top(Pc)
+    assert np.diff(np.sort(conf)).min() > 1e-12  # no merged ties
+    wrong = (top != yc).astype(int)
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+    iso.fit(1.0 - conf, wrong)
+    tva = TopVersusAll(IsotonicCalibrator(), redistribution="proportional")
+    inner = tva.fit(Zc, yc).calibrator_
+    np.testing.assert_allclose(inner.thresholds_[0], iso.X_thresholds_, atol=1e-14)
+    np.testing.assert_allclose(inner.values_[0], iso.y_thresholds_, atol=1e-14)
 
 
 def test_isotonic_merges_tied_confidences_as_scikit_learn():
