@@ -40,6 +40,7 @@ from ..utils._validation import (
     effective_sample_size,
     log_probabilities_inplace,
     top_and_rest,
+    top_entries,
     top_rows_of_probabilities,
 )
 from ..utils._warnings import warn
@@ -195,8 +196,7 @@ class _BinaryProblem:
         at ``PROBA_EPS``; left as it was) and their argmax ``top``; without
         ``rest``, only the top entries (for :meth:`confidence`)."""
         if not rest:
-            at = np.arange(len(top)) * P.shape[1] + top
-            return cls(None, P.reshape(-1).take(at), None)
+            return cls(None, top_entries(P, top), None)
         return cls(None, *top_and_rest(P, top))
 
     def scores(self) -> np.ndarray:

@@ -212,7 +212,17 @@ def top_rows_of_probabilities(
         P = np.asarray(P, dtype=np.float64)
     scan = _TopRowsScan(P, rest=rest)
     _scan_and_check(P, scan, tol, name, renormalize=True, log=False, floor=True)
-    return scan.pred, scan.c, scan.rest if rest else None
+    return scan.pred, scan.c, scan.rest
+
+
+def _top_offsets(P: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """The flat indices of the entries ``P[i, top[i]]`` (C order)."""
+    return np.arange(len(top)) * P.shape[1] + top
+
+
+def top_entries(P: np.ndarray, top: np.ndarray, c=None) -> np.ndarray:
+    """Each row's entry at ``top`` (C-contiguous ``P``), into ``c`` if given."""
+    return P.reshape(-1).take(_top_offsets(P, top), out=c)
 
 
 def top_and_rest(P: np.ndarray, top: np.ndarray, c=None, rest=None):
@@ -222,7 +232,7 @@ def top_and_rest(P: np.ndarray, top: np.ndarray, c=None, rest=None):
     for the sum and put back)."""
     P = np.ascontiguousarray(P)  # ours are: then P itself
     flat = P.reshape(-1)  # a view
-    at = np.arange(len(top)) * P.shape[1] + top
+    at = _top_offsets(P, top)
     c = flat.take(at, out=c)
     flat[at] = 0.0
     rest = np.einsum("ij->i", P, out=rest)  # SIMD sums in this thread
@@ -333,7 +343,7 @@ class _TopRowsScan(_Scan):
     def __init__(self, P: np.ndarray, rest: bool = True):
         super().__init__(P, top_label=True, copy=False)
         n = P.shape[0]
-        self.c, self.rest, self.with_rest = np.empty(n), np.empty(n), rest
+        self.c, self.rest = np.empty(n), np.empty(n) if rest else None
         # a scratch block, made when first needed: the copy of a block that
         # needs it, or else ones with 0 at the top entries, which mask them
         # out of a row product
@@ -357,15 +367,18 @@ class _TopRowsScan(_Scan):
             clip
             or offsets is None
             or block.dtype != np.float64
-            or (self.with_rest and not _above_floor(low, sums, clip=clip))
+            or (self.rest is not None and not _above_floor(low, sums, clip=clip))
         ):
             scratch = self._scratch(len(block), ones=False)
             _copy_block(block, scratch, sums, clip=clip, low=low, **options)
-            top_and_rest(scratch, top, self.c[rows], self.rest[rows])
+            if self.rest is None:
+                top_entries(scratch, top, self.c[rows])
+            else:
+                top_and_rest(scratch, top, self.c[rows], self.rest[rows])
             return
         reciprocal = 1.0 / sums
         np.multiply(self.conf[rows], reciprocal, out=self.c[rows])
-        if not self.with_rest:
+        if self.rest is None:
             return
         mask = self._scratch(len(block), ones=True)
         at = offsets[: len(block)] + top
