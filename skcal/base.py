@@ -212,6 +212,16 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     values, mapped in sorted order. A class with no sample in ``y`` keeps its
     column, with a :class:`~skcal.exceptions.MissingClassWarning`.
 
+    **Named columns.** A dataframe whose column names are the classes, in
+    any order, is read by name at fit and in every prediction: its columns
+    are put in the order of ``classes_`` (names compared with the labels by
+    value or text; ``feature_names_in_`` keeps the fit's names, and a later
+    frame may list them in another order). Names of only some classes are
+    refused, and so is an array without names after a fit on names in
+    another order than ``classes_``. Other names (``"logit_0"``, numbered
+    ``"0".."K-1"``, pandas' default ``0..K-1``) are read by position. The
+    user's frame is not modified.
+
     **Wrapper protocol.** :class:`~skcal.CalibratedClassifier` fits clones
     of a calibrator on a classifier's scores; before each fit it calls
     ``clone.set_params(**clone._wrapper_params(classes=..., input=...))``,
@@ -528,9 +538,11 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_classes)
             Scores of the classifier being calibrated, read as logits or as
-            probabilities according to ``input``.
+            probabilities according to ``input``. Column ``j`` is class
+            ``classes_[j]``; a dataframe whose columns are named after the
+            classes is read by name (see the class docstring).
         y : array-like of shape (n_samples,)
-            True labels.
+            True labels, none missing.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative sample weights; the objective is a weighted mean.
 

@@ -993,6 +993,8 @@ def check_proba_targets(
     probabilities are checked in one pass, see :func:`check_probabilities`
     (``copy`` and ``top_label`` are passed on); integer labels already in
     ``range(n_classes)`` are taken as column indices without sorting them.
+    A dataframe whose columns are named after the classes is read by name
+    (:func:`proba_in_class_order`).
 
     Returns
     -------
