@@ -894,15 +894,17 @@ def class_column_order(names, classes, *, what: str = "X", name: str = "classes_
         return None if (order == np.arange(len(order))).all() else order
     if _numbered(names) or max(positions, default=-1) < 0:
         return None
+    raise _column_mismatch(names, classes, positions, what, name)
+
+
+def _column_mismatch(names, classes, positions, what, name) -> ValueError:
+    """The error of :func:`class_column_order` for names of some classes."""
     found = [j for j in positions if j >= 0]
-    missing = [c for j, c in enumerate(classes.tolist()) if j not in found]
+    seen = set(found)
+    missing = [c for j, c in enumerate(classes.tolist()) if j not in seen]
     other = [n for n, j in zip(names, positions) if j < 0]
     repeated = sorted(
-        {
-            str(names[i])
-            for i, j in enumerate(positions)
-            if j >= 0 and found.count(j) > 1
-        }
+        {str(names[i]) for i, j in enumerate(positions) if found.count(j) > 1}
     )
     parts = [
         f"{label} {_labels_text(items, 10)}"
@@ -913,13 +915,12 @@ def class_column_order(names, classes, *, what: str = "X", name: str = "classes_
         )
         if items
     ]
-    raise ValueError(
+    return ValueError(
         f"{what}'s columns are named after classes but not after exactly the "
         f"{len(classes)} classes {_labels_text(classes, 10)} ({name}): "
         f"{'; '.join(parts)}; received the {len(names)} columns "
-        f"{_labels_text(names, 10)}. Name one column "
-        f"after each class (in any order), or pass an array whose column j "
-        f"is {name}[j]."
+        f"{_labels_text(names, 10)}. Name one column after each class (in any "
+        f"order), or pass an array whose column j is {name}[j]."
     )
 
 
