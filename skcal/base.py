@@ -25,6 +25,8 @@ from .utils._validation import (
     check_probabilities,
     check_sample_weight,
     check_scores_shape,
+    class_column_order,
+    frame_column_names,
     resolve_classes,
     scores_to_logits,
     sum_tolerance,
@@ -210,6 +212,16 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     values, mapped in sorted order. A class with no sample in ``y`` keeps its
     column, with a :class:`~skcal.exceptions.MissingClassWarning`.
 
+    **Named columns.** A dataframe whose column names are the classes, in
+    any order, is read by name at fit and in every prediction: its columns
+    are put in the order of ``classes_`` (names compared with the labels by
+    value or text; ``feature_names_in_`` keeps the fit's names, and a later
+    frame may list them in another order). Names of only some classes are
+    refused, and so is an array without names after a fit on names in
+    another order than ``classes_``. Other names (``"logit_0"``, numbered
+    ``"0".."K-1"``, pandas' default ``0..K-1``) are read by position. The
+    user's frame is not modified.
+
     **Wrapper protocol.** :class:`~skcal.CalibratedClassifier` fits clones
     of a calibrator on a classifier's scores; before each fit it calls
     ``clone.set_params(**clone._wrapper_params(classes=..., input=...))``,
@@ -388,6 +400,9 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         if _is_one_dimensional(X):  # skcal's advice before sklearn's reshape
             check_scores_shape(np.asarray(X))
         tol = sum_tolerance(getattr(X, "dtype", None))
+        order = None
+        if not reset:
+            X, order = self._fitted_column_order(X, frame_column_names(X))
         X = validate_data(
             self,
             X,
@@ -395,7 +410,56 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
             dtype=[np.float64, np.float32],
             ensure_all_finite=False,
         )
-        return X, tol
+        return (X, tol) if order is None else (X[:, order], tol)
+
+    def _fitted_column_order(self, X, names):
+        """For predictions: ``X`` and the order of its columns' classes.
+
+        A dataframe whose columns name the classes (see
+        :func:`~skcal.utils._validation.class_column_order`) in another
+        order than at fit is first put in the fit's order (the
+        ``feature_names_in_`` that scikit-learn checks); an array without
+        names is refused where the fit's columns named the classes in
+        another order than ``classes_`` (which of the two orders it follows
+        cannot be told).
+        """
+        fitted = getattr(self, "feature_names_in_", None)
+        classes = getattr(self, "classes_", None)
+        if classes is None:
+            return X, None
+        fit_order = None
+        if fitted is not None:
+            fit_order = class_column_order(list(fitted), classes)
+        if names is None:
+            if fit_order is not None:
+                raise ValueError(
+                    f"X has no column names, but {type(self).__name__} was fitted "
+                    f"on a DataFrame whose columns named the classes in the order "
+                    f"{list(fitted)[:10]}, not that of classes_ "
+                    f"{classes.tolist()[:10]}: it cannot tell which order X's "
+                    "columns follow. Pass a DataFrame whose columns are named "
+                    "after the classes (in any order)."
+                )
+            return X, None
+        order = class_column_order(names, classes)
+        if (
+            fitted is not None
+            and (order is not None or fit_order is not None)
+            and names != list(fitted)
+            and sorted(map(str, names)) == sorted(map(str, fitted))
+        ):
+            return X[list(fitted)], fit_order  # a new frame: X is not changed
+        return X, order
+
+    def _frame_in_class_order(self, X):
+        """``X`` itself, or for a dataframe whose columns name the classes,
+        a new dataframe of its columns in the order of ``classes_``."""
+        names = frame_column_names(X)
+        if names is None:
+            return X
+        check_is_fitted(self)
+        order = class_column_order(names, self.classes_)
+        return X if order is None else X[[names[i] for i in order]]
 
     def _validate_scores(self, X, *, reset: bool, shift=None, return_owned=False):
         """Validated logits of ``X`` (see :func:`scores_to_logits`).
@@ -429,16 +493,38 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         ``probabilities`` (``input="proba"``) the validated, renormalised
         probabilities floored at ``PROBA_EPS`` (same checks, same messages).
         """
+        names, targets = frame_column_names(X), None
         if probabilities:
             X, tol = self._score_array(X, reset=True)
             check_scores_shape(X)
+            if names is not None:
+                X, targets = self._fit_columns_in_class_order(
+                    X, names, y, sample_weight
+                )
             logits = self._check_fit_probabilities(X, tol) if len(X) else X
         else:
             logits = self._validate_scores(X, reset=True)
-        self.classes_, y_index, sample_weight = check_fit_targets(
-            self, y, logits.shape[0], logits.shape[1], self.classes, sample_weight
-        )
+            if names is not None:
+                logits, targets = self._fit_columns_in_class_order(
+                    logits, names, y, sample_weight
+                )
+        if targets is None:
+            targets = check_fit_targets(
+                self, y, logits.shape[0], logits.shape[1], self.classes, sample_weight
+            )
+        self.classes_, y_index, sample_weight = targets
         return logits, y_index, sample_weight
+
+    def _fit_columns_in_class_order(self, X, names, y, sample_weight):
+        """The validated scores ``X`` of a dataframe with columns ``names``,
+        in the order of the classes when the names are the classes (see
+        :func:`~skcal.utils._validation.class_column_order`; a new array),
+        and :func:`check_fit_targets` of the labels."""
+        targets = check_fit_targets(
+            self, y, X.shape[0], X.shape[1], self.classes, sample_weight
+        )
+        order = class_column_order(names, targets[0])
+        return (X if order is None else X[:, order]), targets
 
     # ---------------------------------------------------------------- public
     # the parameters are validated by the decorator; nested estimators and
@@ -452,9 +538,11 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_classes)
             Scores of the classifier being calibrated, read as logits or as
-            probabilities according to ``input``.
+            probabilities according to ``input``. Column ``j`` is class
+            ``classes_[j]``; a dataframe whose columns are named after the
+            classes is read by name (see the class docstring).
         y : array-like of shape (n_samples,)
-            True labels.
+            True labels, none missing.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative sample weights; the objective is a weighted mean.
 
@@ -533,7 +621,7 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         is the argmax of ``X`` itself, exactly, whatever the rounding of the
         calibrated probabilities.
         """
-        X = as_numpy(X)
+        X = self._frame_in_class_order(as_numpy(X))
         if self._keeps_argmax is None:
             index = np.argmax(self.decision_function(X), axis=1)
         else:

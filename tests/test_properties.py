@@ -1454,3 +1454,50 @@ def _streamed(metric_state, name, params, y, proba, w, chunks):
         for rows in chunks[::-1]:
             merged.update(y[rows], proba[rows], None if w is None else w[rows])
     return merged
+
+
+# ============================================== class-named dataframe columns
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+@_examples(2)
+@given(data=st.data())
+def test_class_named_dataframe_columns_are_honoured(case, data):
+    """Scores in a dataframe whose columns are named after the classes, in a
+    drawn order, are read by name: the fit and the predictions are those of
+    the array whose column j is ``classes_[j]`` (the reference), whatever
+    order the dataframe's columns come in (issue 49). A fit gets the same
+    numbers in both (only their memory layout differs), so the probabilities
+    agree to the solvers' tolerance (1e-9, as for the order of the rows).
+    Local calibrators read embeddings, whose columns are features: columns
+    named after some of the classes are still read by position there.
+    """
+    pd = pytest.importorskip("pandas")
+    problem = data.draw(problems(case))
+    names = np.array([f"class {k}" for k in range(problem.n_classes)])
+    labels = names[problem.y]
+    if case.local:
+        n_features = problem.X.shape[1]
+        columns = [
+            str(names[k]) if k < len(names) else f"f{k}" for k in range(n_features)
+        ]
+        frame = pd.DataFrame(problem.X, columns=columns)
+        est = fit_or_reject(case, problem, y=labels)
+        np.testing.assert_allclose(
+            proba(fit(case, problem, X=frame, y=labels), frame),
+            proba(est, problem.X),
+            rtol=0,
+            atol=1e-9,
+        )
+        return
+    perm = np.array(data.draw(st.permutations(range(problem.n_classes))))
+    frame = pd.DataFrame(problem.X[:, perm], columns=names[perm])
+    before = frame.copy()
+    est = fit_or_reject(case, problem, y=labels)
+    named = fit(case, problem, X=frame, y=labels)
+    pd.testing.assert_frame_equal(frame, before)  # the user's frame is untouched
+    assert list(named.feature_names_in_) == list(names[perm])
+    expected = proba(est, problem.X)
+    np.testing.assert_allclose(proba(named, frame), expected, rtol=0, atol=1e-9)
+    # predictions read the columns by name, in any order
+    other = np.array(data.draw(st.permutations(range(problem.n_classes))))
+    shuffled = pd.DataFrame(problem.X[:, other], columns=names[other])
+    np.testing.assert_allclose(proba(named, shuffled), expected, rtol=0, atol=1e-9)

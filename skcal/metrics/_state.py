@@ -319,13 +319,13 @@ class MetricState:
 
     # ------------------------------------------------------------ helpers
     def _check(self, y_true, y_proba, sample_weight):
-        y_proba = np.asarray(y_proba)
-        n_rows = y_proba.shape[0] if y_proba.ndim else 0
+        values = np.asarray(y_proba)  # y_proba itself: a frame's names count
+        n_rows = values.shape[0] if values.ndim else 0
         if n_rows == 0 and np.asarray(y_true).size == 0:
             return None
         y_true = np.asarray(y_true)
         if self.labels is None and y_true.size:
-            self._check_unlabelled(y_true, y_proba)
+            self._check_unlabelled(y_true, values)
         proba, y_index, _ = check_proba_targets(
             y_true, y_proba, labels=self.labels, copy=False
         )

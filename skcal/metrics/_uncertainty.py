@@ -38,9 +38,9 @@ from sklearn.utils.validation import check_consistent_length
 
 from ..utils._sklearn import Interval, StrOptions, _BaseScorer, validate_params
 from ..utils._validation import (
-    check_proba_array,
     check_proba_targets,
     check_sample_weight,
+    proba_in_class_order,
 )
 from ..utils._warnings import warn
 from ._binning import assign_bins, bin_means, binned_errors, uniform_edges
@@ -480,7 +480,7 @@ def _evaluator(func, name, is_skcal, y_true, y_proba, sample_weight, params):
     if func in (negative_log_likelihood, brier_score):
         proba, _, _ = check_proba_targets(y_true, y_proba, labels=labels)
         return _row_losses(func, proba, y_index, opts, weight), y_index, weight
-    checked = check_proba_array(y_proba)
+    checked = proba_in_class_order(y_true, y_proba, labels)
     uniform = opts.get("strategy", "uniform") == "uniform"
     if func in (expected_calibration_error, max_calibration_error) and uniform:
         _, _, _, pred, conf = check_proba_targets(

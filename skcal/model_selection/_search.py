@@ -47,8 +47,10 @@ from ..utils._validation import (
     check_finite,
     check_labels,
     check_sample_weight,
+    class_column_order,
     count_events,
     effective_sample_size,
+    frame_column_names,
     paired_mean_difference,
     scores_to_logits,
 )
@@ -970,12 +972,17 @@ class CalibratorSearchCV(BaseCalibrator):
     def _validate_fit_inputs(self, X, y, sample_weight):
         """Validated scores (as given), labels, user weights and relative weights."""
         self.reads_embeddings_ = False
+        names = frame_column_names(X)
         X, tol = self._score_array(X, reset=True)
         # the candidates' checks, once, with the search's name in the messages
         scores_to_logits(X, self.input, tol=tol)
         self.classes_, y_index, relative = check_fit_targets(
             self, y, X.shape[0], X.shape[1], self.classes, sample_weight
         )
+        # columns named after the classes: in their order, once for every fit
+        order = class_column_order(names, self.classes_)
+        if order is not None:
+            X = X[:, order]
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, X.shape[0])
         return X, self.classes_[y_index], sample_weight, relative

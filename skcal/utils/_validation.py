@@ -584,18 +584,65 @@ def _label_kind(value) -> str:
     return type(value).__name__
 
 
-def check_label_types(y: np.ndarray, name: str = "y") -> None:
-    """Refuse labels that mix types (numbers and strings, say).
+def _is_missing(value) -> bool:
+    """Whether a label is a missing value: None, NaN, ``pd.NA`` or ``pd.NaT``."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(value, (float, np.floating)) and value != value
 
-    numpy cannot sort them (``'<' not supported``), so no column order
-    exists; a plain list is turned into strings by numpy before this check,
-    an object array or a pandas column is not.
+
+def _rows_text(rows: np.ndarray) -> str:
+    shown = ", ".join(str(int(r)) for r in rows[:8])
+    return f"[{shown}{', ...' if rows.size > 8 else ''}]"
+
+
+def check_missing_labels(y: np.ndarray, name: str = "y") -> None:
+    """Refuse missing labels (None, NaN, ``pd.NA``), saying at which rows.
+
+    A missing label is no class: the rows are to be dropped, not turned
+    into a class called ``'nan'`` (which ``astype(str)`` would do).
     """
+    if y.dtype.kind == "f":
+        flat = y.ravel()
+        if np.isfinite(flat).all():
+            return
+        rows = np.flatnonzero(np.isnan(flat))
+        if rows.size == 0:
+            rows = np.flatnonzero(~np.isfinite(flat))
+            raise ValueError(
+                f"{name} has {rows.size} infinite label(s) at rows "
+                f"{_rows_text(rows)}; labels are class identifiers. Drop those "
+                "rows or fix their labels."
+            )
+    elif y.dtype == object and y.size:
+        flat = y.ravel()
+        rows = np.flatnonzero([_is_missing(value) for value in flat])
+    else:
+        return
+    if rows.size:
+        raise ValueError(
+            f"{name} has {rows.size} missing label(s) at rows {_rows_text(rows)}: "
+            "drop those rows first (a missing label is no class)."
+        )
+
+
+def check_label_types(y: np.ndarray, name: str = "y") -> None:
+    """Refuse missing labels and labels that mix types (numbers and strings).
+
+    numpy cannot sort mixed labels (``'<' not supported``), so no column
+    order exists; a plain list is turned into strings by numpy before this
+    check, an object array or a pandas column is not. Missing labels
+    (:func:`check_missing_labels`) are refused first, with their rows.
+    """
+    if y.dtype.kind == "f":
+        check_missing_labels(y, name)
     if y.dtype != object or y.size == 0:
         return
     kinds: dict[str, object] = {}
     for value in y.ravel():
         kinds.setdefault(_label_kind(value), value)
+    if kinds.keys() - {"str", "bool"}:  # None, NaN, pd.NA are not strings
+        check_missing_labels(y, name)
     if len(kinds) > 1:
         examples = ", ".join(f"{v!r} ({k})" for k, v in kinds.items())
         raise ValueError(
@@ -603,6 +650,54 @@ def check_label_types(y: np.ndarray, name: str = "y") -> None:
             "be all numbers or all strings to have an order; convert them "
             f"first, e.g. {name} = np.asarray({name}).astype(str)."
         )
+
+
+def _kind_of_labels(a: np.ndarray):
+    """``"str"``, ``"number"`` (booleans included) or None (empty, other)."""
+    if a.dtype.kind in "US":
+        return "str"
+    if a.dtype.kind in "biuf":
+        return "number"
+    if a.dtype == object and a.size:
+        kind = _label_kind(a.flat[0])
+        return "number" if kind == "bool" else kind
+    return None
+
+
+def _labels_text(a, limit: int = 4) -> str:
+    """The first labels of an array or list, for a message."""
+    values = a.tolist() if isinstance(a, np.ndarray) else list(a)
+    shown = ", ".join(repr(v) for v in values[:limit])
+    return f"[{shown}{', ...' if len(values) > limit else ''}]"
+
+
+def check_label_kinds(y: np.ndarray, classes: np.ndarray, name: str, y_name: str):
+    """Refuse number labels against string classes, and the reverse.
+
+    Integer-coded labels with string ``classes`` (or string labels with
+    number classes) match no class; numpy cannot even compare them.
+    """
+    y_kind, c_kind = _kind_of_labels(y), _kind_of_labels(classes)
+    if {y_kind, c_kind} != {"str", "number"}:
+        return
+    if c_kind == "str":
+        present = np.unique(y).astype(np.float64)
+        if _is_integral(present) and present.size:
+            what = f"integers {int(present.min())}..{int(present.max())}"
+            fix = f"map them with {name}[{y_name}]"
+            if present.min() < 0 or present.max() >= len(classes):
+                fix = f"encode them as the labels of {name}"
+        else:
+            what, fix = f"numbers {_labels_text(present)}", "encode them as strings"
+        raise ValueError(
+            f"{y_name} holds {what} but {name} are strings "
+            f"{_labels_text(classes)}: {fix}."
+        )
+    raise ValueError(
+        f"{y_name} holds strings {_labels_text(np.unique(y))} but {name} are "
+        f"numbers {_labels_text(classes)}: pass the string labels as {name} (in "
+        f"column order), or encode {y_name} as the numbers of {name}."
+    )
 
 
 def check_labels(y) -> np.ndarray:
@@ -645,7 +740,9 @@ def _labels_as_columns(y: np.ndarray, n_columns: int, classes):
     return classes_, y.astype(np.int64)
 
 
-def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
+def resolve_classes(
+    y, n_columns: int, classes=None, *, name: str = "classes", y_name: str = "y"
+):
     """Map labels to score columns.
 
     Parameters
@@ -667,12 +764,7 @@ def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
     """
     if not (type(y) is np.ndarray and y.ndim == 1 and y.dtype.kind != "c"):
         y = column_or_1d(y, warn=True)  # (a 1-D array: itself)
-    if y.dtype.kind == "f" and not np.isfinite(y).all():
-        raise ValueError(
-            "y contains NaN or infinite labels; labels must be finite class "
-            "identifiers. Drop the rows whose label is missing."
-        )
-    check_label_types(y)
+    check_label_types(y, y_name)
     direct = _labels_as_columns(y, n_columns, classes)
     if direct is not None:
         return direct
@@ -687,6 +779,7 @@ def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
                 f"{name} must list one label per column: expected {n_columns} "
                 f"labels, got {len(np.atleast_1d(classes_))}."
             )
+        check_label_kinds(y, classes_, name, y_name)
         if len(np.unique(classes_)) != len(classes_):
             raise ValueError(f"{name} contains duplicate labels: {list(classes_)}.")
         order = np.argsort(classes_, kind="stable")
@@ -695,7 +788,7 @@ def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
         unseen = y != sorted_classes[pos]
         if unseen.any():
             raise ValueError(
-                f"y contains labels that are not in {name}: "
+                f"{y_name} contains labels that are not in {name}: "
                 f"{sorted(set(np.unique(y[unseen]).tolist()))[:10]}; {name} = "
                 f"{classes_.tolist()}. Add them to {name}, in the column order of X."
             )
@@ -718,6 +811,116 @@ def resolve_classes(y, n_columns: int, classes=None, *, name: str = "classes"):
         f"have {n_columns} columns. Pass {name}=[...] listing every label in column "
         f"order (integer labels 0..{n_columns - 1} map to their own column "
         "without it)."
+    )
+
+
+def frame_column_names(X):
+    """The column names of a dataframe (pandas, polars), else None.
+
+    Read before the data become an array, for :func:`class_column_order`;
+    None at once for a numpy array.
+    """
+    if isinstance(X, np.ndarray) or not hasattr(X, "shape"):
+        return None
+    columns = getattr(X, "columns", None)
+    return None if columns is None else list(columns)
+
+
+def _column_positions(names: list, classes: np.ndarray) -> list:
+    """The class index of each name (-1: none), by value, else by text."""
+    values = classes.tolist()
+    exact = {value: j for j, value in enumerate(values)}
+    text = {str(value): j for j, value in enumerate(values)}
+
+    def lookup(name):
+        try:
+            j = exact.get(name, -1)
+        except TypeError:  # an unhashable name
+            j = -1
+        return j if j >= 0 else text.get(str(name), -1)
+
+    return [lookup(name) for name in names]
+
+
+def _numbered(names: list) -> bool:
+    """Whether the names are the positions ``0..n-1`` (or their text)."""
+    return [str(name) for name in names] == [str(j) for j in range(len(names))]
+
+
+def class_column_order(names, classes, *, what: str = "X", name: str = "classes_"):
+    """Which column of a dataframe holds each class, read from its names.
+
+    The input contract's rule for the columns of a dataframe of scores
+    (names compared with the classes by value, or by their text, so that
+    ``"7"`` names class 7):
+
+    - integer names ``0..K-1`` in order (pandas' default ``RangeIndex``) are
+      positions: column ``j`` is ``classes[j]``;
+    - names that are exactly the classes, in any order, put each class's
+      column in its place;
+    - names numbered ``"0".."K-1"`` in order, and names of which none is a
+      class (``"logit_0"``, ``"f1"``), are positions too;
+    - names of which some, but not all, are the classes are refused.
+
+    Parameters
+    ----------
+    names : list or None
+        :func:`frame_column_names` of the input.
+    classes : ndarray of shape (n_classes,)
+        The label of each column, in column order.
+    what, name : str
+        The input's and the classes' names in the messages.
+
+    Returns
+    -------
+    ndarray of shape (n_classes,) or None
+        ``order`` with ``X[:, order]`` in the order of ``classes``; None
+        when ``X`` is read as it is (positions, or names already in order).
+
+    Raises
+    ------
+    ValueError
+        If some names are classes but the names are not exactly the classes
+        (one missing, one more, one repeated).
+    """
+    if names is None:
+        return None
+    if all(isinstance(n, (int, np.integer)) for n in names) and _numbered(names):
+        return None
+    classes = np.asarray(classes)
+    positions = _column_positions(names, classes)
+    if len(names) == len(classes) and sorted(positions) == list(range(len(names))):
+        order = np.argsort(positions)
+        return None if (order == np.arange(len(order))).all() else order
+    if _numbered(names) or max(positions, default=-1) < 0:
+        return None
+    raise _column_mismatch(names, classes, positions, what, name)
+
+
+def _column_mismatch(names, classes, positions, what, name) -> ValueError:
+    """The error of :func:`class_column_order` for names of some classes."""
+    found = [j for j in positions if j >= 0]
+    seen = set(found)
+    missing = [c for j, c in enumerate(classes.tolist()) if j not in seen]
+    other = [n for n, j in zip(names, positions) if j < 0]
+    repeated = sorted(
+        {str(names[i]) for i, j in enumerate(positions) if found.count(j) > 1}
+    )
+    parts = [
+        f"{label} {_labels_text(items, 10)}"
+        for label, items in (
+            ("no column for", missing),
+            ("columns naming no class", other),
+            ("repeated", repeated),
+        )
+        if items
+    ]
+    return ValueError(
+        f"{what}'s columns are named after classes but not after exactly the "
+        f"{len(classes)} classes {_labels_text(classes, 10)} ({name}): "
+        f"{'; '.join(parts)}; received the {len(names)} columns "
+        f"{_labels_text(names, 10)}. Name one column after each class (in any "
+        f"order), or pass an array whose column j is {name}[j]."
     )
 
 
@@ -791,6 +994,8 @@ def check_proba_targets(
     probabilities are checked in one pass, see :func:`check_probabilities`
     (``copy`` and ``top_label`` are passed on); integer labels already in
     ``range(n_classes)`` are taken as column indices without sorting them.
+    A dataframe whose columns are named after the classes is read by name
+    (:func:`proba_in_class_order`).
 
     Returns
     -------
@@ -804,7 +1009,7 @@ def check_proba_targets(
     """
     y_true, y_proba, sample_weight = map(as_numpy, (y_true, y_proba, sample_weight))
     tol = sum_tolerance(getattr(y_proba, "dtype", None))
-    y_proba = check_proba_array(y_proba)
+    y_proba = proba_in_class_order(y_true, y_proba, labels)
     if y_proba.ndim == 1 or (y_proba.ndim == 2 and y_proba.shape[1] == 1):
         p = y_proba.reshape(-1).astype(np.float64)
         y_proba = np.column_stack([1.0 - p, p])
@@ -835,7 +1040,9 @@ def check_proba_targets(
     ):  # what resolve_classes returns for these labels, without np.unique
         y_index = y_true.astype(np.int64)
     else:
-        _, y_index = resolve_classes(y_true, n_classes, labels, name="labels")
+        _, y_index = resolve_classes(
+            y_true, n_classes, labels, name="labels", y_name="y_true"
+        )
     if sample_weight is None:
         sample_weight = np.ones(n_samples)
     else:
@@ -845,6 +1052,30 @@ def check_proba_targets(
     if top_label:
         return proba, y_index, sample_weight, checked[1], checked[2]
     return proba, y_index, sample_weight
+
+
+def proba_in_class_order(y_true, y_proba, labels=None):
+    """``y_proba`` checked by :func:`check_proba_array`, its columns in the
+    order of the classes when it is a dataframe whose columns name them.
+
+    The classes are ``labels``, or those of ``y_true`` (see
+    :func:`resolve_classes`); the rule is that of :func:`class_column_order`.
+    A dataframe of one column (the positive class's probabilities) is read
+    as it is.
+    """
+    names = frame_column_names(y_proba)
+    y_proba = check_proba_array(y_proba)
+    if names is None or y_proba.ndim != 2 or y_proba.shape[1] < 2:
+        return y_proba
+    classes, _ = resolve_classes(
+        column_or_1d(as_numpy(y_true)),
+        y_proba.shape[1],
+        labels,
+        name="labels",
+        y_name="y_true",
+    )
+    order = class_column_order(names, classes, what="y_proba", name="labels")
+    return y_proba if order is None else y_proba[:, order]
 
 
 def check_proba_array(y_proba) -> np.ndarray:
