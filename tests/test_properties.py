@@ -1454,3 +1454,56 @@ def _streamed(metric_state, name, params, y, proba, w, chunks):
         for rows in chunks[::-1]:
             merged.update(y[rows], proba[rows], None if w is None else w[rows])
     return merged
+
+
+# ============================================ intervals of reported values
+INTERVALS = [c for c in CASES if callable(getattr(c.cls, "predict_interval", None))]
+
+
+def _string_options(case) -> dict:
+    """Every parameter of ``case`` whose values are a set of strings (the
+    variants of the method: strategy, method, input) and those values."""
+    from skcal.utils._sklearn import StrOptions
+
+    found = {}
+    for name, constraints in case.probe._parameter_constraints.items():
+        for constraint in constraints:
+            if isinstance(constraint, StrOptions):
+                found[name] = sorted(constraint.options)
+    return found
+
+
+def test_every_estimator_with_intervals_is_covered():
+    assert {c.name for c in INTERVALS} >= {"VennAbersCalibrator"}
+
+
+@pytest.mark.parametrize("case", INTERVALS, ids=_ids(INTERVALS))
+@_examples(4)
+@given(data=st.data())
+def test_reported_probabilities_lie_in_their_intervals(case, data):
+    """Every estimator that reports an interval of its probabilities
+    (``predict_interval``), in each of its variants (every parameter with a
+    set of string values drawn, ``input="proba"`` on the softmax of the
+    drawn logits): ``lower <= predict_proba(X) <= upper`` for every entry,
+    finite and in [0, 1], also with weights and an absent class."""
+    problem = data.draw(problems(case, absent=data.draw(st.booleans())), label="data")
+    params = {
+        name: data.draw(st.sampled_from(options), label=name)
+        for name, options in _string_options(case).items()
+    }
+    X = problem.X
+    if params.get("input") == "proba":
+        X = np.exp(log_softmax(X, axis=1))
+    est = fit_or_reject(case, problem, X=X, **params)
+    rows = np.concatenate([X, X[::-1][:5]])  # calibration rows and others
+    P = proba(est, rows)
+    with quiet():
+        lower, upper = est.predict_interval(rows)
+    assert lower.shape == upper.shape == P.shape
+    assert np.isfinite(lower).all() and np.isfinite(upper).all()
+    assert lower.min() >= 0.0 and upper.max() <= 1.0
+    outside = (lower > P) | (P > upper)
+    assert not outside.any(), (
+        f"{outside.sum()} of {outside.size} probabilities outside their "
+        f"intervals, first at {np.argwhere(outside)[0]}"
+    )

@@ -226,7 +226,11 @@ def _tables_batch(problems, t):
     for r, (w, hits) in enumerate(blocks):
         weight[r, : k[r]], positive[r, : k[r]] = w, hits
     tables = _tables_of_blocks(weight, positive, k, t)
-    return [(c, p0, p1) for c, (p0, p1) in zip(knots, tables)]
+    # slopes of the hull, which rounding can put an ulp outside [0, 1]
+    return [
+        (c, np.clip(p0, 0.0, 1.0), np.clip(p1, 0.0, 1.0))
+        for c, (p0, p1) in zip(knots, tables)
+    ]
 
 
 def venn_abers_tables(scores, labels, sample_weight=None, test_weight=1.0):
@@ -612,10 +616,11 @@ class VennAbersCalibrator(BaseCalibrator):
             return out
         losses = wins if losses is None else losses
         inverse = np.full((n, n_classes), -(n_classes - 2.0))
-        for m, (i, j) in enumerate(self.problems_):
-            inverse[:, j] += 1.0 / wins[:, m]
-            inverse[:, i] += 1.0 / (1.0 - losses[:, m])
-        return 1.0 / inverse
+        with np.errstate(divide="ignore"):  # a pair's 0: the class's q is 0
+            for m, (i, j) in enumerate(self.problems_):
+                inverse[:, j] += 1.0 / wins[:, m]
+                inverse[:, i] += 1.0 / (1.0 - losses[:, m])
+            return 1.0 / inverse
 
     def _proba_of_columns(self, columns: np.ndarray):
         """:meth:`predict_proba` of the probability columns, with the
@@ -665,8 +670,9 @@ class VennAbersCalibrator(BaseCalibrator):
             lo, hi = self._class_values(lo, hi), self._class_values(hi, lo)
             others_hi = np.maximum(hi.sum(axis=1, keepdims=True) - hi, 0.0)
             others_lo = np.maximum(lo.sum(axis=1, keepdims=True) - lo, 0.0)
-            lower = lo / (lo + others_hi)
-            upper = hi / (hi + others_lo)
+            lower, upper = np.zeros(Q.shape), np.ones(Q.shape)  # 0 / 0: vacuous
+            np.divide(lo, lo + others_hi, out=lower, where=lo + others_hi > 0)
+            np.divide(hi, hi + others_lo, out=upper, where=hi + others_lo > 0)
         # the exact bounds contain the exact value: widened by its rounding
         return np.minimum(lower, Q), np.maximum(upper, Q)
 
