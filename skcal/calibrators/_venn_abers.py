@@ -293,6 +293,19 @@ def _lookup(tables, s):
     return p0[left + tie], p1[left]
 
 
+def _normalised_bounds(low, high):
+    """Bounds of ``m_k / sum_j m_j`` over the box ``low <= m <= high`` (one
+    row per class): increasing in ``m_k`` and decreasing in the others, the
+    ratio is lowest at ``low_k / (low_k + sum_(j != k) high_j)`` and highest
+    at ``high_k / (high_k + sum_(j != k) low_j)``; 0 / 0 gives [0, 1]."""
+    others_high = np.maximum(high.sum(axis=0) - high, 0.0)
+    others_low = np.maximum(low.sum(axis=0) - low, 0.0)
+    lower, upper = np.zeros(low.shape), np.ones(low.shape)
+    np.divide(low, low + others_high, out=lower, where=low + others_high > 0)
+    np.divide(high, high + others_low, out=upper, where=high + others_low > 0)
+    return lower, upper
+
+
 class VennAbersCalibrator(BaseCalibrator):
     """Inductive and cross Venn-Abers predictors, one-vs-rest or one-vs-one.
 
@@ -602,46 +615,64 @@ class VennAbersCalibrator(BaseCalibrator):
             p0[:, m], p1[:, m] = self._problem_interval(columns, m)
         return p0, p1
 
-    def _class_values(self, wins, losses=None):
-        """The unnormalised value of each class from the values of the
-        problems (shape (n, n_problems)): the one-vs-rest values, or the
-        pairwise coupling ``q_k = 1 / (sum_j 1 / p_(k vs j) - (C - 2))``
-        (increasing in each ``p_(k vs j)``), with ``p_(j vs i)`` from
-        ``wins`` and ``p_(i vs j) = 1 - p_(j vs i)`` from ``losses`` (the
-        same values by default) for each problem ``(i, j)``."""
-        n, n_classes = wins.shape[0], self.n_features_in_
-        if self.strategy == "ovr":
-            out = np.empty((n, n_classes))
-            out[:, self.problems_[:, 1]] = wins
-            return out
-        losses = wins if losses is None else losses
-        inverse = np.full((n, n_classes), -(n_classes - 2.0))
+    def _class_values(self, columns: np.ndarray, bounds: bool = False) -> list:
+        """The unnormalised value of each class, one contiguous row per class:
+        the merged one-vs-rest values, or their pairwise coupling ``q_k = 1 /
+        (sum_j 1 / p_(k vs j) - (C - 2))`` (increasing in each ``p_(k vs
+        j)``); with ``bounds``, also each class's value with every problem at
+        the end of its interval lowest, then highest, for that class. The
+        problems are read one at a time (one-vs-one keeps ``C`` rows, not a
+        row per pair)."""
+        n_classes, n = columns.shape
+        ovr = self.strategy == "ovr"
+        fill = 0.0 if ovr else -(n_classes - 2.0)
+        out = [np.full((n_classes, n), fill) for _ in range(3 if bounds else 1)]
         with np.errstate(divide="ignore"):  # a pair's 0: the class's q is 0
             for m, (i, j) in enumerate(self.problems_):
-                inverse[:, j] += 1.0 / wins[:, m]
-                inverse[:, i] += 1.0 / (1.0 - losses[:, m])
-            return 1.0 / inverse
+                p0, p1 = self._problem_interval(columns, m)
+                merged = [p1 / (1.0 - p0 + p1)]
+                if bounds:  # (cross: the pooled p0 may exceed the pooled p1)
+                    merged += [np.minimum(p0, p1), np.maximum(p0, p1)]
+                if ovr:
+                    for row, value in zip(out, merged):
+                        row[j] = value
+                    continue
+                for row, win, loss in zip(out, merged, merged[:1] + merged[:0:-1]):
+                    row[j] += 1.0 / win
+                    row[i] += 1.0 / (1.0 - loss)
+            return out if ovr else [np.divide(1.0, row, out=row) for row in out]
 
-    def _proba_of_columns(self, columns: np.ndarray):
-        """:meth:`predict_proba` of the probability columns, with the
-        problems' ``(p0, p1)`` it was computed from."""
-        p0, p1 = self._binary_intervals(columns)
-        merged = p1 / (1.0 - p0 + p1)
-        n_classes = columns.shape[0]
-        if n_classes == 2:
-            return np.column_stack([1.0 - merged[:, 0], merged[:, 0]]), p0, p1
-        Q = self._class_values(merged)
-        Q /= Q.sum(axis=1, keepdims=True)
-        return Q, p0, p1
+    def _proba_of_columns(self, columns: np.ndarray, bounds: bool = False):
+        """:meth:`predict_proba` of the probability columns; with ``bounds``
+        also the lower and upper bounds of :meth:`predict_interval`."""
+        if columns.shape[0] == 2:
+            p0, p1 = self._problem_interval(columns, 0)
+            p = p1 / (1.0 - p0 + p1)
+            Q = np.column_stack([1.0 - p, p])
+            if not bounds:
+                return Q
+            lo, hi = np.minimum(p0, p1), np.maximum(p0, p1)
+            lower = np.column_stack([1.0 - hi, lo])
+            upper = np.column_stack([1.0 - lo, hi])
+            return Q, np.minimum(lower, Q), np.maximum(upper, Q)
+        values = self._class_values(columns, bounds)
+        QT = values[0]
+        QT /= QT.sum(axis=0)
+        Q = np.ascontiguousarray(QT.T)
+        if not bounds:
+            return Q
+        lower, upper = _normalised_bounds(values[1], values[2])
+        # the exact bounds contain the exact value: widened by its rounding
+        return Q, np.minimum(lower.T, Q), np.maximum(upper.T, Q)
 
     def _calibrated_proba(self, logits):
         columns = np.ascontiguousarray(softmax_into(logits, np.empty(logits.shape)).T)
-        return self._proba_of_columns(columns)[0]
+        return self._proba_of_columns(columns)
 
     def _predict_proba_of_probabilities(self, X):
         """:meth:`predict_proba` with ``input="proba"``: the problems read
         the given probabilities themselves (see :meth:`_columns`)."""
-        return self._proba_of_columns(self._columns(X))[0]
+        return self._proba_of_columns(self._columns(X))
 
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
@@ -657,24 +688,6 @@ class VennAbersCalibrator(BaseCalibrator):
         if self.input == "proba":
             return np.log(np.maximum(self.predict_proba(X), 1e-300))
         return super().decision_function(X)
-
-    def _proba_interval(self, Q, p0, p1):
-        """The bounds of each reported probability over the problems'
-        intervals (see :meth:`predict_interval`)."""
-        lo, hi = np.minimum(p0, p1), np.maximum(p0, p1)
-        n_classes = Q.shape[1]
-        if n_classes == 2:
-            lower = np.column_stack([1.0 - hi[:, 0], lo[:, 0]])
-            upper = np.column_stack([1.0 - lo[:, 0], hi[:, 0]])
-        else:  # each class's value at its lowest and highest
-            lo, hi = self._class_values(lo, hi), self._class_values(hi, lo)
-            others_hi = np.maximum(hi.sum(axis=1, keepdims=True) - hi, 0.0)
-            others_lo = np.maximum(lo.sum(axis=1, keepdims=True) - lo, 0.0)
-            lower, upper = np.zeros(Q.shape), np.ones(Q.shape)  # 0 / 0: vacuous
-            np.divide(lo, lo + others_hi, out=lower, where=lo + others_hi > 0)
-            np.divide(hi, hi + others_lo, out=upper, where=hi + others_lo > 0)
-        # the exact bounds contain the exact value: widened by its rounding
-        return np.minimum(lower, Q), np.maximum(upper, Q)
 
     def predict_interval(self, X, kind="proba"):
         """Intervals of the probabilities: of :meth:`predict_proba`, or the
@@ -745,5 +758,4 @@ class VennAbersCalibrator(BaseCalibrator):
         columns = self._columns(X)
         if kind == "binary":
             return self._binary_intervals(columns)
-        Q, p0, p1 = self._proba_of_columns(columns)
-        return self._proba_interval(Q, p0, p1)
+        return self._proba_of_columns(columns, bounds=True)[1:]
