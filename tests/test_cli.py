@@ -768,3 +768,51 @@ def test_every_help_imports_neither_torch_nor_sklearn():
     # the list is wrapped at 79 columns: compare with the line breaks removed
     assert "VectorScaling (vector, vs)" in " ".join(runs["calibrate"][0].stdout.split())
     assert "DirichletCalibratorCV" in runs["select"][0].stdout
+
+
+def test_venn_abers_writes_the_intervals_of_its_probabilities(
+    score_files, tmp_path, capsys
+):
+    """``calibrate --method vennabers`` and ``apply`` of its saved model (the
+    real commands) write ``proba_lower`` / ``proba_upper`` (npz) or
+    ``lower_<class>`` / ``upper_<class>`` (CSV), the fitted calibrator's
+    ``predict_interval``, which brackets the written ``proba``; the CSV
+    reads back in ``evaluate`` as the probabilities alone."""
+    from skcal import VennAbersCalibrator
+
+    cal, test, (z_cal, y_cal), (z_test, _) = score_files
+    out, model = tmp_path / "va.npz", tmp_path / "va.pkl"
+    argv = ["calibrate", "--method", "vennabers", "--fit", cal, "--apply", test]
+    rc, stdout, stderr = _skcal(*argv, "--out", out, "--save", model)
+    assert rc == 0, stderr
+    assert "intervals (proba_lower, proba_upper)" in stdout
+    reference = VennAbersCalibrator().fit(z_cal, y_cal)
+    lower, upper = reference.predict_interval(z_test)
+    with np.load(out, allow_pickle=False) as written:
+        np.testing.assert_array_equal(written["proba_lower"], lower)
+        np.testing.assert_array_equal(written["proba_upper"], upper)
+        proba = written["proba"]
+    np.testing.assert_array_equal(proba, reference.predict_proba(z_test))
+    assert np.all(lower <= proba) and np.all(proba <= upper)
+    assert np.any(lower < proba) and np.any(proba < upper)
+    applied = tmp_path / "applied.csv"
+    rc, stdout, stderr = _skcal(
+        "apply", "--model", model, "--allow-pickle", "--apply", test, "--out", applied
+    )
+    assert rc == 0, stderr
+    import pandas as pd
+
+    table = pd.read_csv(applied)
+    for j in range(3):
+        np.testing.assert_allclose(table[f"lower_{j}"], lower[:, j], rtol=1e-15)
+        np.testing.assert_allclose(table[f"upper_{j}"], upper[:, j], rtol=1e-15)
+        np.testing.assert_allclose(table[f"proba_{j}"], proba[:, j], rtol=1e-15)
+    assert main(["evaluate", str(applied), "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"]["NLL"] == pytest.approx(
+        negative_log_likelihood(table["label"], proba), rel=1e-12
+    )
+    # a calibrator without intervals writes none
+    argv = [*argv[:2], "temperature", *argv[3:], "--out", out, "--quiet"]
+    assert main([str(a) for a in argv]) == 0
+    with np.load(out, allow_pickle=False) as written:
+        assert "proba_lower" not in written and "proba_upper" not in written

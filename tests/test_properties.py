@@ -1501,3 +1501,56 @@ def test_class_named_dataframe_columns_are_honoured(case, data):
     other = np.array(data.draw(st.permutations(range(problem.n_classes))))
     shuffled = pd.DataFrame(problem.X[:, other], columns=names[other])
     np.testing.assert_allclose(proba(named, shuffled), expected, rtol=0, atol=1e-9)
+
+
+# ============================================ intervals of reported values
+INTERVALS = [c for c in CASES if callable(getattr(c.cls, "predict_interval", None))]
+
+
+def _string_options(case) -> dict:
+    """Every parameter of ``case`` whose values are a set of strings (the
+    variants of the method: strategy, method, input) and those values."""
+    from skcal.utils._sklearn import StrOptions
+
+    found = {}
+    for name, constraints in case.probe._parameter_constraints.items():
+        for constraint in constraints:
+            if isinstance(constraint, StrOptions):
+                found[name] = sorted(constraint.options)
+    return found
+
+
+def test_every_estimator_with_intervals_is_covered():
+    assert {c.name for c in INTERVALS} >= {"VennAbersCalibrator"}
+
+
+@pytest.mark.parametrize("case", INTERVALS, ids=_ids(INTERVALS))
+@_examples(4)
+@given(data=st.data())
+def test_reported_probabilities_lie_in_their_intervals(case, data):
+    """Every estimator that reports an interval of its probabilities
+    (``predict_interval``), in each of its variants (every parameter with a
+    set of string values drawn, ``input="proba"`` on the softmax of the
+    drawn logits): ``lower <= predict_proba(X) <= upper`` for every entry,
+    finite and in [0, 1], also with weights and an absent class."""
+    problem = data.draw(problems(case, absent=data.draw(st.booleans())), label="data")
+    params = {
+        name: data.draw(st.sampled_from(options), label=name)
+        for name, options in _string_options(case).items()
+    }
+    X = problem.X
+    if params.get("input") == "proba":
+        X = np.exp(log_softmax(X, axis=1))
+    est = fit_or_reject(case, problem, X=X, **params)
+    rows = np.concatenate([X, X[::-1][:5]])  # calibration rows and others
+    P = proba(est, rows)
+    with quiet():
+        lower, upper = est.predict_interval(rows)
+    assert lower.shape == upper.shape == P.shape
+    assert np.isfinite(lower).all() and np.isfinite(upper).all()
+    assert lower.min() >= 0.0 and upper.max() <= 1.0
+    outside = (lower > P) | (P > upper)
+    assert not outside.any(), (
+        f"{outside.sum()} of {outside.size} probabilities outside their "
+        f"intervals, first at {np.argwhere(outside)[0]}"
+    )

@@ -140,13 +140,12 @@ def _tie_starts(x):
     return np.flatnonzero(new)
 
 
-def _pava(x, target, weight, order=None):
-    """``(x_unique, total_weight, fitted)``: the isotonic fit on the distinct ``x``.
+def _grouped(x, target, weight, order=None):
+    """``(x_unique, total_weight, total_target)`` of the tie groups of ``x``.
 
-    Samples of zero weight are dropped, tied ``x`` (within ``_TIE_EPS`` of
-    their group's first, as scikit-learn) are merged into their weighted mean
-    target at the group's first ``x``, and scipy's pool-adjacent-violators
-    solves the weighted problem (values clipped to [0, 1]). ``order``, if
+    Samples of zero weight are dropped and tied ``x`` (within ``_TIE_EPS``
+    of their group's first, as scikit-learn) are merged at the group's first
+    ``x``, with their summed weights and weighted targets. ``order``, if
     given, sorts ``x`` (non-decreasing; see :func:`_opposite_orders`).
     """
     if order is None:
@@ -157,13 +156,51 @@ def _pava(x, target, weight, order=None):
     starts = _tie_starts(x)
     if weight is None:
         total = np.diff(np.append(starts, x.size)).astype(np.float64)
-        mean = np.add.reduceat(target[order], starts) / total
+        hits = np.add.reduceat(target[order], starts)
     else:
         weight = weight[order]
         total = np.add.reduceat(weight, starts)
-        mean = np.add.reduceat(target[order] * weight, starts) / total
-    values = np.clip(isotonic_regression(mean, weights=total).x, 0.0, 1.0)
-    return x[starts], total, values
+        hits = np.add.reduceat(target[order] * weight, starts)
+    return x[starts], total, hits
+
+
+def _pava(x, target, weight, order=None):
+    """``(x_unique, total_weight, fitted)``: the isotonic fit on the distinct ``x``.
+
+    The tie groups of :func:`_grouped`, each at its weighted mean target,
+    and scipy's pool-adjacent-violators on them (values clipped to [0, 1]).
+    """
+    xu, total, hits = _grouped(x, target, weight, order)
+    values = np.clip(isotonic_regression(hits / total, weights=total).x, 0.0, 1.0)
+    return xu, total, values
+
+
+#: Neighbouring blocks of an isotonic fit whose values (recomputed from
+#: their sums) differ by at most this relative amount are one constant
+#: stretch: the running weighted means of the pool-adjacent-violators
+#: algorithm round differently along different paths (rows of weight 2, or
+#: the same rows repeated), which can leave one stretch as two blocks a
+#: unit in the last place apart.
+_LEVEL_RTOL = 1e-12
+
+
+def _constant_stretches(total, hits, fitted):
+    """Starts and values of the constant stretches of an isotonic fit.
+
+    ``fitted`` is the fit on the tie groups of weights ``total`` and
+    weighted targets ``hits``: its blocks (where the fitted value changes)
+    are merged with their neighbour where their values, each recomputed as
+    the block's sum of targets over its sum of weights (exact for integer
+    weights), agree to :data:`_LEVEL_RTOL`.
+    """
+    starts = np.flatnonzero(np.append(True, fitted[1:] != fitted[:-1]))
+    values = np.add.reduceat(hits, starts) / np.add.reduceat(total, starts)
+    gap = np.diff(values)
+    new = gap > _LEVEL_RTOL * np.maximum(np.abs(values[1:]), np.abs(values[:-1]))
+    if not new.all():
+        starts = starts[np.append(True, new)]
+        values = np.add.reduceat(hits, starts) / np.add.reduceat(total, starts)
+    return starts, np.clip(values, 0.0, 1.0)
 
 
 def _opposite_orders(scores: np.ndarray) -> list:
@@ -202,20 +239,21 @@ def _centered_isotonic_knots(x, target, weight, order=None):
     """Knots and values of the centred isotonic fit (Oron & Flournoy 2017).
 
     The isotonic fit of :func:`_pava` is constant on blocks of consecutive
-    distinct ``x``; each block is collapsed into one knot at its weighted
+    distinct ``x`` (:func:`_constant_stretches`: blocks whose values agree
+    to rounding are one); each block is collapsed into one knot at its weighted
     mean ``x`` (the weights of its samples), holding the block's value, and
     the fit interpolates linearly between these knots. As in the paper (and
     ``cir_model``), blocks of value 0 or 1 are not collapsed (their two
     ends are kept), and the first and last blocks keep their outer end, so
     that the map spans the calibration range (constant outside it).
     """
-    xu, total, values = _pava(x, target, weight, order)
-    starts = np.flatnonzero(np.append(True, values[1:] != values[:-1]))
-    ends = np.append(starts[1:], values.size) - 1
+    xu, total, hits = _grouped(x, target, weight, order)
+    fitted = isotonic_regression(hits / total, weights=total).x
+    starts, v = _constant_stretches(total, hits, fitted)
+    ends = np.append(starts[1:], xu.size) - 1
     first, last = xu[starts], xu[ends]
     mean = np.add.reduceat(xu * total, starts) / np.add.reduceat(total, starts)
     mean = np.clip(mean, first, last)  # rounding may leave a lone x's block
-    v = values[starts]
     extreme = (v == 0.0) | (v == 1.0)
     n_blocks = starts.size
     block = np.arange(n_blocks)
@@ -722,6 +760,12 @@ class CenteredIsotonicCalibrator(IsotonicCalibrator):
     tie scores of different rank), CIR is strictly increasing between the
     knots of blocks with values other than 0 and 1, so it keeps the order
     of the scores there.
+
+    A constant stretch is found from the sums of its rows: neighbouring
+    blocks of the pool-adjacent-violators fit whose values agree to
+    rounding (1e-12, relative) are one stretch, so that rows of integer
+    weight give the knots of the repeated rows (the running weighted means
+    can leave one stretch as two blocks a unit in the last place apart).
 
     **Many classes.** As for :class:`IsotonicCalibrator`, each class's map
     is learned from its own positives: with many classes and few rows per

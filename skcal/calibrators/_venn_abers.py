@@ -31,6 +31,7 @@ from .._torch._progress import Progress
 from .._torch.kernels._softmax import softmax_into
 from ..base import BaseCalibrator
 from ..utils._sklearn import Interval, StrOptions
+from ..utils._validation import check_probabilities, check_scores_shape
 
 __all__ = ["VennAbersCalibrator", "venn_abers_tables"]
 
@@ -225,7 +226,11 @@ def _tables_batch(problems, t):
     for r, (w, hits) in enumerate(blocks):
         weight[r, : k[r]], positive[r, : k[r]] = w, hits
     tables = _tables_of_blocks(weight, positive, k, t)
-    return [(c, p0, p1) for c, (p0, p1) in zip(knots, tables)]
+    # slopes of the hull, which rounding can put an ulp outside [0, 1]
+    return [
+        (c, np.clip(p0, 0.0, 1.0), np.clip(p1, 0.0, 1.0))
+        for c, (p0, p1) in zip(knots, tables)
+    ]
 
 
 def venn_abers_tables(scores, labels, sample_weight=None, test_weight=1.0):
@@ -288,6 +293,19 @@ def _lookup(tables, s):
     return p0[left + tie], p1[left]
 
 
+def _normalised_bounds(low, high):
+    """Bounds of ``m_k / sum_j m_j`` over the box ``low <= m <= high`` (one
+    row per class): increasing in ``m_k`` and decreasing in the others, the
+    ratio is lowest at ``low_k / (low_k + sum_(j != k) high_j)`` and highest
+    at ``high_k / (high_k + sum_(j != k) low_j)``; 0 / 0 gives [0, 1]."""
+    others_high = np.maximum(high.sum(axis=0) - high, 0.0)
+    others_low = np.maximum(low.sum(axis=0) - low, 0.0)
+    lower, upper = np.zeros(low.shape), np.ones(low.shape)
+    np.divide(low, low + others_high, out=lower, where=low + others_high > 0)
+    np.divide(high, high + others_low, out=upper, where=high + others_low > 0)
+    return lower, upper
+
+
 class VennAbersCalibrator(BaseCalibrator):
     """Inductive and cross Venn-Abers predictors, one-vs-rest or one-vs-one.
 
@@ -296,9 +314,9 @@ class VennAbersCalibrator(BaseCalibrator):
     regressions of the calibration labels on the calibration scores, each
     fitted with the test object added with label 0, respectively 1, and
     read at ``s``. One of them is perfectly calibrated under
-    exchangeability; :meth:`predict_interval` returns both, and
-    :meth:`predict_proba` their merge ``p1 / (1 - p0 + p1)`` (the
-    probability of least worst-case log loss). The tables of every test
+    exchangeability; :meth:`predict_proba` returns their merge ``p1 / (1 -
+    p0 + p1)`` (the probability of least worst-case log loss), which lies
+    in ``[p0, p1]``. The tables of every test
     position are computed at once (the convex-minorant Algorithms 1 to 4 of
     the paper, two stack passes after one sort), so a prediction is a binary
     search, never a refitted isotonic regression.
@@ -317,6 +335,20 @@ class VennAbersCalibrator(BaseCalibrator):
 
     With two classes both are the single predictor of ``p_1`` against ``y
     == classes_[1]``.
+
+    **Intervals.** :meth:`predict_interval` returns, by default, an interval
+    of each reported probability: the range of :meth:`predict_proba` when
+    the value of every binary problem ranges over its ``[p0, p1]``, which
+    contains the reported probability. With more than two classes the raw
+    pairs do not: the merged one-vs-rest values are divided by their row
+    sum, which moves them out of their own ``[p0, p1]`` (on real 6- to
+    26-class tasks, most entries). ``predict_interval(X, kind="binary")``
+    gives the raw pairs of the binary problems.
+
+    **Probabilities as input.** With ``input="proba"`` the binary problems
+    read the given probabilities themselves (validated, not renormalised):
+    equal probabilities stay ties, as in the ``venn-abers`` package, where
+    the softmax of their logs would split them by rounding.
 
     **Cross Venn-Abers** (``method="cross"``): the calibration rows of each
     binary problem are split into ``n_splits`` stratified folds (shuffled
@@ -392,12 +424,17 @@ class VennAbersCalibrator(BaseCalibrator):
     --------
     >>> import numpy as np
     >>> from skcal import VennAbersCalibrator
-    >>> from skcal.utils._testing import make_miscalibrated_logits
-    >>> logits, y = make_miscalibrated_logits(500, 3, temperature=2.0, random_state=0)
-    >>> va = VennAbersCalibrator().fit(logits, y)
-    >>> va.predict_proba(logits[:4]).shape
+    >>> rng = np.random.default_rng(0)
+    >>> logits = rng.normal(size=(500, 3))
+    >>> y = np.array([rng.choice(3, p=np.exp(z) / np.exp(z).sum()) for z in logits])
+    >>> va = VennAbersCalibrator().fit(3 * logits, y)  # over-confident scores
+    >>> proba = va.predict_proba(3 * logits[:4])
+    >>> proba.shape
     (4, 3)
-    >>> p0, p1 = va.predict_interval(logits[:4])
+    >>> lower, upper = va.predict_interval(3 * logits[:4])
+    >>> bool(np.all((lower <= proba) & (proba <= upper)))
+    True
+    >>> p0, p1 = va.predict_interval(3 * logits[:4], kind="binary")
     >>> bool(np.all(p0 <= p1))
     True
     """
@@ -412,6 +449,8 @@ class VennAbersCalibrator(BaseCalibrator):
     }
     _shift_invariant = True
     _softmax_first = True
+    _fits_probabilities = True
+    _maps_probabilities = True
 
     def __init__(
         self,
@@ -499,6 +538,21 @@ class VennAbersCalibrator(BaseCalibrator):
 
     def _fit(self, logits, y_index, sample_weight):
         columns = softmax_into(logits, np.empty(logits.shape)).T.copy()
+        self._fit_columns(columns, y_index, sample_weight)
+
+    def _check_fit_probabilities(self, X, tol):
+        """The given probabilities, validated and clipped to [0, 1] but not
+        renormalised (see :meth:`_columns`)."""
+        return check_probabilities(X, tol=tol, renormalize=False)
+
+    def _fit_probabilities(self, P, y_index, sample_weight):
+        """With ``input="proba"``, the binary problems read the given
+        probabilities themselves: no round trip through their logs, which
+        would break their ties."""
+        self._fit_columns(np.ascontiguousarray(P.T), y_index, sample_weight)
+
+    def _fit_columns(self, columns, y_index, sample_weight):
+        """Fit every problem on the probability columns (one row per class)."""
         self.problems_ = self._problems(len(columns))
         self.test_weight_ = float(sample_weight[sample_weight > 0].min())
         n_problems = len(self.problems_)
@@ -519,6 +573,21 @@ class VennAbersCalibrator(BaseCalibrator):
                 done = batch[-1][0] + 1
 
     # --------------------------------------------------------------- predict
+    def _columns(self, X) -> np.ndarray:
+        """The probability columns of ``X`` (one contiguous row per class)
+        that the binary problems read: the softmax of the logits, or with
+        ``input="proba"`` the validated probabilities as given (clipped to
+        [0, 1], not renormalised: equal entries stay equal)."""
+        if self.input != "proba":
+            logits = self._validate_scores(X, reset=False)
+            return np.ascontiguousarray(softmax_into(logits, np.empty(logits.shape)).T)
+        X, tol = self._score_array(X, reset=False)
+        check_scores_shape(X)
+        if X.shape[0] == 0:
+            return np.empty(X.shape[::-1])
+        P = check_probabilities(X, tol=tol, renormalize=False)
+        return np.ascontiguousarray(P.T)
+
     def _problem_interval(self, columns: np.ndarray, m: int):
         """``(p0, p1)`` of problem ``m`` for the probability columns
         ``columns`` (one row per class), pooled over the folds by geometric
@@ -534,61 +603,159 @@ class VennAbersCalibrator(BaseCalibrator):
             log_q0 += np.log1p(-p0)
             log_p1 += np.log(p1)
         k = len(folds)
-        return -np.expm1(log_q0 / k), np.exp(log_p1 / k)
+        # 0 - expm1: p0 = +0, never -0 (whose reciprocal, -inf, the bounds
+        # of the one-vs-one coupling would add to +inf)
+        return 0.0 - np.expm1(log_q0 / k), np.exp(log_p1 / k)
 
-    def _merged(self, columns: np.ndarray, m: int) -> np.ndarray:
-        p0, p1 = self._problem_interval(columns, m)
-        return p1 / (1.0 - p0 + p1)
+    def _binary_intervals(self, columns: np.ndarray):
+        """``(p0, p1)`` of every problem: arrays of shape (n, n_problems)."""
+        shape = (columns.shape[1], len(self.problems_))
+        p0, p1 = np.empty(shape), np.empty(shape)
+        for m in range(shape[1]):
+            p0[:, m], p1[:, m] = self._problem_interval(columns, m)
+        return p0, p1
+
+    def _class_values(self, columns: np.ndarray, bounds: bool = False) -> list:
+        """The unnormalised value of each class, one contiguous row per class:
+        the merged one-vs-rest values, or their pairwise coupling ``q_k = 1 /
+        (sum_j 1 / p_(k vs j) - (C - 2))`` (increasing in each ``p_(k vs
+        j)``); with ``bounds``, also each class's value with every problem at
+        the end of its interval lowest, then highest, for that class. The
+        problems are read one at a time (one-vs-one keeps ``C`` rows, not a
+        row per pair)."""
+        n_classes, n = columns.shape
+        ovr = self.strategy == "ovr"
+        fill = 0.0 if ovr else -(n_classes - 2.0)
+        out = [np.full((n_classes, n), fill) for _ in range(3 if bounds else 1)]
+        with np.errstate(divide="ignore"):  # a pair's 0: the class's q is 0
+            for m, (i, j) in enumerate(self.problems_):
+                p0, p1 = self._problem_interval(columns, m)
+                merged = [p1 / (1.0 - p0 + p1)]
+                if bounds:  # (cross: the pooled p0 may exceed the pooled p1)
+                    merged += [np.minimum(p0, p1), np.maximum(p0, p1)]
+                if ovr:
+                    for row, value in zip(out, merged):
+                        row[j] = value
+                    continue
+                for row, win, loss in zip(out, merged, merged[:1] + merged[:0:-1]):
+                    row[j] += 1.0 / win
+                    row[i] += 1.0 / (1.0 - loss)
+            return out if ovr else [np.divide(1.0, row, out=row) for row in out]
+
+    def _proba_of_columns(self, columns: np.ndarray, bounds: bool = False):
+        """:meth:`predict_proba` of the probability columns; with ``bounds``
+        also the lower and upper bounds of :meth:`predict_interval`."""
+        if columns.shape[0] == 2:
+            p0, p1 = self._problem_interval(columns, 0)
+            p = p1 / (1.0 - p0 + p1)
+            Q = np.column_stack([1.0 - p, p])
+            if not bounds:
+                return Q
+            lo, hi = np.minimum(p0, p1), np.maximum(p0, p1)
+            lower = np.column_stack([1.0 - hi, lo])
+            upper = np.column_stack([1.0 - lo, hi])
+            return Q, np.minimum(lower, Q), np.maximum(upper, Q)
+        values = self._class_values(columns, bounds)
+        QT = values[0]
+        QT /= QT.sum(axis=0)
+        Q = np.ascontiguousarray(QT.T)
+        if not bounds:
+            return Q
+        lower, upper = _normalised_bounds(values[1], values[2])
+        # the exact bounds contain the exact value: widened by its rounding
+        return Q, np.minimum(lower.T, Q), np.maximum(upper.T, Q)
 
     def _calibrated_proba(self, logits):
-        P = softmax_into(logits, np.empty(logits.shape))
-        columns = np.ascontiguousarray(P.T)
-        n_classes = P.shape[1]
-        if n_classes == 2:
-            p = self._merged(columns, 0)
-            return np.column_stack([1.0 - p, p])
-        QT = np.empty(columns.shape)  # one contiguous row per class
-        if self.strategy == "ovr":
-            for m, (_, j) in enumerate(self.problems_):
-                QT[j] = self._merged(columns, m)
-        else:  # pairwise coupling of the merged pairwise probabilities
-            QT.fill(-(n_classes - 2.0))
-            for m, (i, j) in enumerate(self.problems_):
-                p = self._merged(columns, m)
-                QT[j] += 1.0 / p
-                QT[i] += 1.0 / (1.0 - p)
-            np.divide(1.0, QT, out=QT)
-        Q = np.ascontiguousarray(QT.T)
-        Q /= Q.sum(axis=1, keepdims=True)
-        return Q
+        columns = np.ascontiguousarray(softmax_into(logits, np.empty(logits.shape)).T)
+        return self._proba_of_columns(columns)
+
+    def _predict_proba_of_probabilities(self, X):
+        """:meth:`predict_proba` with ``input="proba"``: the problems read
+        the given probabilities themselves (see :meth:`_columns`)."""
+        return self._proba_of_columns(self._columns(X))
 
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
 
-    def predict_interval(self, X):
-        """The Venn-Abers multiprobability ``(p0, p1)`` of every binary problem.
+    def decision_function(self, X) -> np.ndarray:
+        """Calibrated logits of shape (n_samples, n_classes).
+
+        The logs of :meth:`predict_proba` (floored at 1e-300); with
+        ``input="proba"`` of the probabilities computed from ``X`` as given,
+        not from the softmax of its logs (whose rounding can move a score
+        across a step of the isotonic tables).
+        """
+        if self.input == "proba":
+            return np.log(np.maximum(self.predict_proba(X), 1e-300))
+        return super().decision_function(X)
+
+    def predict_interval(self, X, kind="proba"):
+        """Intervals of the probabilities: of :meth:`predict_proba`, or the
+        Venn-Abers pair ``(p0, p1)`` of every binary problem.
+
+        Every binary problem ``m`` gives an interval ``[p0, p1]`` (one of
+        the two is calibrated) and merges it into ``p1 / (1 - p0 + p1)``,
+        which lies in it. The reported probabilities combine these merged
+        values (divided by their row sum, or coupled pairwise), which can
+        leave them outside every problem's interval: one-vs-rest values
+        need not sum to 1. ``kind="proba"`` (the default) therefore gives
+        the interval of each *reported* probability: the lowest and highest
+        values the reported probability takes when the value of every
+        problem ranges over its ``[p0, p1]``. It contains
+        :meth:`predict_proba` for every entry.
+
+        * Two classes: ``[p0, p1]`` for ``classes_[1]``, ``[1 - p1, 1 -
+          p0]`` for ``classes_[0]``.
+        * One-vs-rest: ``p_k = m_k / sum_j m_j`` increases with ``m_k`` and
+          decreases with the others, so its range over the box of the
+          ``m_j`` in ``[p0_j, p1_j]`` is exactly ``[p0_k / (p0_k + sum_(j
+          != k) p1_j), p1_k / (p1_k + sum_(j != k) p0_j)]``.
+        * One-vs-one: the same bounds with the coupled values ``q_k = 1 /
+          (sum_j 1 / p_(k vs j) - (C - 2))`` at the ends of the pairs'
+          intervals in place of ``p0_k`` and ``p1_k``; each class's ``q``
+          is bounded on its own, so the interval contains the range of the
+          reported value but may be wider than it.
+
+        With ``method="cross"``, the folds' pairs are pooled by geometric
+        means first (the pooled ``p0`` may then exceed the pooled ``p1``;
+        the interval is between the two). The bounds are widened to the
+        reported value where rounding leaves it a unit in the last place
+        outside.
+
+        ``kind="binary"`` gives the raw Venn-Abers pairs of the binary
+        problems themselves (the one-vs-rest ``[p0, p1]`` of each class,
+        what the ``venn-abers`` package returns): they bound the merged
+        value of each problem, not the reported probabilities.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_classes)
             Scores, read as ``input`` says.
+        kind : {"proba", "binary"}, default="proba"
+            The interval of each reported probability, or the pair of each
+            binary problem.
 
         Returns
         -------
-        p0, p1 : ndarray of shape (n_samples, n_problems)
-            Column ``m`` is problem ``problems_[m] = (i, j)``: the lower and
-            upper probability of class ``classes_[j]`` (against
-            ``classes_[i]``, or against the rest when ``i = -1``); one column
-            for two classes. With ``method="cross"``, the folds pooled by
-            geometric means (``p1 / (1 - p0 + p1)`` is then the cross
-            Venn-Abers probability).
+        lower, upper : ndarray of shape (n_samples, n_classes) or \
+                (n_samples, n_problems)
+            ``kind="proba"``: column ``j`` bounds ``predict_proba(X)[:, j]``
+            (``lower <= predict_proba(X) <= upper``). ``kind="binary"``:
+            ``p0`` and ``p1``, column ``m`` of problem ``problems_[m] = (i,
+            j)``, the lower and upper probability of class ``classes_[j]``
+            (against ``classes_[i]``, or against the rest when ``i = -1``);
+            one column for two classes. With ``method="cross"``, the folds
+            pooled by geometric means (``p1 / (1 - p0 + p1)`` is then the
+            cross Venn-Abers probability).
         """
+        if kind not in ("proba", "binary"):
+            raise ValueError(
+                f"kind must be 'proba' (the interval of each reported "
+                f"probability) or 'binary' (the (p0, p1) of each binary "
+                f"problem); got {kind!r}."
+            )
         check_is_fitted(self)
-        logits = self._validate_scores(X, reset=False)
-        P = softmax_into(logits, np.empty(logits.shape))
-        columns = np.ascontiguousarray(P.T)
-        shape = (P.shape[0], len(self.problems_))
-        p0, p1 = np.empty(shape), np.empty(shape)
-        for m in range(shape[1]):
-            p0[:, m], p1[:, m] = self._problem_interval(columns, m)
-        return p0, p1
+        columns = self._columns(X)
+        if kind == "binary":
+            return self._binary_intervals(columns)
+        return self._proba_of_columns(columns, bounds=True)[1:]

@@ -196,14 +196,33 @@ def _read_calibration_data(args, name, cls, report) -> _CalibrationData:
 
 
 def _fit_and_apply(estimator, data: _CalibrationData, prog: str):
-    """Fit time, probabilities and predictions; warnings become stderr lines."""
+    """Fit time, probabilities, predictions and intervals; warnings become
+    stderr lines."""
     start = time.perf_counter()
     with report_on_stderr(prog):
         estimator.fit(data.X_fit, data.y_fit)
         elapsed = time.perf_counter() - start
         proba = estimator.predict_proba(data.X_apply)
         predict = estimator.predict(data.X_apply)
-    return elapsed, proba, predict
+        intervals = _intervals(estimator, data.X_apply)
+    return elapsed, proba, predict, intervals
+
+
+def _intervals(estimator, X) -> dict:
+    """``proba_lower`` and ``proba_upper`` of an estimator that reports an
+    interval of each probability (``predict_interval``, as Venn-Abers does),
+    else nothing."""
+    if not callable(getattr(estimator, "predict_interval", None)):
+        return {}
+    lower, upper = estimator.predict_interval(X)
+    return {"proba_lower": lower, "proba_upper": upper}
+
+
+def _written(intervals: dict) -> str:
+    """What the output holds, for the summary line."""
+    if not intervals:
+        return "calibrated probabilities"
+    return "calibrated probabilities and their intervals (proba_lower, proba_upper)"
 
 
 def _metric_rows(name, y, proba, predict, classes, *, key, X, head) -> list[dict]:
@@ -223,15 +242,19 @@ def _metric_rows(name, y, proba, predict, classes, *, key, X, head) -> list[dict
     return [*rows, {"method": name, **metrics}]
 
 
-def _write_calibrated(path, name, y, predict, proba, classes, given, label=None):
+def _write_calibrated(
+    path, name, y, predict, proba, classes, given, label=None, intervals=None
+):
     """Write the output of calibrate and apply: the probabilities and more.
 
     ``given``: the classes when the input named them (headers ``proba_<class>``);
     ``label``: the input's ``--label-col``, the name of the labels (kept, so
-    that the output reads back with the same options).
+    that the output reads back with the same options); ``intervals``: the
+    ``proba_lower`` and ``proba_upper`` of :func:`_intervals`.
     """
     labels = {} if y is None else {"labels": y}
-    arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
+    arrays = {**labels, "predict": predict, "proba": proba, **(intervals or {})}
+    arrays["classes"] = classes
     arrays["method"] = np.array(name)  # names the file in evaluate (npz only)
     write_arrays(
         path, arrays, class_names=named_columns(classes, given), label_name=label
@@ -274,7 +297,7 @@ def _cmd_calibrate(args) -> int:
         progress=not args.quiet and sys.stderr.isatty(),
     )
     report(f"fitting {name} on {len(data.y_fit)} samples ({data.key}) ...")
-    elapsed, proba, predict = _fit_and_apply(estimator, data, prog)
+    elapsed, proba, predict, intervals = _fit_and_apply(estimator, data, prog)
     classes = estimator.classes_
     if data.y_apply is not None:
         check_known_labels(data.y_apply, classes, "--apply", args.apply, args.fit)
@@ -297,6 +320,7 @@ def _cmd_calibrate(args) -> int:
         classes,
         data.given,
         args.label_col,
+        intervals,
     )
     if args.save is not None:
         write_model(args.save, estimator)
@@ -307,8 +331,8 @@ def _cmd_calibrate(args) -> int:
         return 0
     print(
         f"{name} ({data.key}, {len(classes)} classes): fitted on "
-        f"{len(data.y_fit)} samples in {elapsed:.2f} s; wrote the calibrated "
-        f"probabilities of {len(proba)} samples to {args.out}."
+        f"{len(data.y_fit)} samples in {elapsed:.2f} s; wrote the "
+        f"{_written(intervals)} of {len(proba)} samples to {args.out}."
     )
     if args.save is not None:
         print(f"Wrote the fitted calibrator to {args.save}.")
@@ -426,11 +450,14 @@ def _cmd_apply(args) -> int:
     with report_on_stderr(prog):
         proba = model.predict_proba(X)
         predict = model.predict(X)
+        intervals = _intervals(model, X)
     report(f"applied {name} ({key}) to {len(proba)} samples of {args.apply}")
     head = {} if y is None else _model_head(model, key)
     rows = _metric_rows(name, y, proba, predict, classes, key=key, X=X, head=head)
     label = getattr(args, "label_col", None)
-    _write_calibrated(args.out, name, y, predict, proba, classes, None, label)
+    _write_calibrated(
+        args.out, name, y, predict, proba, classes, None, label, intervals
+    )
     if args.json:
         print_json(
             {
@@ -447,7 +474,7 @@ def _cmd_apply(args) -> int:
         return 0
     print(
         f"{name} ({key}, {len(classes)} classes) from {args.model}: wrote the "
-        f"calibrated probabilities of {len(proba)} samples to {args.out}."
+        f"{_written(intervals)} of {len(proba)} samples to {args.out}."
     )
     if rows:
         print_metrics(rows, args.apply)
@@ -463,8 +490,11 @@ def add_calibrate(sub) -> None:
             "Fit a calibrator on the --fit file (scores or embeddings, "
             "and labels) and write the calibrated probabilities of the --apply file "
             "to --out (proba, predict, classes in npz, and the --apply labels when "
-            "it has them). With labels in the --apply file, prints their metrics. "
-            "The column options apply to every file read."
+            "it has them). A calibrator that reports an interval of each "
+            "probability (vennabers) also writes proba_lower and proba_upper "
+            "(columns lower_<class> and upper_<class> in CSV and Parquet): "
+            "lower <= proba <= upper. With labels in the --apply file, prints "
+            "their metrics. The column options apply to every file read."
         ),
         epilog=lambda: (
             f"{FORMATS_HELP}\n\n{methods_help(head_note=True)}\n\n"
@@ -514,7 +544,9 @@ def add_apply(sub) -> None:
             "Load a calibrator (or search) saved by skcal calibrate --save or "
             "skcal select --save and write the calibrated probabilities of the "
             "--apply file to --out (proba, predict, classes in npz, and the "
-            "labels when the file has them, with their metrics). A .skops model "
+            "labels when the file has them, with their metrics; for a "
+            "Venn-Abers model also proba_lower and proba_upper, columns "
+            "lower_<class> and upper_<class> in CSV and Parquet). A .skops model "
             "is loaded safely: only skcal's types and those skops trusts are "
             "rebuilt (--trust adds others); any other file is a pickle, read "
             "only with --allow-pickle. The model says what it reads: logits, "

@@ -11,7 +11,10 @@ calibrator's name; npz only) and, when known, ``labels``; in CSV and
 Parquet the columns are ``label``,
 ``predict`` and ``proba_<class>`` when the classes are strings or were
 named by the input (an npz ``classes`` array, or named columns), else
-``proba_0 ... proba_{C-1}``.
+``proba_0 ... proba_{C-1}``. The interval of each probability, when the
+calibrator reports one (Venn-Abers), is the npz arrays ``proba_lower`` and
+``proba_upper``, or the columns ``lower_<class>`` and ``upper_<class>``
+(not ``proba_...``, which would read back as more probability columns).
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ from ._common import CLIError, did_you_mean, listing
 
 #: npz key of each per-sample matrix -> default column prefix
 MATRIX_PREFIXES = {"logits": "logit_", "proba": "proba_", "embeddings": "emb_"}
+
+
+#: npz key of each per-sample matrix of the outputs only -> column prefix
+OUTPUT_PREFIXES = {"proba_lower": "lower_", "proba_upper": "upper_"}
 
 
 #: npz key of each per-sample vector -> column name in CSV/Parquet outputs
@@ -537,9 +544,9 @@ def _table_columns(arrays: dict, class_names=None) -> dict:
     columns = {}
     for key, value in per_sample.items():
         if value.ndim == 2:
-            prefix = MATRIX_PREFIXES.get(key, key + "_")
+            prefix = {**MATRIX_PREFIXES, **OUTPUT_PREFIXES}.get(key, key + "_")
             suffixes = range(value.shape[1])
-            if key == "proba" and class_names is not None:
+            if key in ("proba", *OUTPUT_PREFIXES) and class_names is not None:
                 suffixes = class_names
             columns.update(
                 {f"{prefix}{s}": value[:, j] for j, s in enumerate(suffixes)}

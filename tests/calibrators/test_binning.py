@@ -729,3 +729,76 @@ def test_probabilities_are_fitted_as_validated_without_their_logs(mode):
     ref = ScalingBinningCalibrator(input="logits", mode=mode).fit(np.log(Q), y)
     np.testing.assert_allclose(sb.coef_, ref.coef_, rtol=1e-9)
     np.testing.assert_allclose(sb.intercept_, ref.intercept_, rtol=1e-9, atol=1e-12)
+
+
+def _exact_cir(x, target, weight):
+    """Centred isotonic regression by hand, in exact fractions: PAVA (pool
+    while the left value is at least the right one) on the distinct scores,
+    its constant stretches collapsed at their weighted mean score (ends kept
+    for values 0 and 1 and at the two outer ends), as in Oron & Flournoy."""
+    from fractions import Fraction
+
+    order = np.argsort(x, kind="stable")
+    blocks = []  # [sum of w * t, sum of w, sum of w * x, first x, last x]
+    for i in order:
+        w = Fraction(int(weight[i]))
+        blocks.append([w * int(target[i]), w, w * Fraction(x[i]), x[i], x[i]])
+        while len(blocks) > 1 and (
+            blocks[-2][0] / blocks[-2][1] >= blocks[-1][0] / blocks[-1][1]
+        ):
+            s, w, sx, _, last = blocks.pop()
+            blocks[-1][0] += s
+            blocks[-1][1] += w
+            blocks[-1][2] += sx
+            blocks[-1][4] = last
+    knots, values = [], []
+    for b, (s, w, sx, first, last) in enumerate(blocks):
+        v = s / w
+        points = [float(sx / w)]
+        if v in (0, 1) or b == 0:
+            points.insert(0, first)
+        if v in (0, 1):
+            points[-1] = last
+        elif b == len(blocks) - 1:
+            points.append(last)
+        knots += points
+        values += [float(v)] * len(points)
+    return np.array(knots), np.array(values)
+
+
+def test_cir_integer_weights_are_repeated_rows_and_the_exact_fit():
+    """Rows of weight 2 to 5: scipy's running weighted means left one
+    constant stretch (4/10) of class 1 as two blocks a unit in the last
+    place apart (0.4 and 0.4000000000000001), and the centred knots, found
+    by exact equality, collapsed each at its own mean: maps 0.044 apart
+    from the fit on the repeated rows (probabilities 0.026). The exact fit
+    (fractions) is the reference; the repeated rows and cir_model (on the
+    weighted rows) give it too."""
+    rng = np.random.default_rng(28)
+    n, n_classes = int(rng.integers(20, 80)), int(rng.integers(2, 4))
+    P = softmax(rng.normal(size=(n, n_classes)) * 2, axis=1)
+    y = rng.integers(0, n_classes, n)
+    y[:n_classes] = np.arange(n_classes)
+    w = rng.integers(1, 6, n)
+    weighted = CenteredIsotonicCalibrator(input="proba").fit(P, y, sample_weight=w)
+    repeated = CenteredIsotonicCalibrator(input="proba").fit(
+        np.repeat(P, w, axis=0), np.repeat(y, w)
+    )
+    grid = np.linspace(0, 1, 20001)
+    for k in range(n_classes):
+        knots, values = _exact_cir(P[:, k], y == k, w)
+        exact = np.interp(grid, knots, values)
+        for fitted in (weighted, repeated):
+            mine = np.interp(grid, fitted.thresholds_[k], fitted.values_[k])
+            np.testing.assert_allclose(mine, exact, rtol=0, atol=1e-12)
+    Pt = softmax(rng.normal(size=(300, n_classes)) * 2, axis=1)
+    np.testing.assert_allclose(
+        weighted.predict_proba(Pt), repeated.predict_proba(Pt), rtol=0, atol=1e-12
+    )
+    cir_model = pytest.importorskip("cir_model")
+    for k in range(n_classes):
+        ref = cir_model.CenteredIsotonicRegression(out_of_bounds="clip")
+        ref.fit(P[:, k], (y == k).astype(np.float64), sample_weight=w.astype(float))
+        inside = grid[(grid >= P[:, k].min()) & (grid <= P[:, k].max())]
+        mine = np.interp(inside, weighted.thresholds_[k], weighted.values_[k])
+        np.testing.assert_allclose(mine, ref.predict(inside), rtol=0, atol=1e-12)

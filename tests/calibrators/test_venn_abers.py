@@ -120,7 +120,7 @@ def test_batched_tables_are_the_isotonic_regressions_with_the_test_object():
 def test_binary_matches_venn_abers_on_breast_cancer():
     P_cal, y_cal, P_test, _ = _scores(load_breast_cancer)
     va = VennAbersCalibrator(input="proba").fit(P_cal, y_cal)
-    p0, p1 = va.predict_interval(P_test)
+    p0, p1 = va.predict_interval(P_test, kind="binary")
     ref = venn_abers.VennAbers().fit(P_cal, y_cal)
     ref_proba, ref_p0p1 = ref.predict_proba(P_test)
     np.testing.assert_allclose(p0[:, 0], ref_p0p1[:, 0], rtol=0, atol=TOL)
@@ -138,7 +138,7 @@ def test_mapie_differs_only_above_the_largest_calibration_score():
     P_cal, y_cal, P_test, _ = _scores(load_breast_cancer)
     va = VennAbersCalibrator(input="proba").fit(P_cal, y_cal)
     inside = P_test[:, 1] <= P_cal[:, 1].max()
-    p0, p1 = va.predict_interval(P_test)
+    p0, p1 = va.predict_interval(P_test, kind="binary")
     ref = mapie_va.VennAbers()
     ref.fit(P_cal, y_cal)
     _, ref_p0p1 = ref.predict_proba(P_test)
@@ -150,7 +150,7 @@ def test_mapie_differs_only_above_the_largest_calibration_score():
     P = np.column_stack([1 - s, s])
     test = np.array([[0.1, 0.9]])
     va = VennAbersCalibrator(input="proba").fit(P, labels)
-    _, p1 = va.predict_interval(test)
+    _, p1 = va.predict_interval(test, kind="binary")
     _, r1 = _isotonic_with_test_object(s, labels, np.ones(3), 1.0, 0.9)
     assert p1[0, 0] == r1 == 1.0
     ref = mapie_va.VennAbers()
@@ -172,7 +172,7 @@ def test_multiclass_matches_the_references(loader, strategy, va_type):
     mapie, _ = mapie_va.predict_proba_prefitted_va(P_cal, y_cal, P_test, va_tpe=va_type)
     np.testing.assert_allclose(proba, ref, rtol=0, atol=TOL)
     np.testing.assert_allclose(proba, mapie, rtol=0, atol=TOL)
-    p0, p1 = va.predict_interval(P_test)
+    p0, p1 = va.predict_interval(P_test, kind="binary")
     np.testing.assert_allclose(p0, np.column_stack(ref_p0p1)[:, 0::2], atol=TOL)
     np.testing.assert_allclose(p1, np.column_stack(ref_p0p1)[:, 1::2], atol=TOL)
 
@@ -188,7 +188,7 @@ def test_cross_matches_venn_abers_cv_binary():
     va.fit(P_cal, y_cal)
     np.testing.assert_allclose(va.predict_proba(P_test), ref_proba, rtol=0, atol=TOL)
     # the pooled interval: geometric means of the folds' p1 and 1 - p0
-    p0, p1 = va.predict_interval(P_test)
+    p0, p1 = va.predict_interval(P_test, kind="binary")
     gm = lambda a: np.exp(np.log(a).mean(axis=1))  # noqa: E731
     np.testing.assert_allclose(p1[:, 0], gm(ref_p0p1[:, 4:]), atol=TOL)
     np.testing.assert_allclose(1 - p0[:, 0], gm(1 - ref_p0p1[:, :4]), atol=TOL)
@@ -223,7 +223,7 @@ def test_cross_one_vs_one_is_the_coupling_of_pairwise_venn_abers_cv():
 def test_interval_brackets_the_merged_probability():
     P_cal, y_cal, P_test, _ = _scores(load_breast_cancer)
     va = VennAbersCalibrator(input="proba").fit(P_cal, y_cal)
-    p0, p1 = va.predict_interval(P_test)
+    p0, p1 = va.predict_interval(P_test, kind="binary")
     merged = p1 / (1 - p0 + p1)
     assert np.all(p0 <= merged) and np.all(merged <= p1)
     np.testing.assert_allclose(va.predict_proba(P_test)[:, 1], merged[:, 0])
@@ -237,7 +237,7 @@ def test_absent_class_gets_the_venn_abers_of_no_positive():
     keep = y_cal != 2
     with pytest.warns(MissingClassWarning):
         va = VennAbersCalibrator(input="proba").fit(P_cal[keep], y_cal[keep])
-    p0, p1 = va.predict_interval(P_test)
+    p0, p1 = va.predict_interval(P_test, kind="binary")
     s = P_cal[keep, 2]
     above = (s[None, :] >= P_test[:, [2]]).sum(axis=1)
     np.testing.assert_array_equal(p0[:, 2], 0.0)
@@ -313,3 +313,165 @@ def test_cross_with_tiny_problems_falls_back_to_one_fold():
     assert [len(k) for k in cross.knots_] == [1, 5, 5]
     np.testing.assert_array_equal(cross.p1_[0][0], inductive.p1_[0][0])
     np.testing.assert_allclose(cross.predict_proba(P_test).sum(axis=1), 1.0)
+
+
+# ----------------------------------------- intervals of the reported values
+def _corners(wins, losses=None):
+    """Every choice of one end per problem: arrays of shape (2^m, n, m)."""
+    n, m = wins.shape
+    choice = (np.arange(2**m)[:, None] >> np.arange(m)) & 1
+    return np.where(choice[:, None, :] == 1, losses[None], wins[None])
+
+
+def _reported(va, values):
+    """What predict_proba makes of problem values (rows, problems), by the
+    class docstring's formulas: p1 of the binary problem, the one-vs-rest
+    values divided by their sum, or the pairwise coupling."""
+    C = len(va.classes_)
+    if C == 2:
+        return np.column_stack([1 - values[:, 0], values[:, 0]])
+    if va.strategy == "ovr":
+        Q = values.copy()
+    else:
+        inverse = np.full((len(values), C), -(C - 2.0))
+        for m, (i, j) in enumerate(va.problems_):
+            inverse[:, j] += 1 / values[:, m]
+            inverse[:, i] += 1 / (1 - values[:, m])
+        Q = 1 / inverse
+    return Q / Q.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize(
+    "loader, strategy, method",
+    [
+        (load_breast_cancer, "ovr", "inductive"),
+        (load_breast_cancer, "ovr", "cross"),
+        (load_wine, "ovr", "inductive"),
+        (load_wine, "ovr", "cross"),
+        (load_wine, "ovo", "inductive"),
+        (load_wine, "ovo", "cross"),
+    ],
+)
+def test_interval_is_the_range_of_the_reported_probability(loader, strategy, method):
+    """The interval of each reported probability contains it and, for two
+    classes and one-vs-rest, is the range of the reported value over every
+    corner of the problems' [p0, p1] (the extremes of a ratio monotone in
+    each value); for one-vs-one it contains that range. The raw one-vs-rest
+    pairs miss most reported probabilities on these data."""
+    P_cal, y_cal, P_test, _ = _scores(loader)
+    va = VennAbersCalibrator(
+        input="proba", strategy=strategy, method=method, random_state=0
+    ).fit(P_cal, y_cal)
+    proba = va.predict_proba(P_test)
+    lower, upper = va.predict_interval(P_test)
+    assert lower.shape == upper.shape == proba.shape
+    assert np.isfinite(lower).all() and np.isfinite(upper).all()
+    assert np.all(lower <= proba) and np.all(proba <= upper)
+    p0, p1 = va.predict_interval(P_test, kind="binary")
+    corners = np.array([_reported(va, c) for c in _corners(p0, p1)])
+    low, high = corners.min(axis=0), corners.max(axis=0)
+    if strategy == "ovr" or len(va.classes_) == 2:
+        np.testing.assert_allclose(lower, low, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(upper, high, rtol=1e-12, atol=1e-15)
+    else:
+        assert np.all(lower <= low * (1 + 1e-12)) and np.all(
+            high * (1 - 1e-12) <= upper
+        )
+    if len(va.classes_) > 2 and strategy == "ovr":  # the reason for the change
+        outside = (proba < p0) | (proba > p1)
+        assert outside.mean() > 0.1
+
+
+def test_binary_interval_is_the_venn_abers_pair_of_the_reference():
+    P_cal, y_cal, P_test, _ = _scores(load_breast_cancer)
+    va = VennAbersCalibrator(input="proba").fit(P_cal, y_cal)
+    lower, upper = va.predict_interval(P_test)
+    _, ref_p0p1 = venn_abers.VennAbers().fit(P_cal, y_cal).predict_proba(P_test)
+    np.testing.assert_allclose(lower[:, 1], ref_p0p1[:, 0], rtol=0, atol=TOL)
+    np.testing.assert_allclose(upper[:, 1], ref_p0p1[:, 1], rtol=0, atol=TOL)
+    np.testing.assert_allclose(lower[:, 0], 1 - ref_p0p1[:, 1], rtol=0, atol=TOL)
+    np.testing.assert_allclose(upper[:, 0], 1 - ref_p0p1[:, 0], rtol=0, atol=TOL)
+    merged = ref_p0p1[:, 1] / (1 - ref_p0p1[:, 0] + ref_p0p1[:, 1])
+    np.testing.assert_allclose(va.predict_proba(P_test)[:, 1], merged, atol=TOL)
+
+
+def test_predict_interval_refuses_an_unknown_kind():
+    P_cal, y_cal, P_test, _ = _scores(load_wine)
+    va = VennAbersCalibrator(input="proba").fit(P_cal, y_cal)
+    with pytest.raises(ValueError, match="kind must be 'proba'.*'binary'.*'pairs'"):
+        va.predict_interval(P_test, kind="pairs")
+
+
+# ------------------------------------------------- probabilities with ties
+def _votes(n, n_classes, n_trees, seed, least=0):
+    """Probabilities as the votes of ``n_trees`` trees, each class getting
+    ``least`` votes at least: few distinct values, many exact ties (and
+    zeros with ``least=0``), rows summing to 1 to rounding."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, n)
+    strength = rng.uniform(0.2, 0.9, n)
+    p = (1 - strength[:, None]) / n_classes + strength[:, None] * np.eye(n_classes)[y]
+    free = n_trees - least * n_classes
+    votes = least + np.array([rng.multinomial(free, row) for row in p])
+    return votes / n_trees, y
+
+
+@pytest.mark.parametrize(
+    "strategy, n_classes, n_trees, least",
+    [
+        ("ovr", 2, 10, 0),
+        ("ovr", 4, 10, 0),
+        ("ovr", 5, 3, 0),
+        ("ovr", 3, 1, 0),
+        ("ovo", 4, 10, 1),
+        ("ovo", 3, 7, 1),
+    ],
+)
+def test_tied_probabilities_match_the_references(strategy, n_classes, n_trees, least):
+    """Votes of 10, 7, 3 or 1 trees (one-hot rows): the problems read the
+    given probabilities, ties kept, as the venn-abers package and MAPIE do
+    (the softmax of their logs split ties and moved probabilities by up to
+    0.2). One-vs-one with a vote for every class: the references divide
+    ``0 / 0`` where both classes of a pair have probability 0 (0.5 here)."""
+    va_type = {"ovr": "one_vs_all", "ovo": "one_vs_one"}[strategy]
+    P_cal, y_cal = _votes(300, n_classes, n_trees, 0, least)
+    P_test, _ = _votes(200, n_classes, n_trees, 1, least)
+    va = VennAbersCalibrator(input="proba", strategy=strategy).fit(P_cal, y_cal)
+    proba = va.predict_proba(P_test)
+    if n_classes == 2:
+        ref, _ = venn_abers.VennAbers().fit(P_cal, y_cal).predict_proba(P_test)
+    else:
+        ref, _ = venn_abers.predict_proba_prefitted_va(
+            P_cal, y_cal, P_test, va_tpe=va_type
+        )
+        mapie, _ = mapie_va.predict_proba_prefitted_va(
+            P_cal, y_cal, P_test, va_tpe=va_type
+        )
+        np.testing.assert_allclose(proba, mapie, rtol=0, atol=TOL)
+    np.testing.assert_allclose(proba, ref, rtol=0, atol=TOL)
+    np.testing.assert_allclose(np.exp(va.predict_log_proba(P_test)), proba, rtol=1e-12)
+
+
+def test_tied_probabilities_by_definition():
+    """A hand case: scores 0.1, 0.2 and 0.7 of three classes, in rows whose
+    softmax of logs rounds 0.7 differently; p0 and p1 of every test row are
+    the isotonic regressions with the test object added on the given scores
+    (scikit-learn's, ties pooled)."""
+    rows = np.array(
+        [[0.1, 0.2, 0.7], [0.2, 0.1, 0.7], [0.0, 0.3, 0.7], [0.7, 0.2, 0.1]]
+    )
+    P_cal = np.tile(rows, (5, 1))
+    y_cal = np.array([2, 1, 2, 0, 2, 2, 0, 1, 2, 0] * 2)
+    va = VennAbersCalibrator(input="proba").fit(P_cal, y_cal)
+    p0, p1 = va.predict_interval(rows, kind="binary")
+    w = np.ones(len(y_cal))
+    for k in range(3):
+        for r, row in enumerate(rows):
+            labels = (y_cal == k).astype(float)
+            r0, r1 = _isotonic_with_test_object(P_cal[:, k], labels, w, 1.0, row[k])
+            assert p0[r, k] == pytest.approx(r0, abs=1e-15)
+            assert p1[r, k] == pytest.approx(r1, abs=1e-15)
+    merged = p1 / (1 - p0 + p1)
+    np.testing.assert_allclose(
+        va.predict_proba(rows), merged / merged.sum(axis=1, keepdims=True), atol=1e-15
+    )
