@@ -195,3 +195,49 @@ def test_sklearn_compatible_estimator(estimator, check):
 @pytest.mark.parametrize("name, cls", all_estimators())
 def test_docstring_has_example(name, cls):
     assert "Examples" in (cls.__doc__ or ""), f"{name} needs a doctest example"
+
+
+# ------------------------------------------------ parameters and constraints
+def _public_estimators():
+    """The checked estimators plus the public meta-estimators outside them."""
+    from sklearn.linear_model import LogisticRegression
+
+    from skcal import CalibratedClassifier
+    from skcal.shift import PriorShiftAdapter
+
+    extra = [
+        CalibratedClassifier(LogisticRegression(), calibrator=TemperatureScaling()),
+        PriorShiftAdapter(),
+    ]
+    return _estimators() + extra
+
+
+@pytest.mark.parametrize(
+    "estimator", _public_estimators(), ids=lambda e: type(e).__name__
+)
+def test_every_parameter_has_a_constraint(estimator):
+    """Step 1 of CONTRIBUTING.md's recipe: ``_parameter_constraints`` names
+    exactly the parameters of ``__init__`` (scikit-learn validates only the
+    named ones: a forgotten entry lets any value through)."""
+    params = set(estimator.get_params(deep=False))
+    constrained = set(getattr(estimator, "_parameter_constraints", {}))
+    assert params == constrained, (
+        f"{type(estimator).__name__}: parameters without a constraint "
+        f"{sorted(params - constrained)}, constraints without a parameter "
+        f"{sorted(constrained - params)}"
+    )
+
+
+@pytest.mark.parametrize(
+    "estimator", _public_estimators(), ids=lambda e: type(e).__name__
+)
+def test_param_validation(estimator):
+    """scikit-learn's ``check_param_validation``, called as scikit-learn's own
+    test suite calls it: ``parametrize_with_checks`` does not run it."""
+    import warnings
+
+    from sklearn.utils.estimator_checks import check_param_validation
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        check_param_validation(type(estimator).__name__, estimator)

@@ -160,7 +160,16 @@ FORBIDDEN = {
         "skcal.display",
     ),
     "skcal.metrics": ("skcal.calibrators", "skcal.base"),
+    "skcal.shift": (
+        "skcal.model_selection",
+        "skcal.wrappers",
+        "skcal.cli",
+        "skcal.display",
+    ),
 }
+#: What the calibrators take from the metrics (CONTRIBUTING.md): the shared
+#: bins and the package's public names (LocalSpace), no metric internals.
+CALIBRATORS_FROM_METRICS = {"skcal.metrics", "skcal.metrics._binning"}
 
 
 def _skcal_imports(path):
@@ -203,6 +212,16 @@ def test_no_import_runs_back_up(part):
         if _within(name, FORBIDDEN[part])
     ]
     assert not found, f"{part} imports what sits on top of it:\n" + "\n".join(found)
+
+
+def test_calibrators_take_from_the_metrics_only_what_the_map_says():
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in _part_files("skcal.calibrators")
+        for name in _skcal_imports(path)
+        if _within(name, ("skcal.metrics",)) and name not in CALIBRATORS_FROM_METRICS
+    ]
+    assert not found, "calibrators import metric internals:\n" + "\n".join(found)
 
 
 def test_no_calibrator_module_imports_a_private_name_of_a_sibling():

@@ -68,6 +68,9 @@ class IdentityCalibrator(BaseCalibrator):
 
     _shift_invariant = True
     _keeps_argmax = "proba"
+    # no map to fit: it cannot correct an over-confident temperature
+    # (tests/calibrators/test_behaviour.py reads this statement)
+    _corrects_temperature = False
     # predict_proba is the softmax of the logits: float64 scores are passed
     # unshifted (softmax subtracts the row maxima itself)
     _softmax_first = True
