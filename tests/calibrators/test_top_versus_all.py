@@ -62,7 +62,8 @@ def _top(P):
 
 def _least_share(P, top):
     """The smallest confidence that keeps ``top`` first when the others keep
-    their proportions: ``p_2 / (1 - p_top + p_2)``."""
+    their proportions: ``p_2 / (1 - p_top + p_2)`` (a tie, which the
+    calibrator breaks by one unit in the last place)."""
     rest = P.copy()
     rest[np.arange(len(P)), top] = 0.0
     second = rest.max(axis=1)
@@ -80,10 +81,11 @@ def _proportional(P, top, confidence):
 
 
 def _assert_top_first(P, top):
-    """``top`` has the largest probability of its row (a tie allowed: the
-    calibrated confidence is raised to the largest other share)."""
+    """``top`` has the largest probability of its row (strictly where the
+    input ranks it strictly first, which these tests' inputs do)."""
     rows = np.arange(len(P))
     assert (P[rows, top] >= P.max(axis=1) * (1 - 1e-12)).all()
+    assert (np.argmax(P, axis=1) == top).all()
 
 
 def _binary_reference(reference, digits):
