@@ -729,3 +729,33 @@ def test_probabilities_are_fitted_as_validated_without_their_logs(mode):
     ref = ScalingBinningCalibrator(input="logits", mode=mode).fit(np.log(Q), y)
     np.testing.assert_allclose(sb.coef_, ref.coef_, rtol=1e-9)
     np.testing.assert_allclose(sb.intercept_, ref.intercept_, rtol=1e-9, atol=1e-12)
+
+
+def test_scaling_binning_ties_go_to_the_class_ranked_first_by_the_input():
+    """Issue 49: scaling-binning's step maps give classes whose scores share
+    a bin exactly equal values, and predict gave the tie to the first
+    column. The tie rule: among classes tied at the maximum of
+    predict_proba, the one with the larger input score. Hand-constructed:
+    class 1 is given class 0's map, and two rows put classes 0 and 1 in
+    that map's top bin (computed here from the map's formula) in either
+    order."""
+    n_classes = 12
+    logits, y = make_miscalibrated_logits(3000, n_classes, random_state=0)
+    sb = ScalingBinningCalibrator(input="proba").fit(softmax(logits, axis=1), y)
+    for name in ("bin_edges_", "bin_values_"):
+        getattr(sb, name)[1] = getattr(sb, name)[0].copy()
+    sb.coef_[1], sb.intercept_[1] = sb.coef_[0], sb.intercept_[0]
+    a, b, upper = sb.coef_[0], sb.intercept_[0], sb.bin_edges_[0][1:]
+
+    def bin_of(p):  # the reference's map: the bin of expit(a logit(p) + b)
+        q = 1.0 / (1.0 + np.exp(-(a * np.log(p / (1 - p)) + b)))
+        return np.searchsorted(upper, q, side="left")
+
+    p_lo, p_hi = 0.3, 0.45
+    assert bin_of(p_lo) == bin_of(p_hi) == len(upper) - 1  # the top bin
+    rest = (1.0 - p_lo - p_hi) / (n_classes - 2)
+    X = np.full((2, n_classes), rest)
+    X[0, :2], X[1, :2] = (p_lo, p_hi), (p_hi, p_lo)
+    P = sb.predict_proba(X)
+    assert (P[:, 0] == P[:, 1]).all() and (P[:, 0] == P.max(axis=1)).all()
+    np.testing.assert_array_equal(sb.predict(X), [1, 0])
