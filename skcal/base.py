@@ -15,6 +15,7 @@ from ._torch._threads import threaded
 from ._torch.kernels import affine_rows, softmax_inplace
 from .exceptions import MissingClassWarning
 from .utils._dask import lazy_on_dask
+from .utils._proba import argmax_ties_by_scores
 from .utils._sklearn import CachedParamNames, StrOptions, _fit_context
 from .utils._validation import (
     PROBA_EPS,
@@ -575,13 +576,9 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         """
         X = as_numpy(X)
         P = self.predict_proba(X)
-        index = np.argmax(P, axis=1)
-        top = P[np.arange(len(P)), index]
-        tied = np.flatnonzero(np.count_nonzero(P == top[:, None], axis=1) > 1)
-        if tied.size:
-            scores = np.array(self._score_array(X, reset=False)[0][tied], np.float64)
-            scores[P[tied] != top[tied, None]] = -np.inf
-            index[tied] = np.argmax(scores, axis=1)
+        index = argmax_ties_by_scores(
+            P, lambda rows: self._score_array(X, reset=False)[0][rows]
+        )
         return self.classes_[index]
 
     def score(self, X, y, sample_weight=None) -> float:

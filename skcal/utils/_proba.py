@@ -69,6 +69,27 @@ def _interp_steep(out, x, xp, fp) -> None:
     out.reshape(-1)[bad] = fp[j] + t * (fp[j + 1] - fp[j])
 
 
+def argmax_ties_by_scores(P: np.ndarray, scores) -> np.ndarray:
+    """Column of each row's maximum of ``P``, ties broken by ``scores``.
+
+    skcal's one tie rule (:meth:`skcal.base.BaseCalibrator.predict`): among
+    the columns tied at the row's maximum of ``P`` (exactly equal floats),
+    the one with the largest score, and among those tied there too, the
+    first. ``scores`` is an array of the shape of ``P``, or a callable that
+    gives the scores of the rows it is passed (only rows with a tie are
+    looked at).
+    """
+    index = np.argmax(P, axis=1)
+    top = P[np.arange(len(P)), index]
+    tied = np.flatnonzero(np.count_nonzero(P == top[:, None], axis=1) > 1)
+    if tied.size:
+        given = scores(tied) if callable(scores) else np.asarray(scores)[tied]
+        given = np.array(given, dtype=np.float64)
+        given[P[tied] != top[tied, None]] = -np.inf
+        index[tied] = np.argmax(given, axis=1)
+    return index
+
+
 def replace_top_label_inplace(
     proba: np.ndarray,
     logits: np.ndarray,
