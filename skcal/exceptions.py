@@ -55,7 +55,7 @@ class GridEdgeWarning(UserWarning):
 
 
 class AccuracyDropWarning(UserWarning):
-    """A local calibrator predicts materially worse than the frozen head.
+    """A calibrator predicts materially worse than its input.
 
     Local calibrators that retrain the head or change its predictions
     (:class:`~skcal.VQLocalCalibrator`, :class:`~skcal.LocalNetCalibrator`)
