@@ -23,7 +23,6 @@ from ..exceptions import AccuracyDropWarning, ConvergenceWarning
 from ..utils._proba import argmax_ties_by_scores
 from ..utils._validation import paired_mean_difference
 from ..utils._warnings import warn
-from ._vq_local import _ACCURACY_DROP_MIN, _ACCURACY_DROP_SE
 
 __all__ = [
     "PROBA_FLOOR",
@@ -37,6 +36,11 @@ __all__ = [
 #: class never seen positive in a region would otherwise get probability 0
 #: and an infinite log loss (scikit-learn's log_loss clips at ~2e-16).
 PROBA_FLOOR = 1e-12
+#: An accuracy drop on the calibration rows is material (an
+#: AccuracyDropWarning) beyond one point and two standard errors of the
+#: paired difference: the criterion of the local calibrators' warning.
+_ACCURACY_DROP_MIN = 0.01
+_ACCURACY_DROP_SE = 2.0
 #: Rows per block of the transposed copy in :func:`map_transposed`.
 _TRANSPOSE_ROWS = 512
 
@@ -132,7 +136,10 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     the softmax by default, or with ``input="proba"`` the validated
     probabilities; a subclass that reads something else sets
     ``_fits_probabilities = False``) and the prediction paths. A fit that did not
-    converge for some classes raises a ``ConvergenceWarning`` naming them.
+    converge for some classes raises a ``ConvergenceWarning`` naming them; a
+    fit whose probabilities are materially less accurate than the input on
+    the calibration rows (three classes or more) raises an
+    :class:`~skcal.exceptions.AccuracyDropWarning` with both accuracies.
     """
 
     _shift_invariant = True
