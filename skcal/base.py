@@ -15,6 +15,7 @@ from ._torch._threads import threaded
 from ._torch.kernels import affine_rows, softmax_inplace
 from .exceptions import MissingClassWarning
 from .utils._dask import lazy_on_dask
+from .utils._proba import argmax_ties_by_scores
 from .utils._sklearn import CachedParamNames, StrOptions, _fit_context
 from .utils._validation import (
     PROBA_EPS,
@@ -38,6 +39,10 @@ __all__ = ["BaseCalibrator", "BaseLocalCalibrator"]
 #: ``log(PROBA_EPS)``, about -708.4: the floor of the log-probabilities that
 #: :func:`negative_log_loss` averages.
 _LOG_PROBA_EPS = float(np.log(PROBA_EPS))
+#: The smallest positive float64 (subnormal): the floor of the probabilities
+#: whose logs :meth:`BaseCalibrator.predict_log_proba` takes, so that a
+#: probability that underflowed to 0 has a finite log (about -744.4).
+_SMALLEST = float(np.nextafter(0.0, 1.0))
 
 
 def _is_one_dimensional(X) -> bool:
@@ -229,6 +234,15 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     (``"proba"`` for ``predict_proba``, else ``"logits"``). A subclass that
     names these parameters differently overrides :meth:`_wrapper_params`.
 
+    **Predictions.** :meth:`predict` returns a class of maximal
+    :meth:`predict_proba`; among classes tied at the row's maximum (exactly
+    equal floats, as step maps give), the one ranked highest by ``X`` (the
+    scores passed, logits or probabilities), and among classes tied there
+    too, the first column. :meth:`decision_function` and
+    :meth:`predict_log_proba` are finite logits whose softmax is
+    :meth:`predict_proba`; for calibrators that map probabilities directly
+    (``input="proba"``), they are the logs of :meth:`predict_proba` itself.
+
     **Score.** :meth:`score` returns the *negative mean log loss* (higher is
     better), not accuracy: a calibrator is judged on its probabilities. The
     probability of a true class is floored at 2.2e-308 before its log, as
@@ -246,9 +260,10 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     #: also holds numerically, whatever the size of the constant.
     _shift_invariant = False
     #: Whether the predicted class is the argmax of ``X``: ``"proba"`` (the
-    #: argmax of ``X`` also has the largest calibrated probability, ties
-    #: allowed), ``"predict"`` (only :meth:`predict` returns it; the
-    #: probabilities may rank another class first) or None (it can change).
+    #: argmax of ``X``, the first column among tied maxima, has the largest
+    #: calibrated probability, strictly wherever ``X`` ranks it strictly
+    #: first, so that :meth:`predict` and ``np.argmax`` of
+    #: :meth:`predict_proba` both return it) or None (it can change).
     _keeps_argmax = None
     #: Whether ``_calibrated_proba`` reads the logits only through their
     #: softmax (which subtracts the row maxima itself): :meth:`predict_proba`
@@ -451,16 +466,6 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
             return X[list(fitted)], fit_order  # a new frame: X is not changed
         return X, order
 
-    def _frame_in_class_order(self, X):
-        """``X`` itself, or for a dataframe whose columns name the classes,
-        a new dataframe of its columns in the order of ``classes_``."""
-        names = frame_column_names(X)
-        if names is None:
-            return X
-        check_is_fitted(self)
-        order = class_column_order(names, self.classes_)
-        return X if order is None else X[[names[i] for i in order]]
-
     def _validate_scores(self, X, *, reset: bool, shift=None, return_owned=False):
         """Validated logits of ``X`` (see :func:`scores_to_logits`).
 
@@ -569,8 +574,15 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         Their softmax is :meth:`predict_proba`. Logits are defined up to a
         constant per row; calibrators whose model ignores such a constant
         (``_shift_invariant``) return them computed from ``X - X.max(axis=1)``.
+        With ``input="proba"``, calibrators that map the probabilities
+        directly (``_maps_probabilities``) return the logs of
+        :meth:`predict_proba` itself (see :meth:`_log_of_proba`): a step map
+        could put the probabilities and the softmax of their logs, equal to
+        the last place, in different bins.
         """
         check_is_fitted(self)
+        if self._maps_probabilities and self.input == "proba":
+            return self._log_of_proba(X)
         logits = self._validate_scores(X, reset=False)
         return _owned(self._calibrated_logits(logits), logits)
 
@@ -606,10 +618,26 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         out = self._calibrated_proba_of_probabilities(P, _LogRows(X, tol))
         return np.asarray(out, dtype=np.float64, order="C")
 
+    def _log_of_proba(self, X) -> np.ndarray:
+        """``log(predict_proba(X))``, finite: a probability that underflowed
+        to 0 has the log of the smallest positive float (about -744.4)."""
+        P = self.predict_proba(X)
+        return np.log(np.maximum(P, _SMALLEST, out=P), out=P)
+
     @lazy_on_dask("proba")
     @threaded(_work)
     def predict_log_proba(self, X) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`, computed stably."""
+        """Logarithm of :meth:`predict_proba`, computed stably; finite.
+
+        The log-softmax of :meth:`decision_function`, or with
+        ``input="proba"`` for calibrators that map the probabilities
+        directly, the logs of :meth:`predict_proba` itself (a probability
+        that underflowed to 0 has the log of the smallest positive float,
+        about -744.4).
+        """
+        if self._maps_probabilities and self.input == "proba":
+            check_is_fitted(self)
+            return self._log_of_proba(X)
         return softmax_inplace(self.decision_function(X), log=True)
 
     @lazy_on_dask("labels")
@@ -617,17 +645,18 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """Most probable class of each sample, as labels from ``classes_``.
 
-        For calibrators that keep the predicted class (``_keeps_argmax``) it
-        is the argmax of ``X`` itself, exactly, whatever the rounding of the
-        calibrated probabilities.
+        A class of maximal :meth:`predict_proba`. Among classes tied at the
+        row's maximum (exactly equal probabilities, as step maps give), the
+        one with the largest score in ``X`` (logits or probabilities, as
+        passed); among classes tied in ``X`` too, the first column. For
+        calibrators that keep the predicted class (``_keeps_argmax``) this
+        is the argmax of ``X``.
         """
-        X = self._frame_in_class_order(as_numpy(X))
-        if self._keeps_argmax is None:
-            index = np.argmax(self.decision_function(X), axis=1)
-        else:
-            check_is_fitted(self)
-            self._validate_scores(X, reset=False)
-            index = np.argmax(np.asarray(X), axis=1)
+        X = as_numpy(X)
+        P = self.predict_proba(X)
+        index = argmax_ties_by_scores(
+            P, lambda rows: self._score_array(X, reset=False)[0][rows]
+        )
         return self.classes_[index]
 
     def score(self, X, y, sample_weight=None) -> float:

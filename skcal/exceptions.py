@@ -55,7 +55,7 @@ class GridEdgeWarning(UserWarning):
 
 
 class AccuracyDropWarning(UserWarning):
-    """A local calibrator predicts materially worse than the frozen head.
+    """A calibrator predicts materially worse than its input.
 
     Local calibrators that retrain the head or change its predictions
     (:class:`~skcal.VQLocalCalibrator`, :class:`~skcal.LocalNetCalibrator`)
@@ -66,6 +66,13 @@ class AccuracyDropWarning(UserWarning):
     (the weighted mean of ``[head right] - [calibrator right]`` over the
     rows, its standard error from their spread and Kish's effective number
     of rows). The message names the settings to change.
+
+    The one-vs-rest calibrators (binning, isotonic regression, Platt,
+    beta) compare, on their calibration rows, the accuracy of their
+    calibrated probabilities with that of the input scores (three classes
+    or more, same criterion): their maps rank the classes of a row by
+    their own calibrated values, which coarse maps of many classes can
+    scramble (scaling-binning on 26 classes: accuracy 0.95 -> 0.65).
     """
 
 

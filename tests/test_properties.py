@@ -46,7 +46,7 @@ from hypothesis import event, given, note, reject, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.optimize import minimize_scalar
-from scipy.special import log_softmax
+from scipy.special import log_softmax, softmax
 from sklearn.base import clone
 
 import skcal
@@ -1554,3 +1554,109 @@ def test_reported_probabilities_lie_in_their_intervals(case, data):
         f"{outside.sum()} of {outside.size} probabilities outside their "
         f"intervals, first at {np.argwhere(outside)[0]}"
     )
+
+
+# ===================================================== predict and ties (49)
+def _inner_cases() -> list[Case]:
+    """TopVersusAll with the step maps whose confidences tie many rows (its
+    default, temperature scaling, is in CASES): the promises hold whatever
+    its inner calibrator."""
+    inner = [skcal.IsotonicCalibrator, skcal.CenteredIsotonicCalibrator]
+    inner.append(skcal.HistogramBinningCalibrator)
+    return [Case(skcal.TopVersusAll, (("calibrator", cls()),)) for cls in inner]
+
+
+TIE_CASES = CASES + _inner_cases()
+#: ProCal's predict is documented as the head's argmax (checked by
+#: check_predictions), not a maximiser of its probabilities
+TIE_PREDICT = [c for c in TIE_CASES if c.keeps_argmax != "head"]
+TIE_SCORE = [c for c in TIE_CASES if not c.local]
+TIE_KEEPS_ARGMAX = [c for c in TIE_CASES if c.keeps_argmax == "proba"]
+
+
+@st.composite
+def _tied_scores(draw, problem, case):
+    """The problem's scores with exact ties: logits on a grid (ties, exact
+    zeros, gaps of at least one step), or (``input="proba"``) their softmax
+    rounded to 0.05 and renormalised (tied entries, exact zeros). Returns
+    ``(X, input)``."""
+    X = problem.X
+    if case.local or draw(st.booleans()):
+        step = draw(st.sampled_from([0.5, 1.0, 2.0])) * (np.abs(X).max() or 1.0) / 4
+        return np.round(X / step) * step, "logits"
+    P = np.round(softmax(X - X.max(axis=1, keepdims=True), axis=1) * 20) / 20
+    return P / P.sum(axis=1, keepdims=True), "proba"
+
+
+def _fit_tied(case, problem, data):
+    """A fit on tied scores (a clear error discards the example)."""
+    X, kind = data.draw(_tied_scores(problem, case), label="scores")
+    params = {} if case.local else {"input": kind}
+    est = fit_or_reject(case, problem, X=X, **params)
+    note(f"input={kind}: {np.asarray(X)[:3]}")
+    return est, X
+
+
+@pytest.mark.parametrize("case", TIE_PREDICT, ids=_ids(TIE_PREDICT))
+@_examples(6)
+@given(data=st.data())
+def test_predict_is_a_maximiser_with_ties_broken_by_x(case, data):
+    """``predict`` returns a class of maximal ``predict_proba``; among
+    classes tied there, the one with the largest score in ``X`` and then
+    the first column (local calibrators: the first column), on scores with
+    exact ties and zeros (issue 49)."""
+    problem = data.draw(problems(case))
+    est, X = _fit_tied(case, problem, data)
+    P = proba(est, X)
+    with quiet():
+        index = np.searchsorted(est.classes_, est.predict(X))
+    rows = np.arange(len(P))
+    best = P == P.max(axis=1, keepdims=True)
+    assert best[rows, index].all(), "predict chose a class below the row maximum"
+    scores = np.zeros(P.shape) if case.local else np.asarray(X, dtype=np.float64)
+    ranked = np.where(best, scores, -np.inf)
+    expected = np.argmax(ranked, axis=1)  # the largest score, then the first
+    np.testing.assert_array_equal(index, expected)
+
+
+@pytest.mark.parametrize("case", TIE_SCORE, ids=_ids(TIE_SCORE))
+@_examples(2)
+@given(data=st.data())
+def test_log_proba_is_the_finite_log_of_predict_proba(case, data):
+    """``predict_log_proba`` and ``decision_function`` are finite,
+    ``predict_log_proba`` is the log of ``predict_proba`` and the softmax of
+    ``decision_function`` is ``predict_proba``, on scores with exact ties
+    and zeros, for TopVersusAll with step maps inside too (issue 49: -inf
+    with isotonic regression inside; spline's logs of other
+    probabilities)."""
+    problem = data.draw(problems(case))
+    est, X = _fit_tied(case, problem, data)
+    check_predictions(est, X, problem)  # finite, exp(log_P) == P
+    with quiet():
+        D = est.decision_function(X)
+    np.testing.assert_allclose(
+        softmax(D, axis=1), proba(est, X), rtol=1e-9, atol=1e-300
+    )
+
+
+@pytest.mark.parametrize("case", TIE_KEEPS_ARGMAX, ids=_ids(TIE_KEEPS_ARGMAX))
+@_examples(6)
+@given(data=st.data())
+def test_argmax_promise_holds_on_ties_and_zeros(case, data):
+    """Where a class promises to keep the argmax, ``np.argmax`` of
+    ``predict_proba`` (not only ``predict``) is the argmax of ``X``, the
+    first column among tied maxima, on scores with exact ties and zeros
+    whose other gaps are far above rounding (issue 49: TopVersusAll with
+    isotonic regression tied its top class with the runner-up)."""
+    problem = data.draw(problems(case))
+    est, X = _fit_tied(case, problem, data)
+    top = np.argmax(np.asarray(X), axis=1)
+    with quiet():
+        np.testing.assert_array_equal(est.predict(X), est.classes_[top])
+    weights = getattr(est, "weights_", None)  # EnsembleTemperatureScaling's
+    if weights is not None and weights[-1] == 1.0:
+        # all the weight on the uniform member (scores that carry nothing):
+        # every class gets 1 / C, a tie that only predict breaks (documented)
+        event("EnsembleTemperatureScaling: the uniform member alone")
+        return
+    np.testing.assert_array_equal(np.argmax(proba(est, X), axis=1), top)

@@ -870,7 +870,13 @@ class ScalingBinningCalibrator(OneVsRestCalibrator):
       rows are renormalised to sum to 1 after flooring the values at 1e-12.
       A class with no calibration sample (of positive weight) gets the mean
       slope and intercept of the other classes and the mean of their step
-      maps (on the union of their edges).
+      maps (on the union of their edges). On many classes the top bin of
+      each map (the top tenth of all rows) holds more negatives than
+      positives, so unrelated classes get similar values and the top class
+      of a row can move: on 26 classes (UCI letter, 4,000 rows) accuracy
+      fell from 0.948 to 0.652. The fit then warns
+      (:class:`~skcal.exceptions.AccuracyDropWarning`, measured on the
+      calibration rows); ``mode="top_label"`` keeps the top class.
     * ``mode="top_label"``: one map of the top-label confidence ``max_k
       p_k`` against whether the argmax is right
       (``PlattBinnerTopCalibrator``). The argmax gets the calibrated

@@ -19,7 +19,9 @@ import numpy as np
 from .._torch.kernels import softmax_inplace
 from .._torch.kernels._softmax import normalize_rows_inplace, row_sum, softmax_into
 from ..base import BaseCalibrator
-from ..exceptions import ConvergenceWarning
+from ..exceptions import AccuracyDropWarning, ConvergenceWarning
+from ..utils._proba import argmax_ties_by_scores
+from ..utils._validation import paired_mean_difference
 from ..utils._warnings import warn
 
 __all__ = [
@@ -34,6 +36,11 @@ __all__ = [
 #: class never seen positive in a region would otherwise get probability 0
 #: and an infinite log loss (scikit-learn's log_loss clips at ~2e-16).
 PROBA_FLOOR = 1e-12
+#: An accuracy drop on the calibration rows is material (an
+#: AccuracyDropWarning) beyond one point and two standard errors of the
+#: paired difference: the criterion of the local calibrators' warning.
+_ACCURACY_DROP_MIN = 0.01
+_ACCURACY_DROP_SE = 2.0
 #: Rows per block of the transposed copy in :func:`map_transposed`.
 _TRANSPOSE_ROWS = 512
 
@@ -97,6 +104,17 @@ def map_transposed(Q: np.ndarray, logits, map_column) -> np.ndarray:
     return Q
 
 
+class _LogsOf:
+    """``logits[rows]``: the logs of rows of floored probabilities ``P``
+    (what the renormalisation needs for its rare all-zero rows)."""
+
+    def __init__(self, P: np.ndarray):
+        self._P = P
+
+    def __getitem__(self, rows) -> np.ndarray:
+        return np.log(self._P[rows])
+
+
 class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     """A binary map of each class's score, then row renormalisation.
 
@@ -118,7 +136,10 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     the softmax by default, or with ``input="proba"`` the validated
     probabilities; a subclass that reads something else sets
     ``_fits_probabilities = False``) and the prediction paths. A fit that did not
-    converge for some classes raises a ``ConvergenceWarning`` naming them.
+    converge for some classes raises a ``ConvergenceWarning`` naming them; a
+    fit whose probabilities are materially less accurate than the input on
+    the calibration rows (three classes or more) raises an
+    :class:`~skcal.exceptions.AccuracyDropWarning` with both accuracies.
     """
 
     _shift_invariant = True
@@ -134,12 +155,59 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         return softmax_inplace(np.array(logits, dtype=np.float64))
 
     def _fit(self, logits, y_index, sample_weight):
-        self._fit_scores(self._class_scores(logits), y_index, sample_weight)
+        scores = self._class_scores(logits)
+        self._fit_scores(scores, y_index, sample_weight)
+        if logits.shape[1] > 2 and len(logits):
+            P = scores if self._fits_probabilities else softmax_inplace(
+                np.array(logits, dtype=np.float64)
+            )  # fmt: skip
+            calibrated = self._calibrated_proba(logits)
+            self._warn_accuracy_drop(P, calibrated, y_index, sample_weight)
 
     def _fit_probabilities(self, P, y_index, sample_weight):
         """With ``input="proba"``, the maps of the softmax are fitted on the
         validated probabilities themselves (no round trip through logs)."""
         self._fit_scores(P, y_index, sample_weight)
+        if P.shape[1] > 2 and len(P):
+            calibrated = self._calibrated_proba_of_probabilities(P.copy(), _LogsOf(P))
+            self._warn_accuracy_drop(P, calibrated, y_index, sample_weight)
+
+    def _warn_accuracy_drop(self, P, calibrated, y_index, sample_weight) -> None:
+        """:class:`~skcal.exceptions.AccuracyDropWarning` when the
+        ``calibrated`` probabilities of the calibration rows are materially
+        less accurate than their input probabilities ``P``.
+
+        The one-vs-rest maps rank the classes of a row by their own
+        calibrated values: coarse maps of many classes (equal-mass bins of
+        ten values each, with a few per cent of positives per class) give
+        unrelated classes similar values and move the top class. Both
+        predictions follow the tie rule of :meth:`predict`. Material: a
+        drop of more than one point and two standard errors of the paired
+        difference (as for the local calibrators). Problems of three
+        classes or more only (a binary problem's top class is one
+        threshold, and TopVersusAll fits these maps on one).
+        """
+        weights = np.asarray(sample_weight, dtype=np.float64)
+        before = argmax_ties_by_scores(P, P)
+        after = argmax_ties_by_scores(calibrated, P)
+        right_before, right_after = before == y_index, after == y_index
+        drop, se = paired_mean_difference(right_before - 1.0 * right_after, weights)
+        if not drop > max(_ACCURACY_DROP_MIN, _ACCURACY_DROP_SE * se):
+            return
+        moved = np.average(before != after, weights=weights)
+        warn(
+            f"{type(self).__name__} changes the top class of {moved:.1%} of the "
+            f"calibration rows; accuracy there "
+            f"{np.average(right_before, weights=weights):.4f} -> "
+            f"{np.average(right_after, weights=weights):.4f} (a drop of "
+            f"{drop:.4f}, standard error {se:.4f}). Its one-vs-rest maps rank "
+            f"the {P.shape[1]} classes by their own calibrated values, and "
+            "coarse maps of many classes give unrelated classes similar "
+            "values. To keep the classifier's top class, calibrate the "
+            "top-label confidence instead: TopVersusAll(<this calibrator>), "
+            "ScalingBinningCalibrator(mode='top_label') or TemperatureScaling().",
+            AccuracyDropWarning,
+        )
 
     def _fit_scores(self, scores, y_index, sample_weight):
         """Fit the map of each class on its column of ``scores``."""

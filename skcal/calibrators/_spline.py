@@ -77,7 +77,8 @@ class SplineCalibrator(BaseCalibrator):
     with ``redistribution="proportional"``; computed from the logits (exact
     even where their probabilities underflow to 0, at logit gaps beyond
     ~745). ``s~`` is raised where needed to the largest other class's
-    share, so that the top class keeps the largest probability. In
+    share and one unit in the last place above it, so that the top class
+    keeps strictly the largest probability (but where ``X`` ties it). In
     :meth:`decision_function` ``s~`` and ``1 - s~`` are floored at 1e-300.
 
     Parameters
@@ -129,11 +130,13 @@ class SplineCalibrator(BaseCalibrator):
     1.98 for temperature scaling); no finite calibration set supports a
     confidence beyond ``(n + 1) / (n + 2)``. The calibrated
     confidence is never below the largest other class's probability, so the
-    argmax of ``X`` keeps the largest calibrated probability (a tie where
-    the map would have put it lower): without this floor, the rescaled
-    classes outranked the top class on 4% of the rows of the 45-class task
-    (accuracy 0.5545 against 0.5936). :meth:`predict` returns the argmax of
-    ``X``.
+    argmax of ``X`` keeps strictly the largest calibrated probability (one
+    unit in the last place above the largest other where the map would
+    have put it lower; a tie only where ``X`` ties it), so that
+    :meth:`predict` and ``np.argmax`` of :meth:`predict_proba` both return
+    the argmax of ``X``: without this floor, the rescaled classes
+    outranked the top class on 4% of the rows of the 45-class task
+    (accuracy 0.5545 against 0.5936).
 
     With sample weights, ``t_i`` is the weighted rank ``(W_i - w_1) / (W -
     w_1)`` (``W_i`` the cumulative weight) and the least squares are

@@ -466,9 +466,14 @@ class TopVersusAll(BaseCalibrator):
     calibrator ``softmax(z / T)`` with ``T`` fitted by temperature scaling
     on the same rows), or in their original proportions with
     ``redistribution="proportional"``; computed from the logits, exact
-    where the probabilities underflow. ``c~`` is raised where needed to the
-    largest other class's share, so the argmax of ``X`` keeps the largest
-    calibrated probability (ties allowed) and :meth:`predict` returns it.
+    where the probabilities underflow. The argmax of ``X`` keeps strictly
+    the largest calibrated probability (but where ``X`` ties it with
+    another class), so that :meth:`predict` and ``np.argmax`` of
+    :meth:`predict_proba` both return it: where ``c~`` is below what the
+    largest other class's share would then be, ``c~`` is raised to that
+    share and then to the next float above it (one unit in the last place:
+    a tie broken by the least change; see
+    :func:`~skcal.utils._proba.replace_top_label`).
 
     Parameters
     ----------
@@ -926,20 +931,6 @@ class TopVersusAll(BaseCalibrator):
 
     def _calibrated_proba_inplace(self, logits):
         return self._proba(logits, owned=True)
-
-    def decision_function(self, X) -> np.ndarray:
-        """Calibrated logits of shape (n_samples, n_classes).
-
-        Their softmax is :meth:`predict_proba`. With ``input="proba"`` and a
-        calibrator of one map (isotonic regression, histogram binning), the
-        logs of :meth:`predict_proba` itself (finite: the other classes are
-        floored at 1e-300): the map reads each row's top entry, which the
-        softmax of the logs of ``X`` gives only to the last place, and a
-        step map can put the two in different bins.
-        """
-        if self.input == "proba" and self._mirrored(getattr(self, "calibrator_", None)):
-            return np.log(self.predict_proba(X))
-        return super().decision_function(X)
 
     def _calibrated_logits(self, logits):
         if logits.shape[0] == 0:

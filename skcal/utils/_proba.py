@@ -69,6 +69,27 @@ def _interp_steep(out, x, xp, fp) -> None:
     out.reshape(-1)[bad] = fp[j] + t * (fp[j + 1] - fp[j])
 
 
+def argmax_ties_by_scores(P: np.ndarray, scores) -> np.ndarray:
+    """Column of each row's maximum of ``P``, ties broken by ``scores``.
+
+    skcal's one tie rule (:meth:`skcal.base.BaseCalibrator.predict`): among
+    the columns tied at the row's maximum of ``P`` (exactly equal floats),
+    the one with the largest score, and among those tied there too, the
+    first. ``scores`` is an array of the shape of ``P``, or a callable that
+    gives the scores of the rows it is passed (only rows with a tie are
+    looked at).
+    """
+    index = np.argmax(P, axis=1)
+    top = P[np.arange(len(P)), index]
+    tied = np.flatnonzero(np.count_nonzero(P == top[:, None], axis=1) > 1)
+    if tied.size:
+        given = scores(tied) if callable(scores) else np.asarray(scores)[tied]
+        given = np.array(given, dtype=np.float64)
+        given[P[tied] != top[tied, None]] = -np.inf
+        index[tied] = np.argmax(given, axis=1)
+    return index
+
+
 def replace_top_label_inplace(
     proba: np.ndarray,
     logits: np.ndarray,
@@ -84,9 +105,8 @@ def replace_top_label_inplace(
     With ``floor``, ``c`` and ``1 - c`` are floored there (``floor=1e-300``
     gives the softmax of ``replace_top_label(..., log=True)``);
     ``complement`` as for :func:`replace_top_label`;
-    ``keep_argmax`` as for :func:`replace_top_label`, and the top class's
-    probability is then at least every other's in the result (ties where
-    rounding would have put another a unit in the last place ahead).
+    ``keep_argmax`` as for :func:`replace_top_label` (the same floor of
+    ``c``, the same strict top class).
 
     ``proba`` (C-contiguous float64, overwritten and returned) holds the
     softmax of ``logits``. The other classes' share of a row is
@@ -111,6 +131,8 @@ def replace_top_label_inplace(
     tiny = np.finfo(np.float64).tiny
     underflow = None if proba.min() >= tiny else row_min(proba) < tiny
     flat_top = np.asarray(top) + n_classes * np.arange(n)
+    if keep_argmax:
+        p_top = proba.reshape(-1)[flat_top]  # a copy (fancy indexing)
     proba.reshape(-1)[flat_top] = 0.0
     others = row_sum(proba)
     small = others < _SUM_FLOOR
@@ -128,9 +150,8 @@ def replace_top_label_inplace(
     value = np.maximum(c, floor)
     if keep_argmax:
         # the largest other is now exactly largest * factor (one rounded
-        # product, as in the scaling); where rounding put it a unit in the
-        # last place above the top's value, they tie: never another ahead
-        np.maximum(value, largest * factor, out=value)
+        # product, as in the scaling): the top class strictly above it
+        _strict_top(value, largest * factor, p_top > largest)
     proba.reshape(-1)[flat_top] = value
     if small.any():
         rows = np.flatnonzero(small)
@@ -142,9 +163,7 @@ def replace_top_label_inplace(
         else:
             block = replace_top_label(*args, **kwargs)
         if keep_argmax:  # exp may round the top a unit below another
-            block[np.arange(len(rows)), top[rows]] = np.maximum(
-                block[np.arange(len(rows)), top[rows]], block.max(axis=1)
-            )
+            _hold_strict_top(block, top[rows], z)
         proba[rows] = block
     return proba
 
@@ -160,6 +179,34 @@ def _complement(c: np.ndarray, complement, raised) -> np.ndarray:
     if raised is None or not raised.any():
         return complement
     return np.where(raised, 1.0 - c, complement)
+
+
+def _strict_top(value: np.ndarray, other: np.ndarray, ahead: np.ndarray) -> None:
+    """The top class's ``value`` at least ``other`` (the largest other
+    class's), strictly above it where the input puts the top class strictly
+    ahead (``ahead``), in place: where rounding left the two level or the
+    other a unit in the last place above, the top class gets the next
+    float above the other's."""
+    np.maximum(value, other, out=value)
+    level = ahead & (value <= other)
+    if level.any():
+        value[level] = np.nextafter(other[level], np.inf)
+
+
+def _hold_strict_top(values: np.ndarray, top: np.ndarray, logits) -> None:
+    """:func:`_strict_top` on each row of ``values`` (probabilities or their
+    logs), in place: the top class's entry at least every other's, strictly
+    above where ``logits`` put it strictly ahead of every other."""
+    rows = np.arange(len(top))
+    z = np.array(logits, dtype=np.float64)
+    ahead = z[rows, top]
+    z[rows, top] = -np.inf
+    ahead = ahead > z.max(axis=1)
+    v = np.array(values, dtype=np.float64)
+    v[rows, top] = -np.inf
+    value = values[rows, top].copy()
+    _strict_top(value, v.max(axis=1), ahead)
+    values[rows, top] = value
 
 
 def _hold_top(values: np.ndarray, top: np.ndarray, rows: np.ndarray) -> None:
@@ -195,8 +242,8 @@ def replace_top_label(
     float64) and no intermediate can overflow: every factor is at most 1.
     The result may rank another class above ``top`` (callers that keep the
     original label for ``predict`` must say so), unless ``keep_argmax``
-    raises ``c`` to the share of the largest other class where it is below
-    (``top`` then ties with it). ``logits`` is not modified.
+    (see there) floors ``c`` so that ``top`` stays strictly first.
+    ``logits`` is not modified.
 
     Parameters
     ----------
@@ -213,9 +260,19 @@ def replace_top_label(
         floor of the one-vs-rest calibrators: a calibrated 0 or 1 gives a
         finite log loss) and the result is finite.
     keep_argmax : bool, default=False
-        Give ``top`` at least the probability of every other class:
-        ``c >= 1 / (1 + sum_{j != top} exp(z_j - z_2))``, ``z_2`` the
-        largest other logit.
+        Keep ``top`` the most probable class, strictly ahead of every other
+        wherever its logit is strictly the largest (``top`` must be an
+        argmax of ``logits``). A confidence below the share that the
+        largest other class would then get would rank that class first, so
+        ``c`` is floored at the level of a tie, ``c >= 1 / (1 + sum_{j !=
+        top} exp(z_j - z_2))`` (``z_2`` the largest other logit), and
+        where the top class is then level with another (on that floor, or
+        by rounding) while its logit is strictly the largest, its value is
+        the next float above the other's: strictly first by one unit in the
+        last place, the least change to the calibrated confidence that
+        breaks the tie (a floor with a wider margin, say half the logit
+        margin, would override the calibrated confidence of confident rows).
+        Where the logits tie, so do the results.
     complement : ndarray of shape (n_samples,), default=None
         The others' total ``1 - confidence``, where the caller knows it more
         accurately than the subtraction: a confidence within rounding of 1
@@ -235,11 +292,10 @@ def replace_top_label(
     second = z.max(axis=1, keepdims=True)  # the largest of the others
     z -= second  # <= 0, with 0 at the largest other class: the sum is >= 1
     total = np.exp(z).sum(axis=1, keepdims=True)
-    held = raised = None
-    if keep_argmax:
+    raised = None
+    if keep_argmax:  # the floor of c: a tie (see the docstring)
         least = 1.0 / (1.0 + total[:, 0])
         raised = c < least
-        held = np.flatnonzero(raised)
         c = np.maximum(c, least)
     rest = _complement(c, complement, raised)
     if not log:
@@ -251,6 +307,6 @@ def replace_top_label(
         out[rows, top] = np.log(np.maximum(c, _LOG_FLOOR))
         # logits spanning more than the float64 range give z = -inf
         np.maximum(out, np.finfo(np.float64).min, out=out)
-    if held is not None and held.size:
-        _hold_top(out, top, held)
+    if keep_argmax:
+        _hold_strict_top(out, top, logits)
     return out

@@ -13,14 +13,19 @@ import math
 import numpy as np
 import pytest
 from scipy.special import expit, log_softmax, softmax
+from sklearn.base import clone
 from sklearn.isotonic import IsotonicRegression
 
 from skcal import (
+    BBQCalibrator,
     BetaCalibrator,
+    ENIRCalibrator,
     HistogramBinningCalibrator,
     IsotonicCalibrator,
+    ScalingBinningCalibrator,
     SplineCalibrator,
     StructuredMatrixScaling,
+    TopVersusAll,
 )
 from skcal.calibrators._one_vs_rest import PROBA_FLOOR
 from skcal.utils._proba import replace_top_label_inplace
@@ -401,3 +406,53 @@ def test_replacing_the_top_label_keeps_it_first_exactly(n_classes):
     expected[k, top[50:]] = q[50:]
     np.testing.assert_allclose(got[50:], expected, rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def _rounded_probabilities(n=600, n_classes=5, seed=0):
+    """Probabilities rounded to 0.01 (exact zeros, tied entries), renormalised,
+    and labels drawn from the unrounded ones."""
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, n_classes)) * 3
+    P = softmax(Z, axis=1)
+    y = np.array([rng.choice(n_classes, p=p) for p in P])
+    P = np.round(P, 2)
+    P[:, -1] = np.maximum(1.0 - P[:, :-1].sum(axis=1), 0.0)
+    return P / P.sum(axis=1, keepdims=True), y
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        HistogramBinningCalibrator(),
+        BBQCalibrator(),
+        ENIRCalibrator(),
+        ScalingBinningCalibrator(),
+        ScalingBinningCalibrator(mode="top_label"),
+        SplineCalibrator(),
+        TopVersusAll(IsotonicCalibrator()),
+        TopVersusAll(BBQCalibrator()),
+        TopVersusAll(ENIRCalibrator()),
+        TopVersusAll(SplineCalibrator()),
+    ],
+    ids=lambda e: repr(e).replace(" ", ""),
+)
+def test_probabilities_predict_and_logits_agree_with_predict_proba(estimator):
+    """Issue 49 (fuzzing): with input="proba", predict and decision_function
+    were computed from the logs of X (softmax, then the step map), which can
+    put an entry in another bin than predict_proba's map of X itself:
+    predict chose a non-argmax class, and spline's predict_log_proba was not
+    the log of predict_proba. Now predict is a maximiser of predict_proba,
+    and the logits are its logs."""
+    P, y = _rounded_probabilities()
+    est = clone(estimator).set_params(input="proba").fit(P, y)
+    proba = est.predict_proba(P)
+    index = np.searchsorted(est.classes_, est.predict(P))
+    rows = np.arange(len(P))
+    np.testing.assert_array_equal(proba[rows, index], proba.max(axis=1))
+    tiny = np.nextafter(0.0, 1.0)
+    np.testing.assert_allclose(
+        est.predict_log_proba(P), np.log(np.maximum(proba, tiny)), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        softmax(est.decision_function(P), axis=1), proba, rtol=1e-12, atol=1e-300
+    )

@@ -23,6 +23,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from skcal import (
+    CenteredIsotonicCalibrator,
     HistogramBinningCalibrator,
     IsotonicCalibrator,
     KCalCalibrator,
@@ -62,7 +63,8 @@ def _top(P):
 
 def _least_share(P, top):
     """The smallest confidence that keeps ``top`` first when the others keep
-    their proportions: ``p_2 / (1 - p_top + p_2)``."""
+    their proportions: ``p_2 / (1 - p_top + p_2)`` (a tie, which the
+    calibrator breaks by one unit in the last place)."""
     rest = P.copy()
     rest[np.arange(len(P)), top] = 0.0
     second = rest.max(axis=1)
@@ -80,10 +82,11 @@ def _proportional(P, top, confidence):
 
 
 def _assert_top_first(P, top):
-    """``top`` has the largest probability of its row (a tie allowed: the
-    calibrated confidence is raised to the largest other share)."""
+    """``top`` has the largest probability of its row (strictly where the
+    input ranks it strictly first, which these tests' inputs do)."""
     rows = np.arange(len(P))
     assert (P[rows, top] >= P.max(axis=1) * (1 - 1e-12)).all()
+    assert (np.argmax(P, axis=1) == top).all()
 
 
 def _binary_reference(reference, digits):
@@ -541,7 +544,6 @@ def test_centred_isotonic_maps_the_confidence_as_cir_model(digits):
     implementation behind probmetrics' ``cir``) fitted on the top-label
     confidence: one map, clipped to its calibration range."""
     cir_model = pytest.importorskip("cir_model")
-    from skcal import CenteredIsotonicCalibrator
 
     def reference(conf, right, new):
         ref = cir_model.CenteredIsotonicRegression().fit(conf, right.astype(float))
@@ -761,3 +763,80 @@ def test_fit_on_probabilities_has_the_multiclass_temperature_of_their_logs():
         options={"xatol": 1e-12},
     )
     np.testing.assert_allclose(tva.temperature_, np.exp(best.x), rtol=1e-6)
+
+
+def _tree_votes(n_trees=10, random_state=0):
+    """Votes of a small forest (probabilities on a grid of 1 / n_trees:
+    many tied confidences and ties between classes) on 6 classes:
+    calibration and test rows."""
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = make_classification(
+        5000, 20, n_informative=8, n_classes=6, random_state=random_state
+    )
+    forest = RandomForestClassifier(
+        n_trees, max_depth=3, bootstrap=False, max_features=2, random_state=0
+    )
+    forest.fit(X[:1000], y[:1000])
+    # each tree votes for one class: counts / n_trees, exact on the grid
+    votes = sum(np.eye(6)[t.predict(X[1000:]).astype(int)] for t in forest)
+    P = votes / n_trees
+    return P[:2000], y[1000:3000], P[2000:], y[3000:]
+
+
+@pytest.mark.parametrize("inner", [IsotonicCalibrator(), HistogramBinningCalibrator()])
+@pytest.mark.parametrize("input", ["proba", "logits"])
+def test_top_class_is_strictly_first_on_tree_votes(inner, input):
+    """Issue 49: on the votes of a forest, the calibrated confidence was
+    raised to the runner-up's share on a quarter of the rows, a tie that
+    ``np.argmax`` of predict_proba broke toward the first column, not the
+    argmax of X that predict returned. The top class is now strictly first
+    (the argmax of X, the first column among tied votes), and predict is
+    the argmax of predict_proba."""
+    Pc, yc, Pt, _ = _tree_votes()
+    if input == "logits":
+        Pc, Pt = np.log(_floored(Pc)), np.log(_floored(Pt))
+    top = np.argmax(Pt, axis=1)  # the first column among tied votes
+    rows = np.arange(len(Pt))
+    tied_votes = (Pt == Pt[rows, top][:, None]).sum(axis=1) > 1
+    assert tied_votes.sum() > 100  # the case: many ties in X itself
+    tva = TopVersusAll(inner, input=input, redistribution="proportional")
+    tva.fit(Pc, yc)
+    P = tva.predict_proba(Pt)
+    shares = softmax(np.log(_floored(Pt)) / tva.temperature_, axis=1)
+    raised = P[rows, top] <= _least_share(shares, top) * (1 + 1e-12)
+    assert raised.sum() > 100  # rows whose confidence was raised
+    np.testing.assert_array_equal(np.argmax(P, axis=1), top)
+    np.testing.assert_array_equal(tva.predict(Pt), top)
+    # strictly first wherever X ranks it strictly first
+    others = P.copy()
+    others[rows, top] = -1.0
+    assert (P[rows, top] > others.max(axis=1))[~tied_votes].all()
+
+
+@pytest.mark.parametrize("inner", [IsotonicCalibrator(), CenteredIsotonicCalibrator()])
+@pytest.mark.parametrize("redistribution", ["temperature", "proportional"])
+def test_logs_are_finite_on_probabilities_with_exact_zeros(inner, redistribution):
+    """Issue 49: rows with exact zeros whose confidence is mapped to 1 gave
+    the zero classes a share that underflowed to 0, and -inf in
+    predict_log_proba and decision_function (against the guarantees page).
+    The logs are finite and are those of predict_proba (a 0 has the log of
+    the smallest positive float)."""
+    rng = np.random.default_rng(0)
+    n, n_classes = 400, 4
+    top = rng.integers(0, n_classes, n)
+    conf = rng.choice([0.4, 0.6, 0.99], n)
+    P = np.zeros((n, n_classes))
+    P[np.arange(n), top] = conf
+    P[np.arange(n), (top + 1) % n_classes] += 1 - conf
+    right = (conf == 0.99) | (rng.random(n) < conf)
+    y = np.where(right, top, (top + 1) % n_classes)
+    tva = TopVersusAll(inner, input="proba", redistribution=redistribution)
+    tva.fit(P, y)
+    proba = tva.predict_proba(P)
+    log_proba, logits = tva.predict_log_proba(P), tva.decision_function(P)
+    assert np.isfinite(log_proba).all() and np.isfinite(logits).all()
+    expected = np.log(np.maximum(proba, np.nextafter(0.0, 1.0)))
+    np.testing.assert_array_equal(log_proba, expected)
+    np.testing.assert_allclose(softmax(logits, axis=1), proba, rtol=1e-12, atol=1e-300)
