@@ -79,6 +79,12 @@ def _check_log_probability_resolution(logits: np.ndarray, name: str) -> None:
         )
 
 
+def _end(edge) -> tuple:
+    """The parameter and end (largest: True) of an edge of
+    :meth:`DirichletCalibratorCV._grid_edges`."""
+    return edge[0], edge[2] == 0
+
+
 def log_probabilities(logits: np.ndarray) -> np.ndarray:
     """``log_softmax`` of the rows, in float64 (a new array)."""
     return softmax_inplace(np.array(logits, dtype=np.float64, order="C"), log=True)
@@ -649,13 +655,13 @@ class DirichletCalibratorCV(BaseCalibrator):
             mean = table.mean(axis=2)
             at = np.unravel_index(np.nanargmin(mean), mean.shape)
             edges = self._grid_edges(lambdas, mus, mean, at)
-            todo = [e for e in edges if used.get(e[:2], 0) < self.grid_extensions]
+            todo = [e for e in edges if used.get(_end(e), 0) < self.grid_extensions]
             if not todo:
                 for edge in edges if mean[at] < bar else ():
                     self._warn_grid_edge(edge, (lambdas, mus)[edge[1]], used)
                 return lambdas, mus, table
             name, axis, i, value, neighbour, *_ = todo[0]
-            used[(name, axis)] = used.get((name, axis), 0) + 1
+            used[_end(todo[0])] = used.get(_end(todo[0]), 0) + 1
             new = float(f"{value * value / neighbour:.12g}")  # 1e2, not 1e2 + 1ulp
             point = {"reg_lambda": lambdas[at[0]], "reg_mu": mus[at[1]], name: new}
             line = np.full(
@@ -809,7 +815,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         that the bound on extensions left (``values``: its grid)."""
         name, _, i, value, neighbour, here, there = edge
         end, beyond = ("largest", "larger") if i == 0 else ("smallest", "smaller")
-        grown = used.get(edge[:2], 0)
+        grown = used.get(_end(edge), 0)
         grown = f", grown {grown} times by grid_extensions" if grown else ""
         warn(
             f"DirichletCalibratorCV selected {name}={value:g}, the {end} "
