@@ -54,7 +54,11 @@ def test_the_classes_are_documented_user_warnings():
 
 # ---------------------------------------------------------------- grid edge
 def _dirichlet_cv(X, y, **params):
-    params = {"reg_mus": None, "cv": 3, "random_state": 0, "device": "cpu", **params}
+    # the grid as given: not grown past its edges, without the "auto" point
+    params = {
+        "reg_mus": None, "cv": 3, "random_state": 0, "device": "cpu",
+        "include_auto": False, "grid_extensions": 0, **params,
+    }  # fmt: skip
     return DirichletCalibratorCV(**params).fit(X, y)
 
 
@@ -392,7 +396,7 @@ def test_the_default_search_does_not_pass_on_grid_edge_warnings():
     # a user's own grid is the user's: its edge is reported
     X, y = make_miscalibrated_logits(300, 3, temperature=2.0, random_state=0)
     dirichlet = DirichletCalibratorCV(
-        reg_lambdas=(1e-2, 1e-3), reg_mus=None, cv=3, device="cpu"
+        reg_lambdas=(1e-2, 1e-3), reg_mus=None, include_auto=False, cv=3, device="cpu"
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -34,6 +34,8 @@ _PLANE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
 #: Evaluations of the Brier derivative before the Newton iterations: the
 #: bracket's doublings or halvings within ``exp(+-16)``, and its start.
 _BRACKET_EVALUATIONS = int(2 * _LOG_BETA_BOUND / math.log(2.0)) + 2
+#: Relative rounding of the objective's value (float64 machine epsilon).
+_EPS = float(np.finfo(np.float64).eps)
 
 
 def _chunks(n_rows: int, n_classes: int):
@@ -199,7 +201,11 @@ def _interior_minimum(objective, max_iter=100):
     """Newton's method on the plane ``sum w = 1`` from the simplex's centre.
 
     Returns the stationary point if it converged inside the simplex (then
-    the global minimum, by convexity), else None.
+    the global minimum, by convexity), else None. The iteration stops once
+    the Newton decrement (twice the predicted decrease) is below the
+    rounding of the objective's value: the last step is then taken in full
+    (the gradient still resolves it where the value no longer does), which
+    puts the weights at their rounding level.
     """
     u = np.full(2, 1.0 / 3.0)
     weights = np.array([u[0], u[1], 1.0 - u.sum()])
@@ -210,10 +216,14 @@ def _interior_minimum(objective, max_iter=100):
         if not np.isfinite(eig).all() or eig[0] <= 1e-12 * max(eig[1], 1e-300):
             return None  # flat in a direction: the minimum is on an edge
         step = -np.linalg.solve(H, g)
-        decrement = -float(g @ step)
-        if decrement <= 1e-26:
+        decrement, f0 = -float(g @ step), objective.value(weights)
+        if decrement <= _EPS * abs(f0):  # converged: a last full step
+            trial = u + step
+            candidate = np.array([trial[0], trial[1], 1.0 - trial.sum()])
+            if math.isfinite(objective.value(candidate)):
+                weights = candidate
             break
-        t, f0 = 1.0, objective.value(weights)
+        t = 1.0
         while t > 1e-12:
             trial = u + t * step
             candidate = np.array([trial[0], trial[1], 1.0 - trial.sum()])

@@ -13,7 +13,7 @@ from skcal import (
     MatrixScaling,
     TemperatureScaling,
 )
-from skcal.exceptions import ConvergenceWarning
+from skcal.exceptions import ConvergenceWarning, GridEdgeWarning
 from skcal.utils._testing import make_miscalibrated_logits
 
 
@@ -135,12 +135,14 @@ def test_cv_selects_the_best_cross_validated_nll():
     cv = DirichletCalibratorCV(
         reg_lambdas=[1e-1, 1e-4],
         reg_mus=[1e-1, 1e-4],
+        include_auto=False,
+        grid_extensions=0,
         cv=3,
         random_state=0,
         device="cpu",
     ).fit(X, y)
     res = cv.cv_results_
-    best = int(np.argmin(res["mean_test_nll"]))
+    best = int(np.nanargmin(res["mean_test_nll"]))
     assert (cv.reg_lambda_, cv.reg_mu_) == tuple(res["params"][best].values())
     # recompute one candidate's cross-validated NLL independently
     from sklearn.model_selection import StratifiedKFold
@@ -168,6 +170,8 @@ def test_cv_path_stops_after_a_clearly_worse_reg_lambda():
     kwargs = dict(
         reg_lambdas=[1.0, 1e-1, 1e-2, 1e-4, 1e-6],
         reg_mus=[1e-1, 1e-3],
+        include_auto=False,
+        grid_extensions=0,
         cv=3,
         random_state=0,
         device="cpu",
@@ -184,6 +188,62 @@ def test_cv_path_stops_after_a_clearly_worse_reg_lambda():
     assert np.isnan(got[stop + 1 :]).all()
     assert (short.reg_lambda_, short.reg_mu_) == (full.reg_lambda_, full.reg_mu_)
     np.testing.assert_array_equal(short.coef_, full.coef_)
+
+
+def test_cv_grid_grows_past_an_edge_to_the_choice_of_a_wider_grid():
+    """The best reg_lambda of (1e-3, 1e-4) is its larger end: the grid grows
+    to 1e-2 (better) and 1e-1 (worse) and selects what the explicit grid
+    (1e-1, ..., 1e-4) selects, with the same held-out scores; no warning."""
+    X, y = make_miscalibrated_logits(300, 3, temperature=2.0, random_state=0)
+    kwargs = dict(reg_mus=None, include_auto=False, cv=3, random_state=0, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GridEdgeWarning)
+        grown = DirichletCalibratorCV(
+            reg_lambdas=(1e-3, 1e-4), grid_extensions=4, **kwargs
+        ).fit(X, y)
+    wide = DirichletCalibratorCV(
+        reg_lambdas=(1e-1, 1e-2, 1e-3, 1e-4), grid_extensions=0, **kwargs
+    ).fit(X, y)
+    assert grown.reg_lambda_ == wide.reg_lambda_ == 1e-2
+    np.testing.assert_array_equal(grown.reg_lambdas_, [1e-1, 1e-2, 1e-3, 1e-4])
+    ours, ref = grown.cv_results_["mean_test_nll"], wide.cv_results_["mean_test_nll"]
+    np.testing.assert_allclose(ours[:3], ref[:3], atol=5e-5)
+    np.testing.assert_allclose(grown.coef_, wide.coef_, atol=1e-10)
+
+
+def test_cv_grid_growth_is_bounded_and_then_warns():
+    """One extension allowed: (1e-3, 1e-4) grows to 1e-2, still the best
+    end (1e-1 is not scored), and the warning says the grid was grown."""
+    X, y = make_miscalibrated_logits(300, 3, temperature=2.0, random_state=0)
+    cal = DirichletCalibratorCV(
+        reg_lambdas=(1e-3, 1e-4), reg_mus=None, include_auto=False,
+        grid_extensions=1, cv=3, random_state=0, device="cpu",
+    )  # fmt: skip
+    with pytest.warns(GridEdgeWarning, match="grown 1 times by grid_extensions"):
+        cal.fit(X, y)
+    assert cal.reg_lambda_ == 1e-2
+    np.testing.assert_array_equal(cal.reg_lambdas_, [1e-2, 1e-3, 1e-4])
+
+
+def test_cv_scores_the_default_ridge_toward_temperature_scaling():
+    """``include_auto``: DirichletCalibrator()'s default is a candidate with
+    the held-out NLL of an independent cross-validation of it, and is
+    selected where it beats the ODIR grid (10 classes, 400 rows)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    X, y = make_miscalibrated_logits(400, 10, temperature=2.0, random_state=0)
+    cal = DirichletCalibratorCV(cv=3, random_state=0, device="cpu").fit(X, y)
+    res = cal.cv_results_
+    assert res["params"][0] == {"reg_lambda": "auto", "reg_mu": None}
+    scores = []
+    for train, test in StratifiedKFold(3, shuffle=True, random_state=0).split(X, y):
+        est = DirichletCalibrator(device="cpu", tol=1e-9).fit(X[train], y[train])
+        scores.append(-est.score(X[test], y[test]))
+    assert res["mean_test_nll"][0] == pytest.approx(np.mean(scores), abs=1e-5)
+    assert res["mean_test_nll"][0] < np.nanmin(res["mean_test_nll"][1:]) - 1e-3
+    assert (cal.reg_lambda_, cal.reg_mu_) == ("auto", None)
+    plain = DirichletCalibrator(device="cpu").fit(X, y)
+    np.testing.assert_allclose(cal.predict_proba(X), plain.predict_proba(X), atol=1e-12)
 
 
 def test_cv_fold_fits_reach_the_minimum_of_the_plain_solver():
@@ -213,6 +273,8 @@ def test_cv_in_a_grid_search_recipe_agrees_on_the_objective():
     ours = DirichletCalibratorCV(
         reg_lambdas=grid["reg_lambda"],
         reg_mus=grid["reg_mu"],
+        include_auto=False,
+        grid_extensions=0,
         cv=3,
         random_state=0,
         device="cpu",

@@ -346,3 +346,38 @@ def test_verbose_shows_each_phase(verbose, capsys):
     assert "Brier temperature" not in captured.err
     assert "EnsembleTemperatureScaling: weights:" in captured.err
     assert log_loss.n_iter_ > 0
+
+
+# (n, C, temperature, seed) of make_miscalibrated_logits where the NLL
+# optimum of the weights is inside the simplex, near an edge (the uniform
+# member's weight 0.005-0.05): Newton's decrement stalled at ~1e-20, above
+# its old stopping threshold 1e-26, and the fit fell back to the best edge
+# (training NLL 0.01 above the optimum at the first case)
+INTERIOR_NEAR_EDGE = [
+    (59, 5, 2.523036747458567, 35),
+    (375, 11, 1.5562202558415579, 197),
+    (182, 11, 8.606989699709702, 119),
+]
+
+
+@pytest.mark.parametrize("n,n_classes,temperature,seed", INTERIOR_NEAR_EDGE)
+def test_log_loss_weights_reach_the_optimum_near_an_edge(
+    n, n_classes, temperature, seed
+):
+    """``loss="log_loss"``: the weights minimise the paper's NLL to rounding,
+    against scipy's SLSQP (from each vertex) and probmetrics'
+    ``ETSCalibrator(loss="ce")``, where the optimum lies just inside an edge."""
+    logits, y = make_miscalibrated_logits(
+        n, n_classes, temperature=temperature, random_state=seed
+    )
+    Pc = softmax(logits, axis=1)
+    est = EnsembleTemperatureScaling(loss="log_loss", device="cpu").fit(logits, y)
+    w_ref, objective = _reference_weights("log_loss", est.temperature_, Pc, y)
+    assert w_ref.min() > 1e-3  # the optimum is inside the simplex
+    assert objective(est.weights_) <= objective(w_ref) + 1e-9
+    np.testing.assert_allclose(est.weights_, w_ref, atol=1e-5)
+    pytest.importorskip("probmetrics")
+    from probmetrics.calibrators import ETSCalibrator
+
+    ref = ETSCalibrator(loss="ce").fit(Pc, y)  # its own temperature (float32 logs)
+    assert objective(est.weights_) <= _nll(_mixture(ref.w_, ref.t_, Pc), y) + 1e-9
