@@ -714,3 +714,30 @@ def test_library_messages_name_the_options_not_python_keywords(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "skcal calibrate: warning: --input logits but every row" in err
     assert "Pass --input proba if they are" in err and "input=" not in err
+
+
+def test_evaluate_ci_marks_an_interval_that_excludes_its_estimate(tmp_path, capsys):
+    """Side by side with --ci: an interval that lies wholly above its
+    estimate (ECE of perfectly calibrated scores grows on resampled rows)
+    gets the Python report's star, and a p-value below 1e-4 is printed as
+    a bound, not as 0 or 1.11e-16."""
+    from skcal.metrics import calibration_report
+
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.full(3, 1.0), size=3000)
+    y = sample_labels(proba, rng)
+    wrong = np.roll(proba, 1, axis=1) ** 3  # far from calibrated: ECCE p ~ 0
+    wrong /= wrong.sum(axis=1, keepdims=True)
+    paths = [tmp_path / "good.npz", tmp_path / "bad.npz"]
+    for path, P in zip(paths, (proba, wrong)):
+        np.savez(path, proba=P, labels=y)
+    argv = ["evaluate", *map(str, paths), "--ci", "--n-resamples", "50", "--quiet"]
+    assert main(argv) == 0
+    _, rows = _table(capsys.readouterr().out)
+    report = calibration_report(y, proba, n_resamples=50, random_state=0)
+    ece = report["ECE"]
+    assert not ece.covers_estimate  # the interval lies above the estimate
+    assert rows["ECE"][0] == f"{ece.estimate:.4f}*"
+    bad = calibration_report(y, wrong, n_resamples=50, random_state=0)
+    assert bad.ecce_pvalue < 1e-4
+    assert rows["ECCE p-value"][-1] == "<0.0001"

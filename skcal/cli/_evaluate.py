@@ -268,6 +268,8 @@ def _print_one(args, file: _Evaluated) -> None:
 
 def _side_by_side_rows(args, files: list[_Evaluated]) -> list[dict]:
     """One row per metric, one cell per file (with --ci: estimate [low, high])."""
+    from ..metrics._report import format_p_value
+
     rows = []
     for metric in files[0].metrics:
         row = {"metric": metric}
@@ -275,14 +277,17 @@ def _side_by_side_rows(args, files: list[_Evaluated]) -> list[dict]:
             report = file.intervals
             if report is not None and metric in report.metrics:
                 ci = report[metric]
-                row[file.name] = f"{ci.estimate:.4f} [{ci.low:.4f}, {ci.high:.4f}]"
+                star = "" if ci.covers_estimate else "*"
+                row[file.name] = (
+                    f"{ci.estimate:.4f}{star} [{ci.low:.4f}, {ci.high:.4f}]"
+                )
             else:
                 row[file.name] = f"{file.metrics[metric]:.4f}"
         rows.append(row)
     if args.ci:
         rows.append(
             {"metric": "ECCE p-value"}
-            | {file.name: f"{file.intervals.ecce_pvalue:.3g}" for file in files}
+            | {file.name: format_p_value(file.intervals.ecce_pvalue) for file in files}
         )
     return rows
 
@@ -313,7 +318,9 @@ def _print_side_by_side(args, files: list[_Evaluated], paired) -> None:
             f"skcal.metrics.calibration_report ({args.n_resamples} resamples, "
             f"at most 200 for cwECE, ECCE and smECE; seed {args.seed}); ECCE "
             "p-value: its test of perfect calibration. Calibration errors grow on "
-            "resampled rows, so their intervals may lie above the estimate."
+            "resampled rows, so their intervals may lie above the estimate: a * "
+            "marks an interval that excludes its estimate (--ci-method bca "
+            "corrects this)."
         )
         if any(file.predictions is not None for file in files):
             note += " With intervals, accuracy is that of the most probable class."
@@ -324,13 +331,15 @@ def _print_side_by_side(args, files: list[_Evaluated], paired) -> None:
 
 def _print_paired(args, first: _Evaluated, paired: dict, level: str) -> None:
     """The table of ``--paired``: each file against the first."""
+    from ..metrics._report import format_p_value
+
     rows = [
         {
             "file": name,
             "metric": metric,
             "difference": result.difference,
             f"{level} CI": f"[{result.low:.4f}, {result.high:.4f}]",
-            "p-value": f"{result.p_value:.3g}",
+            "p-value": format_p_value(result.p_value),
         }
         for name, results in paired.items()
         for metric, result in results.items()

@@ -362,7 +362,8 @@ def _select_epilog() -> str:
     )
     return (
         f"{FORMATS_HELP}\n\ndefault candidates (case-insensitive; aliases in "
-        f"parentheses; --candidates takes any score calibrator):\n{candidates}\n\nexample:\n  skcal select --fit cal.npz "
+        "parentheses; --candidates takes any score calibrator):\n"
+        f"{candidates}\n\nexample:\n  skcal select --fit cal.npz "
         "--test test.npz --save search.pkl"
     )
 
