@@ -410,6 +410,13 @@ def _model_head(model, key: str) -> dict:
     return {"coef": np.asarray(coef), "intercept": intercept}
 
 
+def _model_name(model) -> str:
+    """The name of a model's rows: a saved search is named by its choice."""
+    name = type(model).__name__
+    selected = getattr(model, "selected_", None)
+    return f"{selected} (selected by {name})" if selected else name
+
+
 def _cmd_apply(args) -> int:
     """Run ``skcal apply``; returns the exit code."""
     prog, report = "skcal apply", reporter(args)
@@ -420,7 +427,7 @@ def _cmd_apply(args) -> int:
     if args.device is not None and "device" in model.get_params():
         model.set_params(device=args.device)
     _check_model_predicts(model, args.model)
-    name = type(model).__name__
+    name = _model_name(model)
     X, y = _read_apply_data(args, model, key)
     classes = model.classes_
     with report_on_stderr(prog):
