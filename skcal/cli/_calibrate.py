@@ -44,6 +44,7 @@ from ._options import (
     add_common,
     add_fit,
     add_input,
+    add_keep_cols,
     add_output_flags,
     add_save,
 )
@@ -158,6 +159,7 @@ class _CalibrationData:
     head: dict
     params: dict
     given: np.ndarray | None  # the classes, when the input named them
+    keep: dict  # the --apply file's columns copied to --out (--keep-cols)
 
 
 def _read_calibration_data(args, name, cls, report) -> _CalibrationData:
@@ -192,7 +194,10 @@ def _read_calibration_data(args, name, cls, report) -> _CalibrationData:
         X_apply = align_scores(apply, key, X_apply, classes_, "--apply")
     if given is not None:
         params = {"classes": given, **params}
-    return _CalibrationData(key, X_fit, y_fit, X_apply, y_apply, head, params, given)
+    keep = apply.passthrough(args.keep_cols, len(X_apply))
+    return _CalibrationData(
+        key, X_fit, y_fit, X_apply, y_apply, head, params, given, keep
+    )
 
 
 def _fit_and_apply(estimator, data: _CalibrationData, prog: str):
@@ -223,7 +228,9 @@ def _metric_rows(name, y, proba, predict, classes, *, key, X, head) -> list[dict
     return [*rows, {"method": name, **metrics}]
 
 
-def _write_calibrated(path, name, y, predict, proba, classes, given, label=None):
+def _write_calibrated(
+    path, name, y, predict, proba, classes, given, label=None, keep=None
+):
     """Write the output of calibrate and apply: the probabilities and more.
 
     ``given``: the classes when the input named them (headers ``proba_<class>``);
@@ -234,7 +241,11 @@ def _write_calibrated(path, name, y, predict, proba, classes, given, label=None)
     arrays = {**labels, "predict": predict, "proba": proba, "classes": classes}
     arrays["method"] = np.array(name)  # names the file in evaluate (npz only)
     write_arrays(
-        path, arrays, class_names=named_columns(classes, given), label_name=label
+        path,
+        arrays,
+        class_names=named_columns(classes, given),
+        label_name=label,
+        keep=keep,
     )
 
 
@@ -297,6 +308,7 @@ def _cmd_calibrate(args) -> int:
         classes,
         data.given,
         args.label_col,
+        data.keep,
     )
     if args.save is not None:
         write_model(args.save, estimator)
@@ -374,7 +386,8 @@ def _model_input(model, path: str) -> str:
 
 def _read_apply_data(args, model, key: str):
     """The scores (or embeddings) of the --apply file for ``model``, aligned
-    with its classes, and the file's labels (None if it has none)."""
+    with its classes, the file's labels (None if it has none) and the
+    columns to copy to the output (``--keep-cols``)."""
     name = type(model).__name__
     apply = ArrayFile(args.apply, Columns.from_args(args))
     classes = model.classes_
@@ -396,7 +409,7 @@ def _read_apply_data(args, model, key: str):
     if "labels" in apply:
         y = read_labels(apply, "", len(X), key)
         check_known_labels(y, classes, "--apply", args.apply, args.model, "--model")
-    return X, y
+    return X, y, apply.passthrough(args.keep_cols, len(X))
 
 
 def _model_head(model, key: str) -> dict:
@@ -428,7 +441,7 @@ def _cmd_apply(args) -> int:
         model.set_params(device=args.device)
     _check_model_predicts(model, args.model)
     name = _model_name(model)
-    X, y = _read_apply_data(args, model, key)
+    X, y, keep = _read_apply_data(args, model, key)
     classes = model.classes_
     with report_on_stderr(prog):
         proba = model.predict_proba(X)
@@ -437,7 +450,7 @@ def _cmd_apply(args) -> int:
     head = {} if y is None else _model_head(model, key)
     rows = _metric_rows(name, y, proba, predict, classes, key=key, X=X, head=head)
     label = getattr(args, "label_col", None)
-    _write_calibrated(args.out, name, y, predict, proba, classes, None, label)
+    _write_calibrated(args.out, name, y, predict, proba, classes, None, label, keep)
     if args.json:
         print_json(
             {
@@ -508,6 +521,7 @@ def add_calibrate(sub) -> None:
     )
     add_save(parser, "also write the fitted calibrator", "model")
     add_column_options(parser)
+    add_keep_cols(parser, "--apply")
     add_common(parser)
     parser.set_defaults(handler=_cmd_calibrate)
 
@@ -557,6 +571,7 @@ def add_apply(sub) -> None:
         "trusted files only)",
     )
     add_column_options(parser)
+    add_keep_cols(parser, "--apply")
     parser.add_argument(
         "--device",
         default=None,

@@ -43,7 +43,15 @@ _LOCAL_NOTE = "LCE / MLCE: local calibration error (mean / max), Barbera et al."
 
 
 def _evaluate_scores(args, data: ArrayFile, report):
-    """Which scores of ``data`` to evaluate (``--input``), and their probabilities."""
+    """Which scores of ``data`` to evaluate (``--input``), and their
+    probabilities; the file they were read from.
+
+    Column options name the columns of the user's own files. A file that
+    lacks them but holds skcal's own ``proba_<class>`` columns (the --out
+    of calibrate, apply or adapt) is read by those, with a note.
+    """
+    from dataclasses import replace
+
     from scipy.special import softmax
 
     key = args.input
@@ -54,8 +62,16 @@ def _evaluate_scores(args, data: ArrayFile, report):
         key = "proba" if "proba" in data or "logits" not in data else "logits"
         if key == "proba" and "logits" in data:
             report("evaluating proba (the file also holds logits; --input logits)")
+    if named and key not in data:
+        own = ArrayFile(data.path, replace(data.columns, logits=None, proba=None))
+        if "proba" in own:
+            report(
+                f"{data.path} has no {data.describe(key)}: reading its "
+                f"{own.describe('proba')}, skcal's own names"
+            )
+            data, key = own, "proba"
     scores = data.matrix(key, "the predictions to evaluate (proba, or logits)")
-    return key, softmax(scores, axis=1) if key == "logits" else scores
+    return data, key, softmax(scores, axis=1) if key == "logits" else scores
 
 
 def _plot_reliability(path, y, probas: dict, classes, n_bins) -> None:
@@ -134,8 +150,7 @@ def _file_names(args) -> list[str]:
 
 def _read_evaluated(args, path, name, columns, report) -> _Evaluated:
     """One FILE of ``evaluate``, read and checked (no metric yet)."""
-    data = ArrayFile(path, columns)
-    key, proba = _evaluate_scores(args, data, report)
+    data, key, proba = _evaluate_scores(args, ArrayFile(path, columns), report)
     why = "the true labels (calibrate copies them from its --apply file)"
     y = read_labels(data, why, len(proba), key)
     classes, _ = file_classes(data, key, y, proba.shape[1], report)
