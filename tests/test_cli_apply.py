@@ -169,6 +169,11 @@ def test_select_save_then_apply(files, capsys):
     )
     with np.load(tmp / "o.npz") as written:
         np.testing.assert_array_equal(written["proba"], search.predict_proba(X[600:]))
+    # the rows are named by the calibrator the search selected (issue 51)
+    argv = ["apply", "--model", str(model), "--apply", str(tmp / "test.npz")]
+    assert main([*argv, "--out", str(tmp / "o2.npz"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"{search.selected_} (selected by CalibratorSearchCV)" in out
 
 
 def test_pickles_need_allow_pickle(files, capsys):

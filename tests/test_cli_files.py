@@ -92,6 +92,7 @@ def test_label_col_and_prefix_read_string_labels_by_column_name(
     assert summary["classes"] == ["dog", "bird", "cat"]
     written = pd.read_csv(out)
     assert list(written.columns) == [
+        "id",  # copied from --apply: results join back by it (issue 51)
         "target",  # the user's name for the labels (issue 37)
         "predict",
         "proba_dog",
@@ -137,7 +138,7 @@ def test_a_comma_list_is_exact_names_in_that_order(scores, tmp_path, capsys):
     argv += ["--out", str(out), "--label-col", "target", "--quiet"]
     assert main([*argv, "--logit-cols", "s_bird, s_cat,s_dog"]) == 0
     written = pd.read_csv(out)
-    assert list(written.columns)[2:] == ["proba_bird", "proba_cat", "proba_dog"]
+    assert list(written.columns)[-3:] == ["proba_bird", "proba_cat", "proba_dog"]
     order = [2, 0, 1]  # bird, cat, dog: the columns in list order
     recoded = np.argsort(order)[y_cal]  # the index of each label in that order
     reference = VectorScaling(device="cpu").fit(z_cal[:, order], recoded)
@@ -714,3 +715,89 @@ def test_library_messages_name_the_options_not_python_keywords(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "skcal calibrate: warning: --input logits but every row" in err
     assert "Pass --input proba if they are" in err and "input=" not in err
+
+
+def test_evaluate_ci_marks_an_interval_that_excludes_its_estimate(tmp_path, capsys):
+    """Side by side with --ci: an interval that lies wholly above its
+    estimate (ECE of perfectly calibrated scores grows on resampled rows)
+    gets the Python report's star, and a p-value below 1e-4 is printed as
+    a bound, not as 0 or 1.11e-16."""
+    from skcal.metrics import calibration_report
+
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.full(3, 1.0), size=3000)
+    y = sample_labels(proba, rng)
+    wrong = np.roll(proba, 1, axis=1) ** 3  # far from calibrated: ECCE p ~ 0
+    wrong /= wrong.sum(axis=1, keepdims=True)
+    paths = [tmp_path / "good.npz", tmp_path / "bad.npz"]
+    for path, P in zip(paths, (proba, wrong)):
+        np.savez(path, proba=P, labels=y)
+    argv = ["evaluate", *map(str, paths), "--ci", "--n-resamples", "50", "--quiet"]
+    assert main(argv) == 0
+    _, rows = _table(capsys.readouterr().out)
+    report = calibration_report(y, proba, n_resamples=50, random_state=0)
+    ece = report["ECE"]
+    assert not ece.covers_estimate  # the interval lies above the estimate
+    assert rows["ECE"][0] == f"{ece.estimate:.4f}*"
+    bad = calibration_report(y, wrong, n_resamples=50, random_state=0)
+    assert bad.ecce_pvalue < 1e-4
+    assert rows["ECCE p-value"][-1] == "<0.0001"
+
+
+def test_tables_keep_their_ids_and_name_columns_alike(tmp_path, capsys):
+    """The third day's trial (issue 51): CSV files with a target column, an id
+    column and score_<class> columns. calibrate, apply and adapt write
+    proba_<class> alike and keep the id (and any other column that is not a
+    score or the label), so results join back by id; evaluate reads skcal's
+    own output by its names when the column options name the raw file's."""
+    pd = pytest.importorskip("pandas")
+    classes = np.array(["<10k", "10-15k", "75k+"])
+    z, y = make_miscalibrated_logits(900, 3, temperature=2.0, random_state=5)
+    frames = []
+    for rows in (slice(0, 600), slice(600, 900)):
+        frame = pd.DataFrame({"customer_id": [f"c{i:04d}" for i in range(900)][rows]})
+        frame["target"] = classes[y[rows]]
+        for j, name in enumerate(classes):
+            frame[f"score_{name}"] = z[rows, j]
+        frame["region"] = np.where(np.arange(900)[rows] % 2, "north", "south")
+        frames.append(frame)
+    cal, test = tmp_path / "cal.csv", tmp_path / "test.csv"
+    frames[0].to_csv(cal, index=False)
+    frames[1].to_csv(test, index=False)
+    opts = ["--label-col", "target", "--logit-cols", "score_", "--quiet"]
+    ts, model = tmp_path / "ts.csv", tmp_path / "ts.skops"
+    argv = ["calibrate", "--method", "ts", "--fit", str(cal), "--apply", str(test)]
+    assert main([*argv, "--out", str(ts), "--save", str(model), *opts]) == 0
+    applied, adapted = tmp_path / "applied.csv", tmp_path / "adapted.csv"
+    argv = ["apply", "--model", str(model), "--apply", str(test)]
+    assert main([*argv, "--out", str(applied), *opts]) == 0
+    argv = ["adapt", "--model", str(model), "--fit", str(cal), "--target", str(test)]
+    assert main([*argv, "--out", str(adapted), *opts]) == 0
+    capsys.readouterr()
+
+    reference = TemperatureScaling().fit(z[:600], y[:600]).predict_proba(z[600:])
+    for path in (ts, applied, adapted):
+        out = pd.read_csv(path)
+        probas = [f"proba_{name}" for name in classes]
+        assert set(probas) <= set(out.columns), (path, list(out.columns))
+        assert list(out.columns[:2]) == ["customer_id", "region"]
+        joined = frames[1].merge(out, on="customer_id", suffixes=("", "_out"))
+        assert len(joined) == 300 and (joined["region"] == joined["region_out"]).all()
+        if path != adapted:  # adapt re-weights them
+            np.testing.assert_allclose(joined[probas].to_numpy(), reference, rtol=1e-9)
+    # --keep-cols: only the id; none
+    argv = ["apply", "--model", str(model), "--apply", str(test), *opts]
+    assert main([*argv, "--out", str(applied), "--keep-cols", "customer_id"]) == 0
+    assert "region" not in pd.read_csv(applied).columns
+    assert main([*argv, "--out", str(applied), "--keep-cols", "none"]) == 0
+    assert "customer_id" not in pd.read_csv(applied).columns
+
+    # evaluate the raw scores against skcal's output with the raw file's options
+    capsys.readouterr()
+    argv = ["evaluate", str(test), str(ts), "--paired", "--json", *opts]
+    assert main(argv) == 0
+    got = _json(capsys)
+    nll = got["files"]["ts"]["metrics"]["NLL"]
+    assert nll == pytest.approx(
+        log_loss(y[600:], reference, labels=[0, 1, 2]), rel=1e-9
+    )

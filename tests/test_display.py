@@ -296,7 +296,8 @@ def test_reliability_legend_covers_no_point():
         assert _legend_covers(d) == []
     d.ax_.get_legend().set_loc("upper left")  # where it used to be
     assert _legend_covers(d) != []
-    # a point in every corner: the legend goes above the diagram
+    # a point in every corner: the legend stays inside the diagram (where it
+    # covers no title and no neighbouring panel), at a side's middle
     edges = np.linspace(0, 1, 6)
     corners = ReliabilityDisplay(
         mean_predicted=np.array([0.05, 0.05, 0.5, 0.95, 0.95]),
@@ -307,5 +308,48 @@ def test_reliability_legend_covers_no_point():
     ).plot(show_counts=False)
     assert _legend_covers(corners) == []
     legend = corners.ax_.get_legend().get_window_extent()
-    assert legend.y0 >= corners.ax_.get_window_extent().y1
+    assert _within(legend, corners.ax_.get_window_extent())
+    plt.close("all")
+
+
+def _within(box, outer, slack=0.5) -> bool:
+    return (
+        box.x0 >= outer.x0 - slack
+        and box.x1 <= outer.x1 + slack
+        and box.y0 >= outer.y0 - slack
+        and box.y1 <= outer.y1 + slack
+    )
+
+
+def test_reliability_five_models_and_a_title_in_the_users_layout():
+    """Five models on one axis with a title, in two side-by-side panels
+    (``plt.subplots(1, 2)``, ``ax=``): each legend and each count inset
+    (its texts included) stays inside its own diagram, so nothing covers
+    the title or the neighbouring panel; the counts are drawn behind the
+    curves."""
+    from skcal.display import ReliabilityDisplay
+
+    fig, panels = plt.subplots(1, 2, figsize=(9, 4))
+    rng = np.random.default_rng(3)
+    for ax in panels:
+        ax.set_title("five models")
+        for k in range(5):
+            sharp = rng.dirichlet(np.full(4, 0.4 + 0.3 * k), size=800)
+            y = sample_labels(sharp, rng)
+            ReliabilityDisplay.from_predictions(
+                y, sharp, n_bins=10, name=f"model {k}", ax=ax
+            )
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax, other in (panels, panels[::-1]):
+        frame = ax.get_window_extent()
+        legend = ax.get_legend().get_window_extent()
+        assert _within(legend, frame)
+        assert not legend.overlaps(ax.title.get_window_extent(renderer))
+        (inset,) = ax.child_axes
+        assert _within(inset.get_tightbbox(renderer), frame)
+        assert not inset.get_tightbbox(renderer).overlaps(other.get_window_extent())
+        lines = [line.get_zorder() for line in ax.get_lines()]
+        assert inset.get_zorder() < min(lines)
+        assert "samples per bin" in inset.texts[0].get_text()
     plt.close("all")

@@ -522,3 +522,26 @@ def test_embeddings_of_a_torch_module():
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_a_fitted_classifier_not_frozen_warns_that_it_is_refitted():
+    """Forgetting FrozenEstimator: the fitted model is refitted on the folds
+    (as scikit-learn does); skcal says so and how to keep it. An unfitted
+    classifier and a frozen one give no such warning."""
+    import warnings
+
+    from sklearn.datasets import load_iris
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.linear_model import LogisticRegression
+
+    from skcal import CalibratedClassifier, TemperatureScaling
+
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    with pytest.warns(UserWarning, match=r"already fitted.*FrozenEstimator") as rec:
+        CalibratedClassifier(model, calibrator=TemperatureScaling(), cv=3).fit(X, y)
+    assert "refitted on 3 folds" in str(rec[0].message)
+    for estimator in (LogisticRegression(max_iter=500), FrozenEstimator(model)):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", "CalibratedClassifier: the")
+            CalibratedClassifier(estimator, calibrator=TemperatureScaling()).fit(X, y)

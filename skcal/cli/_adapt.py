@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from ._calibrate import _check_model_predicts, _model_input
-from ._columns import Columns
+from ._columns import Columns, named_columns
 from ._common import CLIError, report_on_stderr, reporter
 from ._format import (
     evaluation_row,
@@ -38,6 +38,7 @@ from ._options import (
     HelpFormatter,
     _confidence_level,
     add_column_options,
+    add_keep_cols,
     add_output_flags,
     add_seed,
     int_type,
@@ -60,8 +61,8 @@ _PRIOR_COLUMNS = (
 
 def _read_scores(args, model, key: str, flag: str, path: str, *, labeled: bool):
     """The scores (or embeddings) ``key`` of file ``path`` for ``model``, in
-    the order of its classes, and the file's labels (None when it has none
-    and ``labeled`` is false)."""
+    the order of its classes, the file's labels (None when it has none
+    and ``labeled`` is false), and the file (for ``--keep-cols``)."""
     name = type(model).__name__
     file = ArrayFile(path, Columns.from_args(args))
     what = (
@@ -83,7 +84,7 @@ def _read_scores(args, model, key: str, flag: str, path: str, *, labeled: bool):
         why = "the true labels of the calibration samples" if labeled else ""
         y = read_labels(file, why, len(X), key)
         check_known_labels(y, model.classes_, flag, path, args.model, "--model")
-    return X, y
+    return X, y, file
 
 
 def _adapter(args, model):
@@ -133,9 +134,11 @@ def _prior_rows(adapter, y_target) -> list[dict]:
     return rows
 
 
-def _write(args, adapter, proba, y_target) -> None:
+def _write(args, adapter, proba, y_target, keep) -> None:
     """The output file: proba, predict, classes (and labels); in npz also
-    the priors, their interval and the source priors."""
+    the priors, their interval and the source priors. Columns are named as
+    calibrate and apply name them (``proba_<class>``), after the target's
+    columns of ``keep``."""
     classes = adapter.classes_
     arrays = {} if y_target is None else {"labels": y_target}
     arrays |= {
@@ -149,7 +152,13 @@ def _write(args, adapter, proba, y_target) -> None:
         if est.low is not None:
             arrays |= {"priors_low": est.low, "priors_high": est.high}
         arrays["method"] = np.array(f"PriorShiftAdapter({args.method})")
-    write_arrays(args.out, arrays, label_name=getattr(args, "label_col", None))
+    write_arrays(
+        args.out,
+        arrays,
+        class_names=named_columns(classes, None),
+        label_name=getattr(args, "label_col", None),
+        keep=keep,
+    )
 
 
 def _metric_rows(name, method, classes, y, before, after) -> list[dict]:
@@ -207,17 +216,18 @@ def _cmd_adapt(args) -> int:
     key = _model_input(model, args.model)
     _check_model_predicts(model, args.model)
     name = type(model).__name__
-    X_fit, y_fit = _read_scores(args, model, key, "--fit", args.fit, labeled=True)
-    X_target, y_target = _read_scores(
+    X_fit, y_fit, _ = _read_scores(args, model, key, "--fit", args.fit, labeled=True)
+    X_target, y_target, target = _read_scores(
         args, model, key, "--target", args.target, labeled=False
     )
+    keep = target.passthrough(args.keep_cols, len(X_target))
     report(f"estimating the priors of {len(X_target)} rows of {args.target} ...")
     adapter = _adapter(args, model)
     with report_on_stderr(prog):
         adapter.fit(X_fit, y_fit).adapt(X_target)
         proba = adapter.predict_proba(X_target)
         before = model.predict_proba(X_target)
-    _write(args, adapter, proba, y_target)
+    _write(args, adapter, proba, y_target, keep)
     priors = _prior_rows(adapter, y_target)
     metrics = _metric_rows(name, args.method, adapter.classes_, y_target, before, proba)
     if args.json:
@@ -297,6 +307,7 @@ def add_adapt(sub) -> None:
     )
     _add_estimation_options(parser)
     add_column_options(parser)
+    add_keep_cols(parser, "--target")
     add_seed(parser, "seed of the bootstrap")
     add_output_flags(parser)
     parser.set_defaults(handler=_cmd_adapt)

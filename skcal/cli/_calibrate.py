@@ -44,6 +44,7 @@ from ._options import (
     add_common,
     add_fit,
     add_input,
+    add_keep_cols,
     add_output_flags,
     add_save,
 )
@@ -158,6 +159,7 @@ class _CalibrationData:
     head: dict
     params: dict
     given: np.ndarray | None  # the classes, when the input named them
+    keep: dict  # the --apply file's columns copied to --out (--keep-cols)
 
 
 def _read_calibration_data(args, name, cls, report) -> _CalibrationData:
@@ -192,7 +194,10 @@ def _read_calibration_data(args, name, cls, report) -> _CalibrationData:
         X_apply = align_scores(apply, key, X_apply, classes_, "--apply")
     if given is not None:
         params = {"classes": given, **params}
-    return _CalibrationData(key, X_fit, y_fit, X_apply, y_apply, head, params, given)
+    keep = apply.passthrough(args.keep_cols, len(X_apply))
+    return _CalibrationData(
+        key, X_fit, y_fit, X_apply, y_apply, head, params, given, keep
+    )
 
 
 def _fit_and_apply(estimator, data: _CalibrationData, prog: str):
@@ -243,21 +248,35 @@ def _metric_rows(name, y, proba, predict, classes, *, key, X, head) -> list[dict
 
 
 def _write_calibrated(
-    path, name, y, predict, proba, classes, given, label=None, intervals=None
+    path,
+    name,
+    y,
+    predict,
+    proba,
+    classes,
+    given,
+    label=None,
+    intervals=None,
+    keep=None,
 ):
     """Write the output of calibrate and apply: the probabilities and more.
 
     ``given``: the classes when the input named them (headers ``proba_<class>``);
     ``label``: the input's ``--label-col``, the name of the labels (kept, so
     that the output reads back with the same options); ``intervals``: the
-    ``proba_lower`` and ``proba_upper`` of :func:`_intervals`.
+    ``proba_lower`` and ``proba_upper`` of :func:`_intervals`; ``keep``:
+    the input's columns copied beside them (``--keep-cols``).
     """
     labels = {} if y is None else {"labels": y}
     arrays = {**labels, "predict": predict, "proba": proba, **(intervals or {})}
     arrays["classes"] = classes
     arrays["method"] = np.array(name)  # names the file in evaluate (npz only)
     write_arrays(
-        path, arrays, class_names=named_columns(classes, given), label_name=label
+        path,
+        arrays,
+        class_names=named_columns(classes, given),
+        label_name=label,
+        keep=keep,
     )
 
 
@@ -321,6 +340,7 @@ def _cmd_calibrate(args) -> int:
         data.given,
         args.label_col,
         intervals,
+        data.keep,
     )
     if args.save is not None:
         write_model(args.save, estimator)
@@ -398,7 +418,8 @@ def _model_input(model, path: str) -> str:
 
 def _read_apply_data(args, model, key: str):
     """The scores (or embeddings) of the --apply file for ``model``, aligned
-    with its classes, and the file's labels (None if it has none)."""
+    with its classes, the file's labels (None if it has none) and the
+    columns to copy to the output (``--keep-cols``)."""
     name = type(model).__name__
     apply = ArrayFile(args.apply, Columns.from_args(args))
     classes = model.classes_
@@ -420,7 +441,7 @@ def _read_apply_data(args, model, key: str):
     if "labels" in apply:
         y = read_labels(apply, "", len(X), key)
         check_known_labels(y, classes, "--apply", args.apply, args.model, "--model")
-    return X, y
+    return X, y, apply.passthrough(args.keep_cols, len(X))
 
 
 def _model_head(model, key: str) -> dict:
@@ -434,6 +455,13 @@ def _model_head(model, key: str) -> dict:
     return {"coef": np.asarray(coef), "intercept": intercept}
 
 
+def _model_name(model) -> str:
+    """The name of a model's rows: a saved search is named by its choice."""
+    name = type(model).__name__
+    selected = getattr(model, "selected_", None)
+    return f"{selected} (selected by {name})" if selected else name
+
+
 def _cmd_apply(args) -> int:
     """Run ``skcal apply``; returns the exit code."""
     prog, report = "skcal apply", reporter(args)
@@ -444,8 +472,8 @@ def _cmd_apply(args) -> int:
     if args.device is not None and "device" in model.get_params():
         model.set_params(device=args.device)
     _check_model_predicts(model, args.model)
-    name = type(model).__name__
-    X, y = _read_apply_data(args, model, key)
+    name = _model_name(model)
+    X, y, keep = _read_apply_data(args, model, key)
     classes = model.classes_
     with report_on_stderr(prog):
         proba = model.predict_proba(X)
@@ -456,7 +484,7 @@ def _cmd_apply(args) -> int:
     rows = _metric_rows(name, y, proba, predict, classes, key=key, X=X, head=head)
     label = getattr(args, "label_col", None)
     _write_calibrated(
-        args.out, name, y, predict, proba, classes, None, label, intervals
+        args.out, name, y, predict, proba, classes, None, label, intervals, keep
     )
     if args.json:
         print_json(
@@ -531,6 +559,7 @@ def add_calibrate(sub) -> None:
     )
     add_save(parser, "also write the fitted calibrator", "model")
     add_column_options(parser)
+    add_keep_cols(parser, "--apply")
     add_common(parser)
     parser.set_defaults(handler=_cmd_calibrate)
 
@@ -582,6 +611,7 @@ def add_apply(sub) -> None:
         "trusted files only)",
     )
     add_column_options(parser)
+    add_keep_cols(parser, "--apply")
     parser.add_argument(
         "--device",
         default=None,

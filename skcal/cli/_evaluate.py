@@ -43,7 +43,15 @@ _LOCAL_NOTE = "LCE / MLCE: local calibration error (mean / max), Barbera et al."
 
 
 def _evaluate_scores(args, data: ArrayFile, report):
-    """Which scores of ``data`` to evaluate (``--input``), and their probabilities."""
+    """Which scores of ``data`` to evaluate (``--input``), and their
+    probabilities; the file they were read from.
+
+    Column options name the columns of the user's own files. A file that
+    lacks them but holds skcal's own ``proba_<class>`` columns (the --out
+    of calibrate, apply or adapt) is read by those, with a note.
+    """
+    from dataclasses import replace
+
     from scipy.special import softmax
 
     key = args.input
@@ -54,8 +62,16 @@ def _evaluate_scores(args, data: ArrayFile, report):
         key = "proba" if "proba" in data or "logits" not in data else "logits"
         if key == "proba" and "logits" in data:
             report("evaluating proba (the file also holds logits; --input logits)")
+    if named and key not in data:
+        own = ArrayFile(data.path, replace(data.columns, logits=None, proba=None))
+        if "proba" in own:
+            report(
+                f"{data.path} has no {data.describe(key)}: reading its "
+                f"{own.describe('proba')}, skcal's own names"
+            )
+            data, key = own, "proba"
     scores = data.matrix(key, "the predictions to evaluate (proba, or logits)")
-    return key, softmax(scores, axis=1) if key == "logits" else scores
+    return data, key, softmax(scores, axis=1) if key == "logits" else scores
 
 
 def _plot_reliability(path, y, probas: dict, classes, n_bins) -> None:
@@ -134,8 +150,7 @@ def _file_names(args) -> list[str]:
 
 def _read_evaluated(args, path, name, columns, report) -> _Evaluated:
     """One FILE of ``evaluate``, read and checked (no metric yet)."""
-    data = ArrayFile(path, columns)
-    key, proba = _evaluate_scores(args, data, report)
+    data, key, proba = _evaluate_scores(args, ArrayFile(path, columns), report)
     why = "the true labels (calibrate copies them from its --apply file)"
     y = read_labels(data, why, len(proba), key)
     classes, _ = file_classes(data, key, y, proba.shape[1], report)
@@ -268,6 +283,8 @@ def _print_one(args, file: _Evaluated) -> None:
 
 def _side_by_side_rows(args, files: list[_Evaluated]) -> list[dict]:
     """One row per metric, one cell per file (with --ci: estimate [low, high])."""
+    from ..metrics._report import format_p_value
+
     rows = []
     for metric in files[0].metrics:
         row = {"metric": metric}
@@ -275,14 +292,17 @@ def _side_by_side_rows(args, files: list[_Evaluated]) -> list[dict]:
             report = file.intervals
             if report is not None and metric in report.metrics:
                 ci = report[metric]
-                row[file.name] = f"{ci.estimate:.4f} [{ci.low:.4f}, {ci.high:.4f}]"
+                star = "" if ci.covers_estimate else "*"
+                row[file.name] = (
+                    f"{ci.estimate:.4f}{star} [{ci.low:.4f}, {ci.high:.4f}]"
+                )
             else:
                 row[file.name] = f"{file.metrics[metric]:.4f}"
         rows.append(row)
     if args.ci:
         rows.append(
             {"metric": "ECCE p-value"}
-            | {file.name: f"{file.intervals.ecce_pvalue:.3g}" for file in files}
+            | {file.name: format_p_value(file.intervals.ecce_pvalue) for file in files}
         )
     return rows
 
@@ -313,7 +333,9 @@ def _print_side_by_side(args, files: list[_Evaluated], paired) -> None:
             f"skcal.metrics.calibration_report ({args.n_resamples} resamples, "
             f"at most 200 for cwECE, ECCE and smECE; seed {args.seed}); ECCE "
             "p-value: its test of perfect calibration. Calibration errors grow on "
-            "resampled rows, so their intervals may lie above the estimate."
+            "resampled rows, so their intervals may lie above the estimate: a * "
+            "marks an interval that excludes its estimate (--ci-method bca "
+            "corrects this)."
         )
         if any(file.predictions is not None for file in files):
             note += " With intervals, accuracy is that of the most probable class."
@@ -324,13 +346,15 @@ def _print_side_by_side(args, files: list[_Evaluated], paired) -> None:
 
 def _print_paired(args, first: _Evaluated, paired: dict, level: str) -> None:
     """The table of ``--paired``: each file against the first."""
+    from ..metrics._report import format_p_value
+
     rows = [
         {
             "file": name,
             "metric": metric,
             "difference": result.difference,
             f"{level} CI": f"[{result.low:.4f}, {result.high:.4f}]",
-            "p-value": f"{result.p_value:.3g}",
+            "p-value": format_p_value(result.p_value),
         }
         for name, results in paired.items()
         for metric, result in results.items()

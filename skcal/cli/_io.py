@@ -157,6 +157,7 @@ class ArrayFile:
             self._members = {str(c): frame[c] for c in frame.columns}
             self.found = list(self._members)
         self._kind = "arrays" if self.format == "npz" else "columns"
+        self._used: set[str] = set()  # the members an option or key read
 
     def text(self, name: str) -> str | None:
         """The string stored as a 0-d npz array ``name`` (``method``), or None."""
@@ -283,6 +284,7 @@ class ArrayFile:
                 f"{self.path} has no {self.describe(key)}{why}; its {self._kind}: "
                 f"{listing(self.found)}{self._suggestion(key)}."
             )
+        self._used.update(location.members)
         if location.stacked:
             return self._stack(key, location)
         value = self._members[location.members[0]]
@@ -345,6 +347,42 @@ class ArrayFile:
         """
         location = self._locate(key)
         return None if location is None else location.names
+
+    def passthrough(self, keep, n_rows: int) -> dict:
+        """The members to copy to an output beside the results (``--keep-cols``).
+
+        ``keep`` None: every column of a table that nothing read (an id, a
+        date), none of an npz file; ``()``: none; else those names, which
+        must be 1-D with ``n_rows`` entries. Call after reading the scores
+        and labels.
+        """
+        if keep is None:
+            names = (
+                []
+                if self.format == "npz"
+                else [name for name in self.found if name not in self._used]
+            )
+        else:
+            missing = [name for name in keep if name not in self._members]
+            if missing:
+                raise CLIError(
+                    f"--keep-cols: {self.path} has no {self._spelled(missing[0])}; "
+                    f"its {self._kind}: {listing(self.found)}"
+                    f"{did_you_mean(missing[0], self.found)}."
+                )
+            names = list(keep)
+        out = {}
+        for name in names:
+            value = self._members[name]
+            value = value.to_numpy() if self.format != "npz" else np.asarray(value)
+            if value.ndim != 1 or len(value) != n_rows:
+                raise CLIError(
+                    f"--keep-cols: {self._spelled(name)} of {self.path} has shape "
+                    f"{value.shape}, not one entry per row ({n_rows}); keep only "
+                    "per-row columns."
+                )
+            out[name] = value
+        return out
 
     def vector(self, key: str, why: str) -> np.ndarray:
         """``key`` as a 1-D array (an (n, 1) column is flattened)."""
@@ -498,7 +536,9 @@ def _column_values(series, path: str, described: str, key: str) -> np.ndarray:
     return series.astype(str).to_numpy(dtype=str)
 
 
-def write_arrays(path: str, arrays: dict, *, class_names=None, label_name=None) -> None:
+def write_arrays(
+    path: str, arrays: dict, *, class_names=None, label_name=None, keep=None
+) -> None:
     """Write per-sample arrays (and, in npz, any other array) to ``path``.
 
     ``label_name`` (the input's ``--label-col``) names the labels in every
@@ -510,7 +550,10 @@ def write_arrays(path: str, arrays: dict, *, class_names=None, label_name=None) 
     (``PER_CLASS_KEYS``, such as ``classes``) are left out by name,
     whatever their length. ``class_names``
     (:func:`~skcal.cli._columns.named_columns`) names the ``proba`` columns
-    ``proba_<name>`` instead of ``proba_<j>``.
+    ``proba_<name>`` instead of ``proba_<j>``. ``keep`` (from
+    :meth:`ArrayFile.passthrough`) are copied first, under their own names
+    (an id column leads the table), except where the output has a column of
+    that name.
     """
     fmt = file_format(path)
     arrays = {
@@ -520,11 +563,19 @@ def write_arrays(path: str, arrays: dict, *, class_names=None, label_name=None) 
         for key, value in arrays.items()
     }
     try:
+        keep = dict(keep or {})
         if fmt == "npz":
-            np.savez(path, **arrays)
+            kept = {
+                k: (v.astype(str) if v.dtype == object else v)
+                for k, v in keep.items()
+                if k not in arrays
+            }
+            np.savez(path, **kept, **arrays)
             return
         pd = _pandas(path)
-        frame = pd.DataFrame(_table_columns(arrays, class_names))
+        columns = _table_columns(arrays, class_names)
+        kept = {k: v for k, v in keep.items() if k not in columns}
+        frame = pd.DataFrame({**kept, **columns})
         if fmt == "csv":
             frame.to_csv(path, index=False)
         else:

@@ -173,6 +173,31 @@ def add_interval_options(parser, flag: str) -> None:
     )
 
 
+def keep_cols_type(value: str):
+    """``--keep-cols``: comma-separated names, or ``none``."""
+    if value.strip().lower() == "none":
+        return ()
+    names = tuple(name.strip() for name in value.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} has an empty name: give comma-separated column names, or none"
+        )
+    return names
+
+
+def add_keep_cols(parser, source: str) -> None:
+    """``--keep-cols``: the input columns copied to the output."""
+    parser.add_argument(
+        "--keep-cols",
+        type=keep_cols_type,
+        metavar="NAMES",
+        help=f"columns of {source} copied to --out beside the results, so that "
+        "they join back by id: comma-separated names, or none (default: every "
+        "column of a CSV or Parquet table that is not a score or the label, "
+        "such as an id; nothing from an npz file)",
+    )
+
+
 def add_column_options(parser) -> None:
     """``--label-col``, ``--logit-cols``, ``--proba-cols``, ``--emb-cols`` and
     ``--renormalize`` (how the files' arrays are read)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._columns import Columns
-from ._common import CLIError, check_device, did_you_mean, report_on_stderr, reporter
+from ._common import CLIError, check_device, report_on_stderr, reporter
 from ._format import format_table, interval_report, paragraph, print_json, wrap
 from ._inputs import (
     align_scores,
@@ -27,11 +27,10 @@ from ._inputs import (
 )
 from ._io import ArrayFile
 from ._methods import (
-    alias_lookup,
     candidate_list,
     comma_names,
+    make_estimator,
     method_aliases,
-    normalize,
     resolve_method,
 )
 from ._models import check_model_path, saved_note, write_model
@@ -67,50 +66,57 @@ def _candidate_list() -> str:
     )
 
 
-def _unknown_candidate(name: str, lookup: dict) -> CLIError:
-    """The error of a --candidates ``name`` that is not in ``lookup``."""
-    hint = did_you_mean(normalize(name), lookup)
-    try:
-        other = resolve_method(name)[0]
-    except CLIError:
-        what = f"unknown candidate {name!r}{hint}"
-    else:
-        what = f"--candidates {name!r}: {other} is not a candidate of the search{hint}"
+def _local_candidate(name: str, cls_name: str) -> CLIError:
+    """The error of a --candidates name that is a local calibrator."""
     return CLIError(
-        f"{what}. --candidates takes the default candidates of "
-        "skcal.model_selection.CalibratorSearchCV (case-insensitive; aliases in "
-        f"parentheses): {_candidate_list()}."
+        f"--candidates {name!r}: {cls_name} calibrates embeddings, and skcal "
+        "select reads scores (logits or probabilities); give score calibrators "
+        f"(the defaults: {_candidate_list()}), or run skcal calibrate --method "
+        f"{name} on a file with embeddings."
     )
 
 
-def _parse_candidates(tokens, *, device: str) -> list:
-    """The default candidates named by ``--candidates`` (all if None), on ``device``.
+def _parse_candidates(tokens, *, device: str, seed=None) -> list:
+    """The candidates named by ``--candidates`` (the defaults if None), on ``device``.
 
-    Each token may hold comma-separated names; repeated names count once.
+    Each token may hold comma-separated names (any score calibrator's class
+    name or alias, any case); repeated names count once. A default
+    candidate keeps the configuration of CalibratorSearchCV's default set;
+    any other calibrator is its class with its defaults (``random_state``
+    from ``seed``).
 
     Raises
     ------
     CLIError
-        If a name is empty or names no default candidate; the message lists
+        If a name is empty, unknown or a local calibrator; the message lists
         the valid ones.
     """
+    from ..discovery import all_estimators
+
     defaults = {type(est).__name__: est for est in _search_defaults()}
     if tokens is None:
-        chosen = list(defaults)
+        candidates = list(defaults.values())
     else:
         names, what = comma_names(tokens, none="no name")
         if what:
             raise CLIError(
                 f"--candidates {' '.join(tokens)!r} has {what}: give one or more "
-                "candidates, or leave out --candidates to compare them all: "
+                "calibrators, or leave out --candidates to compare the defaults: "
                 f"{_candidate_list()}."
             )
-        lookup = alias_lookup(defaults)
-        unknown = [name for name in names if normalize(name) not in lookup]
-        if unknown:
-            raise _unknown_candidate(unknown[0], lookup)
-        chosen = list(dict.fromkeys(lookup[normalize(name)] for name in names))
-    candidates = [defaults[name] for name in chosen]
+        score = dict(all_estimators("score"))
+        chosen = {}
+        for name in names:
+            cls_name, cls = resolve_method(name)  # unknown names: its error
+            if cls_name not in score:
+                raise _local_candidate(name, cls_name)
+            chosen.setdefault(cls_name, cls)
+        candidates = [
+            defaults[n]
+            if n in defaults
+            else make_estimator(c, device=device, seed=seed)
+            for n, c in chosen.items()
+        ]
     for estimator in candidates:
         if "device" in estimator.get_params(deep=False):
             estimator.set_params(device=device)
@@ -310,7 +316,7 @@ def _cmd_select(args) -> int:
     from ..model_selection import CalibratorSearchCV
 
     prog, report = "skcal select", reporter(args)
-    candidates = _parse_candidates(args.candidates, device=args.device)
+    candidates = _parse_candidates(args.candidates, device=args.device, seed=args.seed)
     scoring = _check_scoring(args.scoring)
     check_device(args.device)
     if args.save is not None:
@@ -355,8 +361,9 @@ def _select_epilog() -> str:
         candidate_list(), 79, initial_indent="  ", subsequent_indent="  "
     )
     return (
-        f"{FORMATS_HELP}\n\ncandidates (case-insensitive; aliases in "
-        f"parentheses):\n{candidates}\n\nexample:\n  skcal select --fit cal.npz "
+        f"{FORMATS_HELP}\n\ndefault candidates (case-insensitive; aliases in "
+        "parentheses; --candidates takes any score calibrator):\n"
+        f"{candidates}\n\nexample:\n  skcal select --fit cal.npz "
         "--test test.npz --save search.pkl"
     )
 
@@ -411,8 +418,9 @@ def _add_search_options(parser) -> None:
         "--candidates",
         nargs="+",
         metavar="NAME",
-        help="compare only these default candidates, separated by spaces or "
-        "commas (see below; default: all)",
+        help="compare these calibrators (any score calibrator's name or alias, "
+        "as for calibrate --method), separated by spaces or commas (default: "
+        "the default candidates below)",
     )
     parser.add_argument(
         "--cv",

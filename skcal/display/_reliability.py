@@ -22,9 +22,22 @@ _COUNT_PANELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _MAX_AREA, _MIN_AREA = 300.0, 6.0
 #: Marker area of a bin of fewer than ``min_count`` samples (drawn hollow).
 _HOLLOW_AREA = 30.0
-#: The corners the legend may take, the two the diagonal leaves free first;
-#: the first that covers no marker is taken, else the legend goes above.
-_LEGEND_CORNERS = ("upper left", "lower right", "upper right", "lower left")
+#: The places the legend may take inside the diagram: the two corners the
+#: diagonal leaves free first, then the other corners and the sides' middles.
+_LEGEND_PLACES = (
+    "upper left",
+    "lower right",
+    "upper right",
+    "lower left",
+    "upper center",
+    "center left",
+    "center right",
+    "lower center",
+)
+#: Font sizes tried in turn: a legend that covers markers at one size is
+#: shrunk before it may cover any (it never leaves the diagram, where it
+#: would cover a title or a neighbouring panel).
+_LEGEND_SIZES = ("medium", "small", "x-small")
 #: Height of the counts drawn inside the diagram (a share of its height).
 _INSET_HEIGHT = 0.25
 #: Headroom above the largest count on the count axis.
@@ -66,13 +79,17 @@ class ReliabilityDisplay:
     it holds, and bins of fewer than ``min_count`` samples are drawn hollow:
     a point resting on one sample does not look like one resting on a
     thousand. The legend gives each model's ECE over the plotted bins; it
-    takes the first corner of the diagram that covers no marker (upper left
-    and lower right, which the diagonal leaves free, first) and goes above
-    the diagram when every corner holds one. The counts go to a panel below
-    the diagram (a new figure), or to one count axis per diagram axis: several
-    models drawn on the same ``ax`` share it, each as an outline of its own
-    colour. The count axis runs to the largest count (plus 5%), on a linear
-    or (``count_scale="log"``) logarithmic scale.
+    stays inside the diagram (never over a title or a neighbouring panel),
+    in the first corner or side that covers no marker (upper left and lower
+    right, which the diagonal leaves free, first), shrunk to a smaller font
+    before it may cover one. The counts go to a panel below the diagram (a
+    new figure), or, when you pass ``ax``, to the diagram's lower quarter,
+    drawn behind the curves with their scale written inside (nothing spills
+    onto a neighbouring panel; ``show_counts=False`` leaves them out, and
+    ``count_ax`` puts them on an axis of yours). Several models drawn on the
+    same ``ax`` share it, each as an outline of its own colour. The count
+    axis runs to the largest count (plus 5%), on a linear or
+    (``count_scale="log"``) logarithmic scale.
 
     Build it with :meth:`from_predictions` or :meth:`from_estimator`; pass
     ``ax`` to draw several calibrators on one axis.
@@ -302,6 +319,10 @@ class ReliabilityDisplay:
         panel.set_yscale(scale)
         # log: a bin of one sample still shows as a step above the floor
         panel.set_ylim(0.5 if scale == "log" else 0, _COUNT_MARGIN * highest)
+        if _COUNT_PANELS[ax][1]:  # inside the diagram: the scale in words
+            panel.texts[0].set_text(
+                f"samples per bin ({scale} scale; top: {highest:,.0f})"
+            )
 
     def _label_axes(self, ax) -> None:
         """Limits and labels; with a counts panel below sharing x, the x
@@ -333,20 +354,24 @@ class ReliabilityDisplay:
         if count_ax is not None:
             _COUNT_PANELS[ax] = (count_ax, False)
         elif ax not in _COUNT_PANELS:
-            inset = ax.inset_axes([0, 0, 1, _INSET_HEIGHT])
+            # inside the diagram's lower part and behind its curves (zorder
+            # below the lines'), with nothing outside the diagram: no tick
+            # labels or axis label that could run into a neighbouring panel
+            inset = ax.inset_axes([0, 0, 1, _INSET_HEIGHT], zorder=0.5)
             inset.patch.set_visible(False)
             inset.set_xlim(0, 1)
-            inset.tick_params(
-                axis="x", bottom=False, labelbottom=False, top=False, labeltop=False
-            )
-            inset.yaxis.tick_right()
-            inset.yaxis.set_label_position("right")
-            for side in ("left", "top", "bottom"):
+            inset.xaxis.set_visible(False)  # survives set_yscale, unlike ticks
+            inset.yaxis.set_visible(False)
+            for side in ("left", "top", "bottom", "right"):
                 inset.spines[side].set_visible(False)
+            inset.text(
+                0.99, 0.97, "", transform=inset.transAxes, ha="right", va="top",
+                fontsize="x-small", color="0.35",
+            )  # fmt: skip
             _COUNT_PANELS[ax] = (inset, True)
         panel, inside = _COUNT_PANELS[ax]
-        panel.set_ylabel("samples per bin")
         if not inside:
+            panel.set_ylabel("samples per bin")
             panel.set_xlim(0, 1)
         return panel
 
@@ -501,10 +526,12 @@ def _marker_boxes(ax) -> np.ndarray:
 
 
 def _place_legend(ax) -> None:
-    """The legend in the first of ``_LEGEND_CORNERS`` where it covers no
-    marker (measured in the figure's layout), else above the diagram.
+    """The legend inside the diagram: in the first of ``_LEGEND_PLACES``
+    where it covers no marker (measured in the figure's layout), shrunk
+    through ``_LEGEND_SIZES`` before it may cover any; where every place
+    covers some, the smallest legend where it covers the fewest.
 
-    Lower corners are skipped when the counts are drawn inside the diagram.
+    Lower places are skipped when the counts are drawn inside the diagram.
     """
     ax.legend(loc="upper left")
     # the layout (of the root figure, if ``ax`` is in a subfigure) gives the
@@ -512,19 +539,21 @@ def _place_legend(ax) -> None:
     ax.figure.figure.draw_without_rendering()
     boxes = _marker_boxes(ax)
     inside = ax in _COUNT_PANELS and _COUNT_PANELS[ax][1]
-    for corner in _LEGEND_CORNERS:
-        if inside and corner.startswith("lower"):
-            continue
-        box = ax.legend(loc=corner).get_window_extent()
-        covered = (
-            (boxes[:, 0] < box.x1)
-            & (boxes[:, 2] > box.x0)
-            & (boxes[:, 1] < box.y1)
-            & (boxes[:, 3] > box.y0)
-        )
-        if not covered.any():
-            return
-    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.02), borderaxespad=0)
+    places = [p for p in _LEGEND_PLACES if not (inside and p.startswith("lower"))]
+    fewest = (np.inf, places[0])
+    for size in _LEGEND_SIZES:
+        for place in places:
+            box = ax.legend(loc=place, fontsize=size).get_window_extent()
+            covered = np.count_nonzero(
+                (boxes[:, 0] < box.x1)
+                & (boxes[:, 2] > box.x0)
+                & (boxes[:, 1] < box.y1)
+                & (boxes[:, 3] > box.y0)
+            )
+            if not covered:
+                return
+            fewest = min(fewest, (covered, place))
+    ax.legend(loc=fewest[1], fontsize=_LEGEND_SIZES[-1], framealpha=0.6)
 
 
 def _rgba(color):

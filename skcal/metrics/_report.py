@@ -43,6 +43,17 @@ def _fmt(x: float) -> str:
     return f"{x:.4f}"
 
 
+#: Below this a p-value is printed as a bound: its digits are those of the
+#: resampling or of float rounding (a test's 1.11e-16 is "0 up to rounding").
+P_VALUE_FLOOR = 1e-4
+
+
+def format_p_value(p: float) -> str:
+    """A p-value for a table: three significant digits, or ``<0.0001``
+    (one token, so that tables split on white space keep their columns)."""
+    return f"<{P_VALUE_FLOOR:g}" if p < P_VALUE_FLOOR else f"{p:.3g}"
+
+
 @dataclass(frozen=True, eq=False)
 class CalibrationReport:
     """Calibration metrics with bootstrap intervals, from :func:`calibration_report`.
@@ -110,7 +121,7 @@ class CalibrationReport:
                 _fmt(ci.estimate) + ("" if ci.covers_estimate else "*"),
                 f"[{_fmt(ci.low)}, {_fmt(ci.high)}]",
                 str(ci.n_resamples),
-                "" if p is None else f"{p:.3g}",
+                "" if p is None else format_p_value(p),
             ]
             for name, ci, p in self._rows()
         ]

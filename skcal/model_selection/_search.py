@@ -366,6 +366,59 @@ class _LiveReport:
             )
 
 
+def _scoring_name(scoring) -> str:
+    """The name of a scoring for the selection's reason."""
+    return scoring if isinstance(scoring, str) else "score"
+
+
+def _change(verb_up: str, verb_down: str, diff: float) -> tuple[str, float]:
+    """The verb that makes a difference read naturally, and its size."""
+    return (verb_up, diff) if diff >= 0 else (verb_down, -diff)
+
+
+@dataclass(frozen=True)
+class _RowLosses:
+    """The guard's noise for the log loss: paired per-row differences."""
+
+    losses: np.ndarray  # candidates x rows held out
+    weights: np.ndarray
+
+    def compare(self, base: int, other: int, names) -> tuple[bool, str]:
+        diff, se = paired_mean_difference(
+            self.losses[base] - self.losses[other], self.weights
+        )
+        verb, size = _change("lowers", "raises", diff)
+        return diff > se, (
+            f"{names[other]} {verb} the per-row out-of-fold log loss of "
+            f"{names[base]} by {size:.4g} (one standard error: {se:.4g})"
+        )
+
+
+@dataclass(frozen=True)
+class _FoldScores:
+    """The guard's noise for any other scoring: paired per-fold differences
+    of the scores (greater is better), as in the one-standard-error rule of
+    Hastie, Tibshirani and Friedman (ESL, 7.10)."""
+
+    scores: np.ndarray  # candidates x folds
+    name: str
+
+    def compare(self, base: int, other: int, names) -> tuple[bool, str]:
+        diff = self.scores[other] - self.scores[base]
+        k = len(diff)
+        mean = float(np.mean(diff))
+        se = float(np.std(diff, ddof=1) / math.sqrt(k)) if k > 1 else math.inf
+        error = self.name.startswith("neg_")
+        what = self.name[4:] if error else self.name
+        verbs = ("lowers", "raises") if error else ("raises", "lowers")
+        verb, size = _change(*verbs, mean)
+        return mean > se, (
+            f"{names[other]} {verb} the held-out {what} of {names[base]} by "
+            f"{size:.4g} on average over the {k} folds (one standard error: "
+            f"{se:.4g})"
+        )
+
+
 @dataclass(frozen=True)
 class _SearchData:
     """What :meth:`CalibratorSearchCV.fit` validated: the rows, labels and
@@ -656,9 +709,13 @@ class CalibratorSearchCV(BaseCalibrator):
     (a one-sided paired z-test at about 16%). Held-out losses of different
     folds are not independent (the fits share training rows; Bengio and
     Grandvalet 2004), so this is a rule of thumb, not a calibrated test.
-    The per-row log loss is used whatever ``scoring`` is (most calibration
-    errors have no per-row form): with another ``scoring`` the winner by
-    that score must still beat the simple candidates in log loss.
+    The rule judges by the ``scoring`` that ranks the candidates. For the
+    log loss (the default) the differences are per row, as above. Most
+    calibration errors (ECE and its kin) have no per-row form: for any other
+    ``scoring`` the paired differences are those of the fold scores, ``d_k
+    = score_b(fold k) - score_s(fold k)``, with the standard error
+    ``sd(d) / sqrt(K)`` over the ``K`` folds (ESL's rule as written): a
+    coarser noise estimate, so a richer candidate must win in most folds.
 
     ``sample_weight`` weights every fold fit, every score (as the scorer's
     ``sample_weight``), the guard's means and standard errors, and the
@@ -1063,8 +1120,15 @@ class CalibratorSearchCV(BaseCalibrator):
         self.cv_results_ = self._results(
             names, scores, fit_times, score_times, n_params, reasons
         )
+        # the guard judges by the user's scoring: per row for the log loss,
+        # per fold for any other score (most have no per-row form)
+        noise = (
+            _RowLosses(row_losses, data.relative[tested])
+            if scorer is None
+            else _FoldScores(scores, _scoring_name(scoring))
+        )
         self.best_index_, self.selection_reason_ = self._select(
-            names, data.templates, row_losses, data.relative[tested]
+            names, data.templates, noise
         )
         self.selected_ = names[self.best_index_]
         self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
@@ -1296,7 +1360,7 @@ class CalibratorSearchCV(BaseCalibrator):
         results["skipped_reason"] = np.array(reasons, dtype=object)
         return results
 
-    def _select(self, names, templates, row_losses, weights):
+    def _select(self, names, templates, noise):
         """Index of the selected candidate, and why (the guard's rule b)."""
         mean = self.cv_results_["mean_test_score"]
         order = np.flatnonzero(np.isfinite(mean))
@@ -1316,14 +1380,7 @@ class CalibratorSearchCV(BaseCalibrator):
             )
 
         def compare(base, other):
-            diff, se = paired_mean_difference(
-                row_losses[base] - row_losses[other], weights
-            )
-            text = (
-                f"{names[other]} lowers the per-row out-of-fold log loss of "
-                f"{names[base]} by {diff:.4g} (one standard error: {se:.4g})"
-            )
-            return diff > se, text
+            return noise.compare(base, other, names)
 
         # the fallback: the simplest adequate candidate (identity, replaced
         # by temperature scaling only where it beats identity clearly)

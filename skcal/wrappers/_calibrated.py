@@ -8,6 +8,7 @@ from numbers import Integral
 import numpy as np
 from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import check_cv
 from sklearn.neural_network import MLPClassifier
@@ -32,6 +33,7 @@ from ..base import BaseLocalCalibrator, negative_log_loss
 from ..utils._dask import lazy_on_dask
 from ..utils._sklearn import HasMethods, StrOptions, _fit_context
 from ..utils._validation import check_sample_weight
+from ..utils._warnings import warn
 from ._embeddings import extract_embeddings, final_step, supports_embeddings
 
 __all__ = ["CalibratedClassifier"]
@@ -160,6 +162,25 @@ def _outputs(estimator, X, response, n_classes):
     if response == "embeddings":
         return extract_embeddings(estimator, X)
     return (_scores(estimator, X, response, n_classes),)
+
+
+def _warn_if_fitted(estimator, cv) -> None:
+    """Warn that a fitted classifier, not frozen, is about to be refitted."""
+    try:
+        check_is_fitted(estimator)
+    except (NotFittedError, TypeError):  # TypeError: not an estimator
+        return
+    name = type(estimator).__name__
+    folds = "5" if cv is None else (str(cv) if isinstance(cv, Integral) else "the")
+    warn(
+        f"CalibratedClassifier: the {name} given is already fitted, but not "
+        f"wrapped in FrozenEstimator, so it is refitted on {folds} folds of the "
+        "calibration rows (cross-fitting) and the copies are calibrated. To "
+        "calibrate the fitted model as it is, pass "
+        f"FrozenEstimator({name.lower()}) (from sklearn.frozen import "
+        "FrozenEstimator); to silence this, pass an unfitted clone "
+        "(sklearn.base.clone)."
+    )
 
 
 class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
@@ -404,6 +425,8 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         template = self._get_calibrator()
         frozen = isinstance(self.estimator, FrozenEstimator)
         ensemble = (not frozen) if self.ensemble == "auto" else bool(self.ensemble)
+        if not frozen:
+            _warn_if_fitted(self.estimator, self.cv)
         # a local calibrator, or a meta-calibrator (CalibratorSearchCV) with
         # local candidates: it gets the embeddings and the head
         local = isinstance(template, BaseLocalCalibrator) or bool(

@@ -35,6 +35,7 @@ from skcal import (
     SplineCalibrator,
     StructuredMatrixScaling,
     TemperatureScaling,
+    TopVersusAll,
     VectorScaling,
 )
 from skcal.base import BaseCalibrator
@@ -42,6 +43,7 @@ from skcal.discovery import all_estimators
 from skcal.exceptions import NotFittedError
 from skcal.metrics import get_scorer
 from skcal.model_selection import CalibratorSearchCV
+from skcal.model_selection._search import _RowLosses
 from skcal.utils._testing import (
     make_miscalibrated_logits,
     sample_labels,
@@ -214,12 +216,14 @@ def test_guard_is_the_one_standard_error_rule_on_calibrated_data():
         assert search.best_index_ == expected, (seed, search.selection_reason_)
         # the reason gives the numbers of every comparison to 4 digits
         numbers = re.findall(
-            r"log loss of \w+ by (\S+) \(one standard error: (\S+)\)",
+            r"(lowers|raises) the per-row out-of-fold log loss of \w+ by (\S+) "
+            r"\(one standard error: (\S+)\)",
             search.selection_reason_,
         )
         assert len(numbers) == len(compared), search.selection_reason_
+        sign = {"lowers": 1.0, "raises": -1.0}  # the reason's sizes are positive
         np.testing.assert_allclose(
-            sorted([float(a), float(b)] for a, b in numbers),
+            sorted([sign[v] * float(a), float(b)] for v, a, b in numbers),
             sorted([a, b] for a, b in compared),
             rtol=6e-4,
         )
@@ -739,7 +743,7 @@ def test_guard_never_falls_back_to_a_simple_candidate_worse_than_identity():
     search.cv_results_ = {"mean_test_score": -losses.mean(axis=1)}
     names = ["IdentityCalibrator", "TemperatureScaling", "IsotonicCalibrator"]
     templates = [IdentityCalibrator(), TemperatureScaling(), IsotonicCalibrator()]
-    index, reason = search._select(names, templates, losses, np.ones(n))
+    index, reason = search._select(names, templates, _RowLosses(losses, np.ones(n)))
     assert index == 2, reason
     assert "IdentityCalibrator stays the simple reference" in reason
     diff = identity - richer  # the comparison that decides, recomputed
@@ -748,7 +752,7 @@ def test_guard_never_falls_back_to_a_simple_candidate_worse_than_identity():
     noise = rng.normal(0, 0.01, n)
     losses[2] = identity - 0.0005 + (noise - noise.mean())
     search.cv_results_ = {"mean_test_score": -losses.mean(axis=1)}
-    index, reason = search._select(names, templates, losses, np.ones(n))
+    index, reason = search._select(names, templates, _RowLosses(losses, np.ones(n)))
     assert index == 0, reason
     assert reason.startswith("IdentityCalibrator kept by the one-standard-error")
 
@@ -859,3 +863,43 @@ def test_penalised_maps_count_one_parameter_per_five_classes():
     assert list(res["skipped_reason"][:2]) == ["", ""]
     for c in (2, 3, 4):
         assert res["skipped_reason"][c].startswith("skipped:")
+
+
+def test_the_guard_judges_by_the_users_scoring():
+    """scoring="ece": the winner by ECE is compared with the simple candidates
+    by the paired differences of the fold ECEs (recomputed here with
+    scikit-learn's folds and the metric function), not by log loss, which
+    kept temperature scaling (TopVersusAll's isotonic map has a far worse
+    log loss on these 600 rows: 1.89 against 0.74)."""
+    from skcal.metrics import expected_calibration_error
+
+    X, y = make_miscalibrated_logits(600, 4, temperature=2.0, random_state=4)
+    candidates = [
+        IdentityCalibrator(),
+        TemperatureScaling(),
+        TopVersusAll(IsotonicCalibrator()),
+    ]
+    search = CalibratorSearchCV(candidates, scoring="ece", cv=5, random_state=0)
+    search.fit(X, y)
+    ece = np.zeros((3, 5))
+    folds = StratifiedKFold(5, shuffle=True, random_state=0).split(X, y)
+    for k, (train, test) in enumerate(folds):
+        for c, cal in enumerate(candidates):
+            P = clone(cal).fit(X[train], y[train]).predict_proba(X[test])
+            ece[c, k] = expected_calibration_error(y[test], P)
+    # the one-standard-error rule on the fold ECEs: temperature scaling
+    # replaces identity as the reference where it beats it, and
+    # TopVersusAll is selected where it beats the reference
+    d_ts = ece[0] - ece[1]
+    reference = 1 if d_ts.mean() > sem(d_ts) else 0
+    d = ece[reference] - ece[2]
+    assert d.mean() > sem(d)
+    assert search.selected_ == "TopVersusAll", search.selection_reason_
+    names = ["IdentityCalibrator", "TemperatureScaling"]
+    expected = (
+        f"TopVersusAll lowers the held-out expected_calibration_error of "
+        f"{names[reference]} by {d.mean():.4g} on average over the 5 folds "
+        f"(one standard error: {sem(d):.4g})"
+    )
+    assert expected in search.selection_reason_, search.selection_reason_
+    assert "log loss" not in search.selection_reason_
