@@ -456,6 +456,10 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
 
     def _logits_of(self, X, tol, *, shift=None, return_owned=False):
         """:meth:`_validate_scores` of the array of :meth:`_score_array`."""
+        if self.input == "logits" and X.dtype != np.float64:
+            # float32 logits: every computation in float64, the shift too
+            # (float32 and its float64 upcast give the same result)
+            X = X.astype(np.float64)
         if shift is None:
             shift = self._shift_invariant
         elif shift == "unless_float64":  # see _softmax_first

@@ -578,3 +578,16 @@ def test_a_true_class_probability_of_zero_is_floored_and_counted(cls, data):
     np.testing.assert_allclose(
         est.predict_proba(P), ref.predict_proba(np.log(Q)), rtol=1e-6, atol=1e-9
     )
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_float32_logits_give_the_result_of_their_float64_upcast(cls, data):
+    # every computation runs in float64: float32 logits are converted before
+    # the shift by the row maxima (shifted in float32, they moved the
+    # probabilities by 1e-9 to 1e-7, SMART's by 5e-3), to the last bit
+    X, y = data
+    X32 = (X * 3).astype(np.float32)
+    X64 = X32.astype(np.float64)
+    a = make_estimator(cls, device="cpu").fit(X32, y)
+    b = make_estimator(cls, device="cpu").fit(X64, y)
+    np.testing.assert_array_equal(a.predict_proba(X32), b.predict_proba(X64))

@@ -570,14 +570,15 @@ def scores_to_logits(
 ) -> np.ndarray:
     """Turn validated 2-D scores into logits (log-probabilities for probas).
 
-    ``input="logits"`` returns ``X`` itself (never modified), or with
-    ``shift`` a new array ``X - X.max(axis=1)``; it warns when ``X`` looks
-    like probabilities, and refuses logits beyond ``MAX_LOGIT`` in absolute
-    value. ``input="proba"`` returns ``log(max(p, eps))`` of the
-    validated, renormalised rows in float64 (``tol``: the row-sum tolerance,
-    see :func:`sum_tolerance`; ``eps``: a calibrator's :func:`proba_floor`).
-    Logits are checked by the largest and the
-    smallest entry of the whole array (two vectorised passes, no temporary),
+    ``input="logits"`` returns ``X`` itself (never modified; float32 scores
+    as a float64 copy, so that every computation, the shift included, is in
+    float64), or with ``shift`` a new array ``X - X.max(axis=1)``; it warns
+    when ``X`` looks like probabilities, and refuses logits beyond
+    ``MAX_LOGIT`` in absolute value. ``input="proba"`` returns
+    ``log(max(p, eps))`` of the validated, renormalised rows in float64
+    (``tol``: the row-sum tolerance, see :func:`sum_tolerance`; ``eps``: a
+    calibrator's :func:`proba_floor`). Logits are checked by the largest and
+    the smallest entry of the whole array (two vectorised passes, no temporary),
     which also tell whether every entry is finite (NaN and inf propagate to
     them); the row sums are only computed when every entry lies in [0, 1].
     """
@@ -589,6 +590,8 @@ def scores_to_logits(
         # and takes the logs of its new array in the same pass (see
         # log_probabilities_inplace)
         return check_probabilities(X, name, tol=tol, log=True, eps=eps)
+    if X.dtype != np.float64:  # every computation in float64, the shift too
+        X = X.astype(np.float64)
     if shift:  # the row maxima are needed anyway: their maximum is X's
         from .._torch.kernels._softmax import minus_rows, row_max
 
