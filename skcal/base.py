@@ -13,7 +13,7 @@ from sklearn.utils.validation import (
 
 from ._torch._threads import threaded
 from ._torch.kernels import affine_rows, softmax_inplace
-from .exceptions import MissingClassWarning
+from .exceptions import InputWarning, MissingClassWarning
 from .utils._dask import lazy_on_dask
 from .utils._proba import argmax_ties_by_scores
 from .utils._sklearn import CachedParamNames, StrOptions, _fit_context
@@ -28,6 +28,7 @@ from .utils._validation import (
     check_scores_shape,
     class_column_order,
     frame_column_names,
+    proba_floor,
     resolve_classes,
     scores_to_logits,
     sum_tolerance,
@@ -87,17 +88,20 @@ class _LogRows:
     """Rows of the logits of validated probabilities, computed on demand.
 
     ``logits[rows]`` is what :func:`scores_to_logits` returns for those rows
-    of ``X`` with ``input="proba"``: ``log(max(p, PROBA_EPS))`` of the
-    renormalised rows. The ``input="proba"`` path of a calibrator that maps
+    of ``X`` with ``input="proba"``: ``log(max(p, eps))`` of the
+    renormalised rows (``eps``: the calibrator's ``proba_floor_``). The
+    ``input="proba"`` path of a calibrator that maps
     probabilities (``_maps_probabilities``) needs them only for the rare
     rows of its fallbacks.
     """
 
-    def __init__(self, X: np.ndarray, tol: float):
-        self._X, self._tol = X, tol
+    def __init__(self, X: np.ndarray, tol: float, eps: float = PROBA_EPS):
+        self._X, self._tol, self._eps = X, tol, eps
 
     def __getitem__(self, rows) -> np.ndarray:
-        return check_probabilities(self._X[rows], tol=self._tol, log=True)
+        return check_probabilities(
+            self._X[rows], tol=self._tol, log=True, eps=self._eps
+        )
 
 
 def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
@@ -190,6 +194,25 @@ def negative_log_loss(log_proba, y, classes, sample_weight=None) -> float:
     return float(np.average(log_p, weights=sample_weight))
 
 
+def _warn_zero_true_class(X, y_index, sample_weight, floor: float) -> None:
+    """An ``InputWarning`` counting the calibration rows (of positive weight)
+    whose true class has probability exactly 0 in ``X``."""
+    if X.shape[0] == 0:
+        return
+    true = X[np.arange(X.shape[0]), y_index]
+    count = int(np.count_nonzero((true == 0) & (sample_weight > 0)))
+    if count:
+        warn(
+            f"{count} of {X.shape[0]} calibration rows give their true class "
+            f"probability 0. Before their log, probabilities are floored at "
+            f"{floor:.3g} (half the smallest positive probability of X), so a "
+            "0 counts as the model's most confident mistake instead of a loss "
+            "of 708 that one row can drive the fit with. To avoid it, pass "
+            "logits (input='logits'), or probabilities that are not rounded.",
+            InputWarning,
+        )
+
+
 class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     """Base class for score calibrators.
 
@@ -206,9 +229,18 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     valid logits) or probabilities. It is never guessed: a warning is raised
     when ``input="logits"`` but ``X`` looks like probabilities, and
     probabilities are validated (values in [0, 1], rows summing to 1 within
-    1e-4, or four units in the last place for float16) and turned into
-    logits with ``log(max(p, 2.2e-308))``. Logits beyond 1e300 in absolute value
-    are refused.
+    1e-4, or four units in the last place for float16; rows within
+    ``n_classes`` units in the last place of 1 are used as given, others
+    divided by their sums) and turned into logits with ``log(max(p,
+    proba_floor_))``: ``fit`` sets ``proba_floor_`` to half the smallest
+    positive calibration probability (at least 2.2e-308), so an exact 0
+    counts as half the model's smallest probability, and warns
+    (:class:`~skcal.exceptions.InputWarning`) with the count of calibration
+    rows whose true class has probability 0; rows the floor raises are
+    renormalised. Calibrators that only bin or sort probabilities, or clip
+    them before their logs as their references do (beta, scaling-binning),
+    keep 2.2e-308 (``_floors_probabilities``). Logits beyond 1e300 in
+    absolute value are refused.
 
     **Classes.** Column ``j`` of ``X`` is class ``classes_[j]``. Pass
     ``classes`` to give the full label set in column order; without it,
@@ -280,6 +312,14 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     #: :meth:`fit` then passes the validated probabilities themselves,
     #: without the round trip through their logs.
     _fits_probabilities = False
+    #: Whether the probabilities of ``input="proba"`` are floored at
+    #: ``proba_floor_`` before their logs (log-probabilities as logits,
+    #: log-odds), with a warning about rows whose true class has probability
+    #: 0. False (the floor stays ``PROBA_EPS``, no warning) for maps that
+    #: only bin or sort probabilities, and for those whose reference clips
+    #: them itself before its logs (beta calibration at float64's eps,
+    #: scaling-binning at 1e-12), which bounds every row's log already.
+    _floors_probabilities = True
 
     # ------------------------------------------------------------------ hooks
     def _fit(self, logits: np.ndarray, y_index: np.ndarray, sample_weight):
@@ -290,7 +330,7 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
 
         ``P`` (C-contiguous float64, the calibrator's own copy, which it may
         overwrite) holds the renormalised rows of ``X`` floored at
-        ``PROBA_EPS``: the softmax of the logits :meth:`_fit` would get, to
+        ``proba_floor_``: the softmax of the logits :meth:`_fit` would get, to
         a few units in the last place, which are
         ``log_probabilities_inplace(P)`` (of :mod:`skcal.utils._validation`)
         bit for bit.
@@ -301,7 +341,13 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         """The validated probabilities that :meth:`_fit_probabilities` is
         given (``X`` has rows; a calibrator that needs less than the whole
         copy may return its own summary, with a ``shape``)."""
-        return check_probabilities(X, tol=tol, floor=True)
+        return check_probabilities(X, tol=tol, floor=True, eps=self._proba_eps())
+
+    def _proba_eps(self) -> float:
+        """The floor of probabilities before their log: ``proba_floor_``
+        (set by ``fit`` with ``input="proba"``, see
+        :func:`~skcal.utils._validation.proba_floor`), else ``PROBA_EPS``."""
+        return getattr(self, "proba_floor_", PROBA_EPS)
 
     def _cost_per_entry(self, n_columns: int) -> float:
         """Work per entry of ``X`` (the thread choice's unit): 1, or about
@@ -360,7 +406,7 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
 
         ``P`` (C-contiguous float64, the calibrator's own copy, which it may
         overwrite) holds the renormalised rows of ``X`` floored at
-        ``PROBA_EPS``: the softmax of the logits :meth:`_calibrated_proba`
+        ``proba_floor_``: the softmax of the logits :meth:`_calibrated_proba`
         would get, to a few units in the last place. ``logits[rows]`` gives
         those logits for the rows a fallback needs.
         """
@@ -475,11 +521,20 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         overwrite.
         """
         X, tol = self._score_array(X, reset=reset)
+        return self._logits_of(X, tol, shift=shift, return_owned=return_owned)
+
+    def _logits_of(self, X, tol, *, shift=None, return_owned=False):
+        """:meth:`_validate_scores` of the array of :meth:`_score_array`."""
+        if self.input == "logits" and X.dtype != np.float64:
+            # float32 logits: every computation in float64, the shift too
+            # (float32 and its float64 upcast give the same result)
+            X = X.astype(np.float64)
         if shift is None:
             shift = self._shift_invariant
         elif shift == "unless_float64":  # see _softmax_first
             shift = self._shift_invariant and X.dtype != np.float64
-        logits = scores_to_logits(X, self.input, tol=tol, shift=shift)
+        eps = self._proba_eps()
+        logits = scores_to_logits(X, self.input, tol=tol, shift=shift, eps=eps)
         if not return_owned:
             return logits
         owned = (
@@ -496,28 +551,30 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
 
         The scores are the logits of :meth:`_validate_scores`, or with
         ``probabilities`` (``input="proba"``) the validated, renormalised
-        probabilities floored at ``PROBA_EPS`` (same checks, same messages).
+        probabilities floored at ``proba_floor_`` (same checks, same
+        messages). With ``input="proba"``, sets ``proba_floor_`` and warns
+        about calibration rows whose true class has probability 0.
         """
         names, targets = frame_column_names(X), None
+        X, tol = self._score_array(X, reset=True)
+        floored = self.input == "proba" and self._floors_probabilities
+        if floored:
+            self.proba_floor_ = proba_floor(X)
         if probabilities:
-            X, tol = self._score_array(X, reset=True)
             check_scores_shape(X)
-            if names is not None:
-                X, targets = self._fit_columns_in_class_order(
-                    X, names, y, sample_weight
-                )
+        if names is not None:  # columns named after the classes: their order
+            X, targets = self._fit_columns_in_class_order(X, names, y, sample_weight)
+        if probabilities:
             logits = self._check_fit_probabilities(X, tol) if len(X) else X
         else:
-            logits = self._validate_scores(X, reset=True)
-            if names is not None:
-                logits, targets = self._fit_columns_in_class_order(
-                    logits, names, y, sample_weight
-                )
+            logits = self._logits_of(X, tol)
         if targets is None:
             targets = check_fit_targets(
                 self, y, logits.shape[0], logits.shape[1], self.classes, sample_weight
             )
         self.classes_, y_index, sample_weight = targets
+        if floored:
+            _warn_zero_true_class(X, y_index, sample_weight, self.proba_floor_)
         return logits, y_index, sample_weight
 
     def _fit_columns_in_class_order(self, X, names, y, sample_weight):
@@ -614,8 +671,9 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         check_scores_shape(X)
         if X.shape[0] == 0:
             return np.empty(X.shape)
-        P = check_probabilities(X, tol=tol, floor=True)
-        out = self._calibrated_proba_of_probabilities(P, _LogRows(X, tol))
+        eps = self._proba_eps()
+        P = check_probabilities(X, tol=tol, floor=True, eps=eps)
+        out = self._calibrated_proba_of_probabilities(P, _LogRows(X, tol, eps))
         return np.asarray(out, dtype=np.float64, order="C")
 
     def _log_of_proba(self, X) -> np.ndarray:

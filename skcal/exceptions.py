@@ -21,6 +21,9 @@ class InputWarning(UserWarning):
 
     Raised for instance when ``input="logits"`` but every row of ``X`` lies in
     [0, 1] and sums to one, which usually means probabilities were passed.
+    Also raised by ``fit`` with ``input="proba"`` when calibration rows give
+    their true class probability 0 (rounded or vote-count probabilities):
+    it counts them and states the floor applied before their logs.
     """
 
 

@@ -536,3 +536,58 @@ def test_metrics_read_any_form_of_probabilities_alike(form):
         expected_calibration_error(y[:0], P[:0])
     with pytest.raises(ValueError, match="dim 3"):
         expected_calibration_error(y, P[:, :, None])
+
+
+def _rounded_with_a_zero(X, y):
+    """Probabilities rounded to 3 decimals and renormalised, row 0's true
+    class at exactly 0 (what a forest or rounding gives)."""
+    P = np.round(softmax(X, axis=1), 3)
+    P[0, y[0]] = 0.0
+    P[0, (y[0] + 1) % P.shape[1]] += 0.5
+    return P / P.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_a_true_class_probability_of_zero_is_floored_and_counted(cls, data):
+    # every calibrator that takes logs of probabilities floors them at half
+    # the smallest positive calibration probability (the rows it raises
+    # renormalised) and counts the rows whose true class has probability 0;
+    # those that only bin or sort probabilities keep them (no warning)
+    X, y = data
+    P = _rounded_with_a_zero(X, y)
+    est = make_estimator(cls, input="proba", device="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(P, y)
+    zero = [w for w in caught if "probability 0" in str(w.message)]
+    if not est._floors_probabilities:
+        assert not zero and not hasattr(est, "proba_floor_")
+        return
+    assert len(zero) == 1 and issubclass(zero[0].category, InputWarning)
+    n_zero = int((P[np.arange(len(y)), y] == 0).sum())  # row 0 and rounding's
+    assert n_zero >= 1
+    assert f"{n_zero} of {len(y)} calibration rows" in str(zero[0].message)
+    floor = 0.5 * P[P > 0].min()
+    assert est.proba_floor_ == floor
+    Q = np.maximum(P, floor)
+    raised = (P < floor).any(axis=1)
+    Q[raised] /= Q[raised].sum(axis=1, keepdims=True)
+    if cls.__name__ == "SplineCalibrator":
+        return  # its maps of tied (rounded) scores: exp(log p) splits ties
+    ref = clone(est).set_params(input="logits").fit(np.log(Q), y)
+    np.testing.assert_allclose(
+        est.predict_proba(P), ref.predict_proba(np.log(Q)), rtol=1e-6, atol=1e-9
+    )
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_float32_logits_give_the_result_of_their_float64_upcast(cls, data):
+    # every computation runs in float64: float32 logits are converted before
+    # the shift by the row maxima (shifted in float32, they moved the
+    # probabilities by 1e-9 to 1e-7, SMART's by 5e-3), to the last bit
+    X, y = data
+    X32 = (X * 3).astype(np.float32)
+    X64 = X32.astype(np.float64)
+    a = make_estimator(cls, device="cpu").fit(X32, y)
+    b = make_estimator(cls, device="cpu").fit(X64, y)
+    np.testing.assert_array_equal(a.predict_proba(X32), b.predict_proba(X64))

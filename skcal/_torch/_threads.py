@@ -26,8 +26,10 @@ each call (:func:`torch_threads`), from:
 
 The thread count is set for the call and restored after it. A call nested
 in another (a search fitting its candidates) runs on the outer call's
-choice. Deterministic kernels give the same result to the last bit on any
-number of threads (tested).
+choice. Deterministic fits give the same model to the last bit on any
+number of threads (tested; the affine fits sum over rows on one thread);
+predictions of matrix maps may differ by a unit in the last place (the
+matrix product's kernel depends on the split of the rows).
 """
 
 from __future__ import annotations

@@ -95,7 +95,9 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
 
     A multinomial logistic regression on the log-probabilities of the
     classifier (Kull et al., 2019). ``log p`` is ``log_softmax(X)`` for
-    logits, and ``log(max(p, 2.2e-308))`` renormalised for probabilities, so the
+    logits, and ``log(max(p, proba_floor_))`` renormalised for probabilities
+    (``proba_floor_``: half the smallest positive calibration probability,
+    at least 2.2e-308), so the
     features never reach the ``log(float32 tiny) = -87`` of clipping at the
     smallest float, which can dominate a fit. The map is fitted full-batch
     by L-BFGS in float64 on ``device``, starting from temperature scaling

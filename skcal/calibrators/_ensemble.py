@@ -330,7 +330,8 @@ class EnsembleTemperatureScaling(BaseCalibrator):
     ----------
     input : {"logits", "proba"}, default="logits"
         What ``X`` holds. Probabilities are validated and turned into
-        log-probabilities ``log(max(p, 2.2e-308))``.
+        log-probabilities ``log(max(p, proba_floor_))`` (half the smallest
+        positive calibration probability, at least 2.2e-308).
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
     mixture : {"ensemble", "uniform"}, default="ensemble"

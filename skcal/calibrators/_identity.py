@@ -14,8 +14,8 @@ class IdentityCalibrator(BaseCalibrator):
 
     :meth:`predict_proba` is the softmax of the logits (``input="logits"``)
     or the validated probabilities, renormalised to sum to 1
-    (``input="proba"``; entries floored at 2.2e-308, as every calibrator
-    reads probabilities). :meth:`fit` learns nothing: it validates ``X``,
+    (``input="proba"``; entries floored at 2.2e-308 only: nothing is
+    fitted, so no ``proba_floor_``). :meth:`fit` learns nothing: it validates ``X``,
     ``y`` and ``sample_weight`` and records ``classes_``. Use it as the
     "no calibration" baseline that any calibrator must beat, for instance
     among the candidates of :class:`~skcal.model_selection.CalibratorSearchCV`
@@ -76,6 +76,8 @@ class IdentityCalibrator(BaseCalibrator):
     _softmax_first = True
     # input="proba": the validated probabilities themselves, no log/softmax
     _maps_probabilities = True
+    # nothing is fitted: the floor stays PROBA_EPS, the probabilities as given
+    _floors_probabilities = False
 
     def __init__(self, *, input="logits", classes=None):
         self.input = input

@@ -148,6 +148,10 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     #: the maps read the softmax (a subclass whose ``_class_scores`` reads
     #: the logits sets False)
     _fits_probabilities = True
+    #: the maps bin or sort the probabilities, or clip them before their logs
+    #: as their references do (a subclass that takes logs of the floored
+    #: probabilities, as Platt scaling, sets True)
+    _floors_probabilities = False
     #: appended to the ConvergenceWarning of classes whose fit did not converge
     _unconverged_hint = ""
 

@@ -182,6 +182,7 @@ class PlattCalibrator(OneVsRestCalibrator):
     #: the maps read the class log-odds, computed from shifted logits
     _softmax_first = False
     _fits_probabilities = False
+    _floors_probabilities = True
 
     def __init__(self, *, input="logits", classes=None):
         self.input = input

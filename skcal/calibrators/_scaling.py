@@ -127,7 +127,9 @@ class TemperatureScaling(BaseCalibrator):
     ----------
     input : {"logits", "proba"}, default="logits"
         What ``X`` holds. Probabilities are validated and turned into
-        log-probabilities ``log(max(p, 2.2e-308))``. Never guessed.
+        log-probabilities ``log(max(p, proba_floor_))`` (``proba_floor_``:
+        half the smallest positive calibration probability, at least
+        2.2e-308; see the user guide's input contract). Never guessed.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``. See :class:`~skcal.base.BaseCalibrator`.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
@@ -283,7 +285,9 @@ class VectorScaling(_AffineScaling):
     Parameters
     ----------
     input : {"logits", "proba"}, default="logits"
-        What ``X`` holds; probabilities become ``log(max(p, 2.2e-308))``.
+        What ``X`` holds; probabilities become ``log(max(p, proba_floor_))``
+        (half the smallest positive calibration probability, at least
+        2.2e-308).
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
     reg_lambda : float or "auto", default="auto"
@@ -397,7 +401,9 @@ class MatrixScaling(_AffineScaling):
     Parameters
     ----------
     input : {"logits", "proba"}, default="logits"
-        What ``X`` holds; probabilities become ``log(max(p, 2.2e-308))``.
+        What ``X`` holds; probabilities become ``log(max(p, proba_floor_))``
+        (half the smallest positive calibration probability, at least
+        2.2e-308).
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
     reg_lambda : float or "auto", default="auto"
@@ -562,7 +568,9 @@ class BiasCorrectedTemperatureScaling(BaseCalibrator):
     Parameters
     ----------
     input : {"logits", "proba"}, default="logits"
-        What ``X`` holds; probabilities become ``log(max(p, 2.2e-308))``.
+        What ``X`` holds; probabilities become ``log(max(p, proba_floor_))``
+        (half the smallest positive calibration probability, at least
+        2.2e-308).
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"

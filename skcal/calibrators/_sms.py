@@ -187,7 +187,8 @@ class StructuredMatrixScaling(_StructuredScaling):
 
     1. ``z = log p`` (``log_softmax`` of logits, or the log of probabilities;
        with ``input="proba"`` floored at ``log(float32 tiny) = -87.3``, as
-       ``probmetrics`` floors the logs of float32 probabilities); temperature
+       ``probmetrics`` floors the logs of float32 probabilities, and at the
+       log of ``proba_floor_`` where that is higher); temperature
        scaling on ``z`` gives the inverse temperature ``beta_``;
     2. the scaled probabilities are mixed with the uniform distribution,
        ``p~ = (1 - 1/(n+1)) softmax(beta z) + 1/((n+1) C)``, so that the
@@ -323,7 +324,8 @@ class StructuredVectorScaling(_StructuredScaling):
     with a diagonal map,
 
     1. ``z = log p`` (as in :class:`StructuredMatrixScaling`: with
-       ``input="proba"`` floored at ``log(float32 tiny) = -87.3``);
+       ``input="proba"`` floored at ``log(float32 tiny) = -87.3`` and at
+       the log of ``proba_floor_``);
        temperature scaling on ``z`` gives the inverse temperature ``beta_``;
     2. ``x = log p~`` with ``p~ = (1 - 1/(n+1)) softmax(beta z) + 1/((n+1)
        C)``, the scaled probabilities mixed with the uniform distribution;

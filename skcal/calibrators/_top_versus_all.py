@@ -565,6 +565,9 @@ class TopVersusAll(BaseCalibrator):
     _keeps_argmax = "proba"
     _maps_probabilities = True
     _fits_probabilities = True
+    # the others share 1 - c in proportion to their probabilities as given
+    # (a 0 stays 0); the binary calibrator floors what it reads itself
+    _floors_probabilities = False
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,

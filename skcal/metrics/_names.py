@@ -56,9 +56,9 @@ def _neg(function: str) -> str:
     return f"neg_{function}"
 
 
-#: The table. Scorers named ``neg_<function>`` are skcal's (``_scorer.py``);
-#: ``neg_log_loss`` and ``neg_brier_score`` are scikit-learn's (the same
-#: values as skcal's functions).
+#: The table. Scorers named ``neg_<function>`` are skcal's (``_scorer.py``),
+#: and so are ``neg_log_loss`` and ``neg_brier_score`` (scikit-learn's
+#: names, the values of skcal's functions).
 METRIC_NAMES = (
     MetricName(
         "negative_log_likelihood",

@@ -21,6 +21,7 @@ from ._ece import (
 from ._local import local_calibration_error, max_local_calibration_error
 from ._mmce import maximum_mean_calibration_error
 from ._names import did_you_mean, find_metric, names_listing
+from ._proper import brier_score, negative_log_likelihood
 from ._smooth import smooth_expected_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
 from ._spiegelhalter import spiegelhalter_abs_z
@@ -172,6 +173,13 @@ class LocalCalibrationScorer(CalibrationScorer):
 
 
 _SCORERS = {
+    # scikit-learn's names, skcal's functions: the same value as
+    # negative_log_likelihood (clipped at its eps, 1e-12) and brier_score
+    # and as confidence_interval of "nll" / "brier", with the columns read as
+    # the estimator's classes_, so that a test fold that lacks a class is
+    # scored (scikit-learn's scorers of these names refuse it)
+    "neg_log_loss": CalibrationScorer(negative_log_likelihood),
+    "neg_brier_score": CalibrationScorer(brier_score),
     "neg_expected_calibration_error": CalibrationScorer(expected_calibration_error),
     "neg_classwise_calibration_error": CalibrationScorer(classwise_calibration_error),
     "neg_max_calibration_error": CalibrationScorer(max_calibration_error),
@@ -201,6 +209,15 @@ _SCORERS = {
 def get_scorer(scoring):
     """Return a scorer by name: skcal's calibration scorers, else sklearn's.
 
+    ``"neg_log_loss"`` and ``"neg_brier_score"`` (and the metric names
+    ``"nll"``, ``"log_loss"``, ``"brier"``, ...) are skcal's scorers of
+    :func:`negative_log_likelihood` and :func:`brier_score`: the values of
+    those functions (probabilities clipped at ``1e-12`` before the log),
+    with the columns of ``predict_proba`` read as the estimator's
+    ``classes_``, so a cross-validation fold that lacks a class is scored.
+    scikit-learn's own scorers of these names clip at ``2.2e-16`` and refuse
+    such a fold; :func:`sklearn.metrics.get_scorer` still gives them.
+
     Parameters
     ----------
     scoring : str or callable
@@ -221,7 +238,9 @@ def get_scorer(scoring):
     >>> get_scorer("neg_classwise_calibration_error")
     CalibrationScorer(classwise_calibration_error, sign=-1)
     >>> get_scorer("neg_log_loss")
-    make_scorer(log_loss, greater_is_better=False, response_method='predict_proba')
+    CalibrationScorer(negative_log_likelihood, sign=-1)
+    >>> get_scorer("accuracy")
+    make_scorer(accuracy_score, response_method='predict')
     >>> get_scorer("ECE")
     CalibrationScorer(expected_calibration_error, sign=-1)
     """

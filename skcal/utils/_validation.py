@@ -14,6 +14,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_consistent_length, column_or_1d
 
 from ..exceptions import InputWarning
+from ._constants import PROBA_EPS, ZERO_FRACTION
 from ._sklearn import _check_sample_weight
 from ._warnings import warn
 
@@ -23,12 +24,6 @@ _ALL_ZERO = (
     "allow_all_zero_weights" in inspect.signature(_check_sample_weight).parameters
 )
 
-#: Probabilities are clipped to at least this value before taking their log:
-#: the smallest normal float64 (log -708.4), so that only exact zeros and
-#: subnormals are changed. A floor of 1e-12 (log -27.6) erased the information
-#: of confident models: on logits scaled by 10, temperature scaling fitted on
-#: the probabilities reached a test NLL of 1.544 instead of 1.369.
-PROBA_EPS = float(np.finfo(np.float64).tiny)
 #: Tolerance on ``|row sum - 1|`` for an array to count as probabilities.
 SUM_TOL = 1e-4
 #: Largest absolute logit accepted: beyond it, differences of logits overflow.
@@ -99,6 +94,7 @@ def check_probabilities(
     top_label: bool = False,
     log: bool = False,
     floor: bool = False,
+    eps: float = PROBA_EPS,
 ):
     """Validate that ``P`` holds probability rows.
 
@@ -124,7 +120,10 @@ def check_probabilities(
         Tolerance on the range and on ``|row sum - 1|``, see
         :func:`sum_tolerance`.
     renormalize : bool, default=True
-        Divide the rows by their sum in float64 (what a calibrator wants);
+        Divide the rows by their sum in float64 (what a calibrator wants),
+        except rows whose sum is within ``n_classes`` units in the last
+        place of 1, which are used as given (dividing them would break ties
+        between rows without making their sums any closer to 1);
         metrics keep the values as given, so that a score on a bin edge
         stays on it. Needs ``copy=True``.
     copy : bool, default=True
@@ -136,14 +135,19 @@ def check_probabilities(
         Also return the argmax (the first on ties) and the maximum of each
         row of the returned array.
     log : bool, default=False
-        Return ``log(max(p, PROBA_EPS))`` of the (renormalised) float64 copy
+        Return ``log(max(p, eps))`` of the (renormalised) float64 copy
         instead of the copy: the logits of probabilities (the log of
         :func:`log_probabilities_inplace`).
         Needs ``copy=True`` and ``top_label=False``.
     floor : bool, default=False
-        Floor the (renormalised) float64 copy at ``PROBA_EPS``: the softmax of
+        Floor the (renormalised) float64 copy at ``eps`` (above
+        ``PROBA_EPS``, the rows where it raised an entry divided by their new
+        sums): the softmax of
         the ``log=True`` result, to a few units in the last place, without
         the logarithm. Needs ``copy=True`` and ``top_label=False``.
+    eps : float, default=PROBA_EPS
+        The floor of ``log`` and ``floor`` (a calibrator's
+        :func:`proba_floor`), at least ``PROBA_EPS``.
 
     Returns
     -------
@@ -164,7 +168,8 @@ def check_probabilities(
     if P.dtype != np.float32 and P.dtype != np.float64:
         P = np.asarray(P, dtype=np.float64)
     scan = _Scan(P, top_label, copy)
-    _scan_and_check(P, scan, tol, name, renormalize=renormalize, log=log, floor=floor)
+    level = max(eps, PROBA_EPS) if log or floor else None
+    _scan_and_check(P, scan, tol, name, renormalize=renormalize, log=log, floor=level)
     clip = scan.low < 0 or scan.high > 1
     if copy:
         P = scan.out
@@ -180,9 +185,10 @@ def check_probabilities(
 
 
 def top_rows_of_probabilities(
-    P, name: str = "X", *, tol: float = SUM_TOL, rest: bool = True
+    P, name: str = "X", *, tol: float = SUM_TOL, rest: bool = True, eps=PROBA_EPS
 ):
-    """Validate ``P`` as ``check_probabilities(P, name, tol=tol, floor=True)``
+    """Validate ``P`` as ``check_probabilities(P, name, tol=tol, floor=True,
+    eps=eps)``
     does and return, of each row of that copy (which is never made), its
     argmax, its entry there and (with ``rest``) the sum of its other
     entries.
@@ -211,7 +217,8 @@ def top_rows_of_probabilities(
     if P.dtype != np.float32 and P.dtype != np.float64:
         P = np.asarray(P, dtype=np.float64)
     scan = _TopRowsScan(P, rest=rest)
-    _scan_and_check(P, scan, tol, name, renormalize=True, log=False, floor=True)
+    level = max(eps, PROBA_EPS)
+    _scan_and_check(P, scan, tol, name, renormalize=True, log=False, floor=level)
     return scan.pred, scan.c, scan.rest
 
 
@@ -367,7 +374,10 @@ class _TopRowsScan(_Scan):
             clip
             or offsets is None
             or block.dtype != np.float64
-            or (self.rest is not None and not _above_floor(low, sums, clip=clip))
+            or (
+                self.rest is not None
+                and not _above_floor(low, sums, options["floor"], clip=clip)
+            )
         ):
             scratch = self._scratch(len(block), ones=False)
             _copy_block(block, scratch, sums, clip=clip, low=low, **options)
@@ -376,7 +386,7 @@ class _TopRowsScan(_Scan):
             else:
                 top_and_rest(scratch, top, self.c[rows], self.rest[rows])
             return
-        reciprocal = 1.0 / sums
+        reciprocal = _reciprocals(sums, block.shape[1])
         np.multiply(self.conf[rows], reciprocal, out=self.c[rows])
         if self.rest is None:
             return
@@ -421,33 +431,58 @@ def _copy_block(block, out, sums, *, clip, low, renormalize, log, floor):
     reciprocals of the row sums (within a unit in the last place of the
     division), which are ``sums`` (computed in float64 by the validation)
     for float64 rows that need no clipping, and are summed again from the
-    float64 copy otherwise; with ``log``, ``log(max(p, PROBA_EPS))``, and
-    with ``floor``, ``max(p, PROBA_EPS)``. The floor is skipped when the
+    float64 copy otherwise; with ``floor`` (a float, or None: no floor)
+    ``max(p, floor)`` (see :func:`_floor_rows`), and with ``log`` its log.
+    The floor is skipped when the
     block's smallest entry ``low`` shows that no entry of the copy can be
     below it. ``out`` is a block of the new float64 array (writeable,
     C-contiguous rows).
     """
     if renormalize and not clip and block.dtype == np.float64:
-        np.multiply(block, 1.0 / sums[:, None], out=out)  # the copy, renormalised
+        np.multiply(block, _reciprocals(sums, block.shape[1])[:, None], out=out)
     else:
         out[...] = block
         if clip:
             np.clip(out, 0.0, 1.0, out=out)
         if renormalize:
-            out *= 1.0 / np.einsum("ij->i", out)[:, None]
-    if (log or floor) and not _above_floor(low, sums, clip=clip):
-        np.maximum(out, PROBA_EPS, out=out)
+            out *= _reciprocals(np.einsum("ij->i", out), out.shape[1])[:, None]
+    if floor is not None and not _above_floor(low, sums, floor, clip=clip):
+        _floor_rows(out, floor)
     if log:
         log_probabilities_inplace(out)
 
 
-def _above_floor(low, sums, *, clip: bool) -> bool:
-    """Whether every entry of a block's copy exceeds ``PROBA_EPS``: its
+def _floor_rows(out: np.ndarray, floor: float) -> None:
+    """``max(p, floor)`` in place; above ``PROBA_EPS`` (a calibrator's
+    ``proba_floor_``), the rows where the floor raised an entry are divided
+    by their new sums, so that they stay probabilities (and their logs the
+    log-softmax of ``log(max(p, floor))``)."""
+    raised = (out < floor).any(axis=1) if floor > PROBA_EPS else None
+    np.maximum(out, floor, out=out)
+    if raised is not None and raised.any():
+        rows = out[raised]
+        out[raised] = rows / rows.sum(axis=1, keepdims=True)
+
+
+def _reciprocals(sums: np.ndarray, n_cols: int) -> np.ndarray:
+    """``1 / sums``, but 1 for the rows whose float64 sum is within ``n_cols``
+    units in the last place of 1 (``n_cols * eps``): the rounding of the sum
+    (and of the entries) of a row that sums to 1. Such rows are used as given:
+    dividing them by a sum a unit off 1 would move every entry by a unit and
+    break the ties and the order of equal entries of different rows (which a
+    one-vs-rest binning reads)."""
+    out = 1.0 / sums
+    out[np.abs(sums - 1.0) <= n_cols * np.finfo(np.float64).eps] = 1.0
+    return out
+
+
+def _above_floor(low, sums, floor: float, *, clip: bool) -> bool:
+    """Whether every entry of a block's copy exceeds ``floor``: its
     entries were at least ``low`` (NaN: unknown) before being divided by row
     sums of at most ``sums.max()``, with a margin of 2 for the rounding."""
     if clip or not low > 0:
         return False
-    return bool(low > 2.0 * PROBA_EPS * max(1.0, float(sums.max())))
+    return bool(low > 2.0 * floor * max(1.0, float(sums.max())))
 
 
 def _numpy_log_is_vectorised() -> bool:
@@ -502,6 +537,28 @@ def check_scores_shape(X, name: str = "X") -> None:
         )
 
 
+def proba_floor(P: np.ndarray) -> float:
+    """The floor of probabilities before their log, from calibration data.
+
+    ``ZERO_FRACTION`` (one half) of the smallest positive entry of ``P``,
+    and at least ``PROBA_EPS``: no positive entry (after renormalisation,
+    which moves a row by at most its tolerance) is changed, and an exact 0
+    counts as half the smallest probability the model gave instead of
+    ``PROBA_EPS`` (a log of -708.4, which let one calibration row whose true
+    class had probability 0 drive temperature scaling's temperature from
+    1.07 to 2.13 on a random forest's probabilities rounded to 3 decimals).
+    Models whose probabilities reach the subnormals (confident float64
+    softmax outputs) keep ``PROBA_EPS``. ``P`` is the validated (finite)
+    score array of ``fit``; NaN or negative entries are left to the checks.
+    """
+    P = np.asarray(P)
+    with np.errstate(invalid="ignore"):
+        smallest = float(np.min(P, where=P > 0, initial=np.inf))
+    if not np.isfinite(smallest):
+        return PROBA_EPS
+    return max(PROBA_EPS, ZERO_FRACTION * min(smallest, 1.0))
+
+
 def scores_to_logits(
     X: np.ndarray,
     input: str,
@@ -509,16 +566,19 @@ def scores_to_logits(
     *,
     tol: float = SUM_TOL,
     shift: bool = False,
+    eps: float = PROBA_EPS,
 ) -> np.ndarray:
     """Turn validated 2-D scores into logits (log-probabilities for probas).
 
-    ``input="logits"`` returns ``X`` itself (never modified), or with
-    ``shift`` a new array ``X - X.max(axis=1)``; it warns when ``X`` looks
-    like probabilities, and refuses logits beyond ``MAX_LOGIT`` in absolute
-    value. ``input="proba"`` returns ``log(max(p, PROBA_EPS))`` of the
-    validated, renormalised rows in float64 (``tol``: the row-sum tolerance,
-    see :func:`sum_tolerance`). Logits are checked by the largest and the
-    smallest entry of the whole array (two vectorised passes, no temporary),
+    ``input="logits"`` returns ``X`` itself (never modified; float32 scores
+    as a float64 copy, so that every computation, the shift included, is in
+    float64), or with ``shift`` a new array ``X - X.max(axis=1)``; it warns
+    when ``X`` looks like probabilities, and refuses logits beyond
+    ``MAX_LOGIT`` in absolute value. ``input="proba"`` returns
+    ``log(max(p, eps))`` of the validated, renormalised rows in float64
+    (``tol``: the row-sum tolerance, see :func:`sum_tolerance`; ``eps``: a
+    calibrator's :func:`proba_floor`). Logits are checked by the largest and
+    the smallest entry of the whole array (two vectorised passes, no temporary),
     which also tell whether every entry is finite (NaN and inf propagate to
     them); the row sums are only computed when every entry lies in [0, 1].
     """
@@ -529,7 +589,9 @@ def scores_to_logits(
         # check_probabilities validates finiteness (with the same message)
         # and takes the logs of its new array in the same pass (see
         # log_probabilities_inplace)
-        return check_probabilities(X, name, tol=tol, log=True)
+        return check_probabilities(X, name, tol=tol, log=True, eps=eps)
+    if X.dtype != np.float64:  # every computation in float64, the shift too
+        X = X.astype(np.float64)
     if shift:  # the row maxima are needed anyway: their maximum is X's
         from .._torch.kernels._softmax import minus_rows, row_max
 

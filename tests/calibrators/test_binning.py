@@ -856,3 +856,51 @@ def test_scaling_binning_warns_when_it_moves_the_top_class_on_many_classes():
     with warnings.catch_warnings():
         warnings.simplefilter("error", AccuracyDropWarning)
         ScalingBinningCalibrator().fit(X, y)
+
+
+def _ties_one_ulp_off(n=600, seed=0):
+    """Probabilities with two decimals (ties across rows), a third of the
+    rows moved to sum to 1 + 1 ulp and a third to 1 - 1 ulp by their last
+    entry; column 0 as given in every row."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(1, 50, n)
+    b = rng.integers(1, 50, n)
+    P = np.column_stack([a, b, 100 - a - b]) / 100.0
+    P[:, 2] = 1.0 - P[:, 0] - P[:, 1]
+    for rows, target in (
+        (slice(0, n // 3), 1.0 + 2.0**-52),
+        (slice(n // 3, 2 * n // 3), 1.0 - 2.0**-53),
+    ):
+        for i in range(n)[rows]:
+            for _ in range(8):  # nudge the last entry until the sum is off
+                s = P[i].sum()
+                if s == target:
+                    break
+                P[i, 2] = np.nextafter(P[i, 2], np.inf if s < target else -np.inf)
+    y = np.where(rng.random(n) < 1.5 * P[:, 0], 0, 1 + (rng.random(n) < 0.5))
+    return P, y
+
+
+@pytest.mark.parametrize("cls", [IsotonicCalibrator, CenteredIsotonicCalibrator])
+def test_rows_one_ulp_off_one_are_read_as_given(cls):
+    # rows that sum to 1 within rounding are not divided by their sums:
+    # dividing by 1 +- 1 ulp moved their entries by an ulp and split the
+    # ties of the two-decimal scores (more knots than scikit-learn's)
+    P, y = _ties_one_ulp_off()
+    sums = P.sum(axis=1)
+    assert (sums != 1.0).sum() > 300 and np.abs(sums - 1.0).max() <= 2.0**-52
+    np.testing.assert_array_equal(check_probabilities(P), P)
+    est = cls(input="proba").fit(P, y)
+    target = (y == 0).astype(np.float64)
+    ref = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(
+        P[:, 0], target
+    )
+    if cls is IsotonicCalibrator:
+        assert len(ref.X_thresholds_) > 5
+        np.testing.assert_array_equal(est.thresholds_[0], ref.X_thresholds_)
+        np.testing.assert_allclose(est.values_[0], ref.y_thresholds_, rtol=1e-12)
+    else:
+        cir_model = pytest.importorskip("cir_model")
+        ref = cir_model.CenteredIsotonicRegression().fit(P[:, 0], target)
+        mine = np.interp(P[:, 0], est.thresholds_[0], est.values_[0])
+        np.testing.assert_allclose(mine, ref.transform(P[:, 0]), rtol=0, atol=1e-12)

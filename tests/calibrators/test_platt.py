@@ -309,11 +309,23 @@ def test_vectorised_predict_is_the_per_class_map(cls):
     rtol = 1e-12 if cls is PlattCalibrator else 1e-8
     expected = _renormalised(_one_vs_rest_values(est, Xt))
     np.testing.assert_allclose(est.predict_proba(Xt), expected, rtol=rtol, atol=1e-15)
-    # and through probabilities: the same map of log(max(p, tiny)), tiny the
-    # smallest normal float64 (the documented floor)
+    # and through probabilities: the same map of log(max(p, floor)), floor
+    # half the smallest positive calibration probability (the documented
+    # floor; rows it raises renormalised), rows a few units off 1 as given
     P = softmax(Xt, axis=1)
-    est_p = cls(input="proba", classes=np.arange(6)).fit(softmax(X, axis=1), y)
-    Z = np.log(np.maximum(P / P.sum(axis=1, keepdims=True), np.finfo(float).tiny))
+    P_cal = softmax(X, axis=1)
+    est_p = cls(input="proba", classes=np.arange(6)).fit(P_cal, y)
+    floor = np.finfo(float).tiny  # beta clips s itself (at eps), as betacal
+    if cls is PlattCalibrator:
+        floor = max(0.5 * P_cal[P_cal > 0].min(), floor)
+        assert est_p.proba_floor_ == floor
+    sums = P.sum(axis=1, keepdims=True)
+    near = np.abs(sums - 1.0) <= 6 * np.finfo(float).eps
+    Q = np.where(near, P, P / sums)
+    raised = (Q < floor).any(axis=1)
+    Q = np.maximum(Q, floor)
+    Q[raised] /= Q[raised].sum(axis=1, keepdims=True)
+    Z = np.log(Q)
     expected = _renormalised(_one_vs_rest_values(est_p, Z))
     np.testing.assert_allclose(est_p.predict_proba(P), expected, rtol=rtol, atol=1e-15)
 

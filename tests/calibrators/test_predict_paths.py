@@ -145,8 +145,9 @@ def _sms_reference(sms, X):
     floored at float32's smallest normal for probabilities, as probmetrics)."""
     n_classes = X.shape[1]
     z = log_softmax(X, axis=1)
-    if sms.input == "proba":
-        z = np.maximum(z, np.log(np.finfo(np.float32).tiny))
+    if sms.input == "proba":  # and the input's floor, its proba_floor_
+        floor = max(np.finfo(np.float32).tiny, sms.proba_floor_)
+        z = np.maximum(z, np.log(floor))
     p = (1 - sms.mix_) * softmax(sms.beta_ * z, axis=1) + sms.mix_ / n_classes
     return np.log(p) @ sms.coef_.T + sms.intercept_
 
@@ -169,6 +170,8 @@ def test_sms_predict_is_the_formula(beta, input):
     Xt = _test_logits(3000, n_classes, seed=9)
     Xt[:2700, 0] += 150.0  # gaps beyond the floor's 87.3
     Xt[2800:2810] *= 40.0
+    if input == "proba":  # the calibration data's floor, not the features'
+        sms.proba_floor_ = PROBA_EPS
     floor = np.log(np.finfo(np.float32).tiny)
     low = (log_softmax(Xt, axis=1) < floor).any(axis=1)
     assert low[:2700].all() and low[2700:].any() and not low[2700:].all()
@@ -194,7 +197,7 @@ def test_sms_predict_from_probabilities_is_the_formula():
     P = softmax(X, axis=1)
     sms = StructuredMatrixScaling(device="cpu", input="proba").fit(P, y)
     Pt = softmax(_test_logits(500, 5, seed=11), axis=1)
-    logits = _sms_reference(sms, np.log(np.maximum(Pt, PROBA_EPS)))
+    logits = _sms_reference(sms, np.log(np.maximum(Pt, sms.proba_floor_)))
     np.testing.assert_allclose(
         sms.predict_proba(Pt), softmax(logits, axis=1), rtol=1e-11, atol=1e-300
     )
@@ -220,6 +223,24 @@ def _edge_probabilities(seed, dtype):
     P[35_000, :] = 0.0
     P[35_000, 0] = 1 + 5e-6
     return P, np.clip(P.astype(np.float64), 0.0, 1.0)
+
+
+def _floored(P, floor):
+    """``max(P, floor)``, rows where an entry was raised renormalised (the
+    documented floor of ``proba_floor_``)."""
+    out = np.maximum(P, floor)
+    raised = (P < floor).any(axis=1) & (floor > PROBA_EPS)
+    out[raised] /= out[raised].sum(axis=1, keepdims=True)
+    return out
+
+
+def _renormalised_off_one(P):
+    """Rows divided by their float64 sums, but those within ``n_classes``
+    units in the last place of 1, as given (the documented rule)."""
+    P = np.asarray(P, dtype=np.float64)
+    sums = P.sum(axis=1, keepdims=True)
+    near = np.abs(sums - 1.0) <= P.shape[1] * np.finfo(np.float64).eps
+    return np.where(near, P, P / sums)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -348,9 +369,12 @@ def test_probabilities_give_the_map_of_their_logs(cls):
     est = cls(input="proba").fit(softmax(X, axis=1), y)
     P = _probabilities(30_000, 10, seed=15)
     got = est.predict_proba(P)
-    Z = np.log(np.maximum(P / P.sum(axis=1, keepdims=True), PROBA_EPS))
+    floor = getattr(est, "proba_floor_", PROBA_EPS)  # only for maps with logs
+    Z = np.log(_floored(_renormalised_off_one(P), floor))
     est.set_params(input="logits")
-    np.testing.assert_allclose(got, est.predict_proba(Z), rtol=1e-12, atol=1e-15)
+    # isotonic interpolation turns the round trip's unit in the last place
+    # of p into up to 1e-12 of a row's sum
+    np.testing.assert_allclose(got, est.predict_proba(Z), rtol=1e-12, atol=1e-11)
 
 
 def test_probabilities_mapped_directly_keep_the_fallback_rows():

@@ -17,7 +17,7 @@ from skcal import (
     TemperatureScaling,
     VectorScaling,
 )
-from skcal.exceptions import MissingClassWarning
+from skcal.exceptions import InputWarning, MissingClassWarning
 from skcal.metrics import negative_log_likelihood
 from skcal.utils._testing import FixedLogits, make_miscalibrated_logits
 
@@ -527,3 +527,44 @@ def test_bcts_command_line_alias():
     from skcal.cli import method_aliases
 
     assert "bcts" in method_aliases()["BiasCorrectedTemperatureScaling"]
+
+
+def _scipy_temperature(Z, y):
+    """The temperature minimising the mean NLL of ``softmax(Z / T)``."""
+
+    def nll(log_t):
+        return -log_softmax(Z / np.exp(log_t), axis=1)[np.arange(len(y)), y].mean()
+
+    return float(
+        np.exp(
+            minimize_scalar(
+                nll, bounds=(-5, 5), method="bounded", options={"xatol": 1e-10}
+            ).x
+        )
+    )
+
+
+def test_one_zero_true_class_probability_cannot_drive_the_temperature():
+    # probabilities rounded to 3 decimals and renormalised (the documented
+    # fix for rounded files), one row whose true class got 0: floored at
+    # log(2.2e-308) = -708 that row alone drove T from 0.39 to 0.82; floored at
+    # half the smallest positive probability (5e-4 here) the fit is scipy's
+    # on those values, and within 2% of the fit without the row
+    X, y = make_miscalibrated_logits(3000, 5, temperature=1.5, random_state=3)
+    P = np.round(softmax(X / 4, axis=1), 3)
+    P = P / P.sum(axis=1, keepdims=True)
+    i = int(np.flatnonzero(P[np.arange(len(y)), y] > 0.5)[0])
+    P[i, y[i]] = 0.0
+    P[i] /= P[i].sum()
+    assert (P[np.arange(len(y)), y] == 0).sum() == 1
+    with pytest.warns(InputWarning, match="1 of 3000 calibration rows"):
+        ts = TemperatureScaling(input="proba", device="cpu").fit(P, y)
+    floor = 0.5 * P[P > 0].min()
+    assert ts.proba_floor_ == floor
+    Q = np.maximum(P, floor)
+    raised = (P < floor).any(axis=1)
+    Q[raised] /= Q[raised].sum(axis=1, keepdims=True)
+    assert ts.temperature_ == pytest.approx(_scipy_temperature(np.log(Q), y), rel=1e-6)
+    keep = np.arange(len(y)) != i
+    without = _scipy_temperature(np.log(Q[keep]), y[keep])
+    assert abs(ts.temperature_ / without - 1) < 0.02

@@ -1,5 +1,7 @@
 """Scorer registry and scorers inside real model selection."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.metrics import get_scorer as sklearn_get_scorer
@@ -7,6 +9,7 @@ from sklearn.metrics import get_scorer_names as sklearn_names
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
 
 from skcal import MatrixScaling, VectorScaling
+from skcal.exceptions import MissingClassWarning
 from skcal.metrics import (
     classwise_calibration_error,
     cumulative_calibration_error,
@@ -40,7 +43,7 @@ def test_registry_and_fallback():
     assert set(SCORERS) <= set(names)
     assert set(sklearn_names()) <= set(names)
     assert names == sorted(names)
-    assert repr(get_scorer("neg_log_loss")) == repr(sklearn_get_scorer("neg_log_loss"))
+    assert repr(get_scorer("accuracy")) == repr(sklearn_get_scorer("accuracy"))
     with pytest.raises(ValueError, match="not a valid scoring value"):
         get_scorer("neg_no_such_metric")
     # a fresh copy each time: mutating one cannot leak into the registry
@@ -288,3 +291,65 @@ def test_local_scorer_routes_weights():
         assert res["test_score"][k] == pytest.approx(-weighted, rel=1e-10)
         unweighted = local_calibration_error(y[test], proba, X[test], **kwargs)
         assert weighted != pytest.approx(unweighted, rel=1e-6)
+
+
+# ------------------------------------------------ nll and brier (issue 49, item 8)
+def _proba_with_a_zero_and_a_rare_class():
+    """30 rows of 3 classes; class 2 only in rows 0-4 (the first of three
+    unshuffled folds), row 12's true class at probability 0."""
+    rng = np.random.default_rng(0)
+    y = np.r_[np.full(5, 2), rng.integers(0, 2, 25)]
+    P = rng.dirichlet([2.0, 2.0, 1.0], size=30)
+    P[12] = [0.0, 0.0, 1.0]
+    P[12, 1 - y[12]] = 1.0
+    P[12, 2] = 0.0
+    return P, y
+
+
+def _hand_nll_and_brier(P, y):
+    nll = np.mean(-np.log(np.maximum(P[np.arange(len(y)), y], 1e-12)))
+    brier = np.mean(((P - np.eye(3)[y]) ** 2).sum(axis=1))
+    return nll, brier
+
+
+@pytest.mark.parametrize("search", [False, True])
+def test_nll_and_brier_scorers_are_the_functions_on_a_fold_missing_a_class(search):
+    # one definition: get_scorer("nll") / ("brier"), the functions and
+    # confidence_interval give the hand-computed value (a 0 clipped at
+    # 1e-12: 27.63), inside cross_validate and GridSearchCV, on test folds
+    # that lack class 2 (scikit-learn's scorers of these names refuse them)
+    from sklearn.model_selection import KFold
+
+    from skcal import IdentityCalibrator
+    from skcal.metrics import brier_score, confidence_interval, negative_log_likelihood
+
+    P, y = _proba_with_a_zero_and_a_rare_class()
+    cv = KFold(3)
+    scoring = {"nll": get_scorer("nll"), "brier": get_scorer("brier")}
+    est = IdentityCalibrator(input="proba", classes=[0, 1, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingClassWarning)
+        if search:
+            grid = GridSearchCV(
+                est, {"input": ["proba"]}, scoring=scoring, refit=False, cv=cv
+            )
+            res = grid.fit(P, y).cv_results_
+            res = {
+                f"test_{m}": [res[f"split{k}_test_{m}"][0] for k in range(3)]
+                for m in scoring
+            }
+        else:
+            res = cross_validate(est, P, y, scoring=scoring, cv=cv, error_score="raise")
+    for k, (_, test) in enumerate(cv.split(P)):
+        nll, brier = _hand_nll_and_brier(P[test], y[test])
+        assert res["test_nll"][k] == pytest.approx(-nll, rel=1e-12)
+        assert res["test_brier"][k] == pytest.approx(-brier, rel=1e-12)
+    nll, brier = _hand_nll_and_brier(P, y)
+    assert nll > 27.63 / 30  # row 12's 0 counts -log(1e-12)
+    assert negative_log_likelihood(y, P) == pytest.approx(nll, rel=1e-12)
+    assert brier_score(y, P) == pytest.approx(brier, rel=1e-12)
+    for name, value in (("nll", nll), ("brier", brier)):
+        scorer = get_scorer(name)
+        assert -scorer(est.fit(P, y), P, y) == pytest.approx(value, rel=1e-12)
+        ci = confidence_interval(name, y, P, n_resamples=20, random_state=0)
+        assert ci.estimate == pytest.approx(value, rel=1e-12)
