@@ -24,6 +24,7 @@ from ._estimate import (
     resolve_strength,
     rlls_regularization,
 )
+from ._resample import SourceRows
 
 __all__ = ["PriorShiftAdapter"]
 
@@ -176,6 +177,7 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         rlls_alpha=None,
         prior_strength="auto",
         shift_test="bic",
+        reliability_check=True,
         source_priors="auto",
         n_resamples=0,
         confidence_level=0.9,
@@ -189,6 +191,7 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         self.rlls_alpha = rlls_alpha
         self.prior_strength = prior_strength
         self.shift_test = shift_test
+        self.reliability_check = reliability_check
         self.source_priors = source_priors
         self.n_resamples = n_resamples
         self.confidence_level = confidence_level
@@ -246,8 +249,9 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         predicted = self.source_priors == "predicted" or (
             self.source_priors == "auto" and self.method == "em"
         )
-        if predicted or self.method != "em":
-            P = self._calibrated(X)
+        P = self._calibrated(X)
+        # the labeled source rows, for the shift test, the check and intervals
+        self._source_rows = (P, np.asarray(y_index), w)
         if predicted:
             self.source_priors_ = (w @ P) / w.sum()
         if self.method != "em":
@@ -318,6 +322,8 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
             self.confidence_level,
             self.random_state,
             self.verbose,
+            SourceRows(*self._source_rows),
+            self.reliability_check,
         )
         self.prior_estimate_ = estimate
         # no shift found: exactly the source priors (the calibrated probabilities)
