@@ -396,8 +396,11 @@ def _point(P, problem: _Problem):
             problem.tol,
             problem.max_iter,
         )
-    # never below half the class's mean calibrated probability on the rows
-    return _project(priors, P.mean(axis=0) / 2), n_iter, ok, 0.0
+    # a class clipped to 0: half its mean calibrated probability on the rows
+    zero = priors <= 0
+    if np.any(zero):
+        priors = _project(priors, np.where(zero, P.mean(axis=0) / 2, 0.0))
+    return priors, n_iter, ok, 0.0
 
 
 def _bootstrap(P, problem, n_resamples, random_state, verbose):
