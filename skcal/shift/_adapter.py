@@ -88,7 +88,16 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         :func:`estimate_class_priors`.
     shift_test : {"bic"} or None, default="bic"
         Keep the estimated priors only when the target rows show a shift
-        (``prior_estimate_.shift_detected``); None: always keep them.
+        (``prior_estimate_.shift_detected``): the BIC, and the 5% tail of
+        the statistic on shift-free target sets simulated from the
+        calibration rows (which accounts for their own sampling noise);
+        None: always keep them.
+    reliability_check : bool, default=True
+        Keep the calibrated probabilities, with an
+        :class:`~skcal.shift.UnreliableEstimateWarning`, when the estimator,
+        run on shifted target sets drawn from the calibration rows where the
+        priors are known, does worse than not adapting
+        (``prior_estimate_.reliable``), see :func:`estimate_class_priors`.
     source_priors : {"auto", "labels", "predicted"}, default="auto"
         What ``source_priors_`` is: ``"labels"``, the weighted class
         frequencies of ``y`` (Saerens et al.); ``"predicted"``, the weighted
@@ -100,12 +109,13 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         ``"labels"``; ``"auto"``: ``"predicted"`` for EM, ``"labels"`` for
         BBSE and RLLS (their equations are in label frequencies).
     n_resamples : int, default=0
-        Bootstrap resamples of the target rows for ``prior_estimate_``'s
-        interval; 0: none.
+        Bootstrap resamples of the calibration and target rows for
+        ``prior_estimate_``'s interval (the calibrator's per-class marginals
+        refitted on each); 0: none.
     confidence_level : float, default=0.9
         Coverage of the interval.
     random_state : int, RandomState instance or None, default=None
-        Seed of the resampling.
+        Seed of the resampling and of the simulated shift test and check.
     verbose : int, default=0
         Progress over the bootstrap resamples (see
         :func:`estimate_class_priors`).
