@@ -38,6 +38,10 @@ METHODS = ("em", "bbse", "rlls")
 #: Rows of the bootstrap's index arrays drawn at once (as in
 #: ``skcal.metrics.confidence_interval``).
 _CHUNK_ENTRIES = 1 << 21
+#: A BBSE / RLLS prior below this share of the class's mean target
+#: probability counts as clipped to 0 (RLLS stops at its bound ``w >= 0``
+#: up to its solver's tolerance).
+_CLIPPED = 1e-3
 #: Level of the shift test's comparison with its simulated null distribution.
 SHIFT_LEVEL = 0.05
 #: Pseudo-target sets without a shift drawn for the shift test's null.
@@ -396,10 +400,12 @@ def _point(P, problem: _Problem):
             problem.tol,
             problem.max_iter,
         )
-    # a class clipped to 0: half its mean calibrated probability on the rows
-    zero = priors <= 0
+    # a class clipped to 0 (or to RLLS's bound): half its mean calibrated
+    # probability on the rows
+    mean = P.mean(axis=0)
+    zero = priors < _CLIPPED * mean
     if np.any(zero):
-        priors = _project(priors, np.where(zero, P.mean(axis=0) / 2, 0.0))
+        priors = _project(priors, np.where(zero, mean / 2, 0.0))
     return priors, n_iter, ok, 0.0
 
 
@@ -661,8 +667,9 @@ def estimate_class_priors(
       prediction ``i`` and label ``j`` on the labeled source rows and
       ``mu[i]`` the frequency of prediction ``i`` on the target rows;
       negative weights are clipped to 0 and ``q = w p`` renormalised; a
-      class clipped to 0 is raised to half its mean calibrated probability
-      on the target rows (the Euclidean projection of ``q`` onto that
+      class clipped to 0 (a prior below 1/1000 of its mean calibrated
+      probability on the target rows) is raised to half that mean (the
+      Euclidean projection of ``q`` onto that
       bound, taking one same amount from the other classes): a prior of 0
       for a class the target's probabilities give mass sets its adapted
       probabilities to 0, and the log loss of its rows explodes.
