@@ -38,10 +38,9 @@ METHODS = ("em", "bbse", "rlls")
 #: Rows of the bootstrap's index arrays drawn at once (as in
 #: ``skcal.metrics.confidence_interval``).
 _CHUNK_ENTRIES = 1 << 21
-#: A BBSE / RLLS prior below this share of the class's mean target
-#: probability counts as clipped to 0 (RLLS stops at its bound ``w >= 0``
-#: up to its solver's tolerance).
-_CLIPPED = 1e-3
+#: A BBSE / RLLS importance weight below this counts as clipped to 0 (RLLS
+#: stops near its bound ``w >= 0``, not on it).
+_CLIPPED = 0.01
 #: Level of the shift test's comparison with its simulated null distribution.
 SHIFT_LEVEL = 0.05
 #: Pseudo-target sets without a shift drawn for the shift test's null.
@@ -403,7 +402,7 @@ def _point(P, problem: _Problem):
     # a class clipped to 0 (or to RLLS's bound): half its mean calibrated
     # probability on the rows
     mean = P.mean(axis=0)
-    zero = priors < _CLIPPED * mean
+    zero = (priors < _CLIPPED * problem.source_priors) & (priors < mean / 2)
     if np.any(zero):
         priors = _project(priors, np.where(zero, mean / 2, 0.0))
     return priors, n_iter, ok, 0.0
@@ -667,8 +666,8 @@ def estimate_class_priors(
       prediction ``i`` and label ``j`` on the labeled source rows and
       ``mu[i]`` the frequency of prediction ``i`` on the target rows;
       negative weights are clipped to 0 and ``q = w p`` renormalised; a
-      class clipped to 0 (a prior below 1/1000 of its mean calibrated
-      probability on the target rows) is raised to half that mean (the
+      class clipped to 0 (a weight below 0.01) is raised to half its mean
+      calibrated probability on the target rows, if below it (the
       Euclidean projection of ``q`` onto that
       bound, taking one same amount from the other classes): a prior of 0
       for a class the target's probabilities give mass sets its adapted
