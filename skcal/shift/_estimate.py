@@ -369,13 +369,12 @@ def shift_test(P, estimated, problem: _Problem, source=None, rng=None):
     return priors, bool(detected), statistic, threshold, p_value
 
 
-def _project(q, lower):
-    """Euclidean projection of ``q`` onto ``{x >= lower, sum(x) = 1}``."""
-    v, mass = q - lower, 1.0 - lower.sum()
-    u = np.sort(v)[::-1]
-    cumulative = np.cumsum(u) - mass
-    rho = np.flatnonzero(u - cumulative / np.arange(1, len(u) + 1) > 0)[-1]
-    return lower + np.maximum(v - cumulative[rho] / (rho + 1), 0.0)
+def _raise_clipped(priors, clipped, floor):
+    """``floor`` for the ``clipped`` classes, the others scaled to fill the
+    rest of the unit mass (their ratios kept, so none is pushed to 0)."""
+    out = priors * (1.0 - floor[clipped].sum()) / priors[~clipped].sum()
+    out[clipped] = floor[clipped]
+    return out
 
 
 def _point(P, problem: _Problem):
@@ -404,7 +403,7 @@ def _point(P, problem: _Problem):
     mean = P.mean(axis=0)
     zero = (priors < _CLIPPED * problem.source_priors) & (priors < mean / 2)
     if np.any(zero):
-        priors = _project(priors, np.where(zero, mean / 2, 0.0))
+        priors = _raise_clipped(priors, zero, mean / 2)
     return priors, n_iter, ok, 0.0
 
 
@@ -667,9 +666,9 @@ def estimate_class_priors(
       ``mu[i]`` the frequency of prediction ``i`` on the target rows;
       negative weights are clipped to 0 and ``q = w p`` renormalised; a
       class clipped to 0 (a weight below 0.01) is raised to half its mean
-      calibrated probability on the target rows, if below it (the
-      Euclidean projection of ``q`` onto that
-      bound, taking one same amount from the other classes): a prior of 0
+      calibrated probability on the target rows, if below it, and the
+      other priors are scaled to fill the rest (their ratios kept): a
+      prior of 0
       for a class the target's probabilities give mass sets its adapted
       probabilities to 0, and the log loss of its rows explodes.
     - ``method="rlls"``: regularised learning under label shift

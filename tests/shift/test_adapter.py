@@ -131,14 +131,13 @@ def test_bbse_adapter_matches_abstention():
     expected = func.multipliers * np.bincount(y_cal, minlength=10) / len(y_cal)
     expected /= expected.sum()
     # abstention clips classes to 0; skcal raises them to half their mean
-    # target probability (issue 49), the Euclidean projection onto that bound
-    # taking one same amount from every other class
+    # target probability (issue 49) and scales the others to fill the rest
     zero = expected == 0
+    floor = P_t.mean(axis=0)[zero] / 2
+    np.testing.assert_allclose(adapter.priors_[zero], floor, atol=1e-9)
     np.testing.assert_allclose(
-        adapter.priors_[zero], P_t.mean(axis=0)[zero] / 2, atol=1e-9
+        adapter.priors_[~zero], expected[~zero] * (1 - floor.sum()), atol=1e-9
     )
-    taken = expected[~zero] - adapter.priors_[~zero]
-    np.testing.assert_allclose(taken, taken[0], atol=1e-9)
     np.testing.assert_allclose(adapter.priors_.sum(), 1.0, atol=1e-12)
 
 

@@ -267,10 +267,10 @@ def _hand_3x3():
 
 def _floored_3x3(P):
     """The clipped priors [0, 9, 4] / 13 with class 0 raised to half its mean
-    target probability ``m0`` (issue 49): the Euclidean projection onto
-    ``{q0 >= m0 / 2, sum q = 1}`` takes ``m0 / 4`` from each other class."""
+    target probability ``m0`` (issue 49), the others scaled to fill the
+    rest: ``(9, 4) / 13 x (1 - m0 / 2)``."""
     m0 = P[:, 0].mean()
-    return [m0 / 2, 9 / 13 - m0 / 4, 4 / 13 - m0 / 4]
+    return [m0 / 2, 9 / 13 * (1 - m0 / 2), 4 / 13 * (1 - m0 / 2)]
 
 
 def test_bbse_by_hand_3x3_clips_negative_weights():
