@@ -49,8 +49,8 @@ import numpy as np
 from _lib.datasets import TASK_NAMES
 
 SHIFTS = ("dir0.1", "dir1", "dir10", "tweak0.5", "none")
-#: The papers' estimators: maximum-likelihood EM, no shift test.
-PAPER = {"prior_strength": 0, "shift_test": None}
+#: The papers' estimators: maximum-likelihood EM, no shift test, no reliability check.
+PAPER = {"prior_strength": 0, "shift_test": None, "reliability_check": False}
 #: ... and in an adapter, the label frequencies as the source priors
 #: (Saerens et al.)
 PAPER_ADAPTER = {**PAPER, "source_priors": "labels"}

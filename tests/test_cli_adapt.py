@@ -214,3 +214,33 @@ def test_a_class_absent_from_the_fit_file_is_named(digits_files, capsys):
     assert main([*argv, "--out", str(tmp / "x.npz")]) == 2
     message = _error(capsys)
     assert "[9]" in message and "no calibration sample" in message
+
+
+def test_verdict_of_an_unreliable_estimate_is_no_green_light():
+    """Issue 49: a shift the reliability check found unreliable is reported
+    as such, with the simulated errors, not as a plain "shift detected"."""
+    from skcal.cli._adapt import _shift_verdict
+    from skcal.shift import PriorEstimate
+
+    priors = np.array([0.5, 0.5])
+    est = PriorEstimate(
+        priors=priors,
+        low=None,
+        high=None,
+        method="em",
+        n_iter=3,
+        converged=True,
+        n_samples=800,
+        weights=np.ones(2),
+        estimated=np.array([0.8, 0.2]),
+        shift_detected=True,
+        statistic=40.0,
+        threshold=6.7,
+        reliable=False,
+        simulated_errors=(0.02, 0.01, 1.98, 1.84),
+    )
+    verdict = " ".join(_shift_verdict(est).split())
+    assert "but the estimate is unreliable here: kept the calibrated" in verdict
+    assert "0.02 against 0.01" in verdict and "1.98 against 1.84" in verdict
+    reliable = PriorEstimate(**{**est.__dict__, "reliable": True})
+    assert _shift_verdict(reliable).startswith("shift detected (")

@@ -100,6 +100,7 @@ def _adapter(args, model):
         max_iter=args.max_iter,
         prior_strength=args.prior_strength,
         shift_test=None if args.no_shift_test else "bic",
+        reliability_check=not args.no_reliability_check,
         n_resamples=args.n_resamples,
         confidence_level=args.confidence_level,
         random_state=args.seed,
@@ -123,7 +124,7 @@ def _prior_rows(adapter, y_target) -> list[dict]:
             "source": float(adapter.source_priors_[j]),
             "target": float(adapter.priors_[j]),
         }
-        if not est.shift_detected:  # the estimate the shift test set aside
+        if not est.shift_detected or est.reliable is False:  # set aside
             row["estimated"] = float(est.estimated[j])
         if est.low is not None:
             row["low"], row["high"] = float(est.low[j]), float(est.high[j])
@@ -198,6 +199,15 @@ def _shift_verdict(est) -> str:
     ratio = f"2 log likelihood ratio {est.statistic:.4g}"
     if est.threshold is None:
         return f"no shift test ({ratio})"
+    if est.shift_detected and est.reliable is False:
+        e = est.simulated_errors
+        return (
+            f"shift detected ({ratio} > BIC threshold {est.threshold:.4g}), but "
+            "the estimate is unreliable here: kept the calibrated probabilities "
+            "(on shifted target sets drawn from the --fit rows, adapting gave a "
+            f"prior MSE of {e[0]:.3g} against {e[1]:.3g} without, a log loss of "
+            f"{e[2]:.4g} against {e[3]:.4g}; --no-reliability-check adapts anyway)"
+        )
     if est.shift_detected:
         return f"shift detected ({ratio} > BIC threshold {est.threshold:.4g})"
     return (
@@ -242,6 +252,8 @@ def _cmd_adapt(args) -> int:
                 "n_iter": est.n_iter,
                 "converged": est.converged,
                 "shift_detected": est.shift_detected,
+                "reliable": est.reliable,
+                "p_value": est.p_value,
                 "statistic": est.statistic,
                 "threshold": est.threshold,
                 "confidence_level": args.confidence_level,
@@ -382,7 +394,15 @@ def _add_estimation_options(parser) -> None:
         "--no-shift-test",
         action="store_true",
         help="adapt even when the target rows show no shift (by default the "
-        "source priors are kept unless the estimate passes a BIC test)",
+        "source priors are kept unless the estimate passes a BIC test and a "
+        "test against shift-free target sets simulated from the --fit rows)",
+    )
+    parser.add_argument(
+        "--no-reliability-check",
+        action="store_true",
+        help="adapt even when the estimator, run on shifted target sets drawn "
+        "from the --fit rows, was less accurate than not adapting (by default "
+        "the calibrated probabilities are then kept, with a warning)",
     )
 
 

@@ -8,6 +8,11 @@ with :meth:`~PriorShiftAdapter.adapt` and re-weights its probabilities.
 """
 
 from ._adapter import PriorShiftAdapter
-from ._estimate import PriorEstimate, estimate_class_priors
+from ._estimate import PriorEstimate, UnreliableEstimateWarning, estimate_class_priors
 
-__all__ = ["PriorEstimate", "PriorShiftAdapter", "estimate_class_priors"]
+__all__ = [
+    "PriorEstimate",
+    "PriorShiftAdapter",
+    "UnreliableEstimateWarning",
+    "estimate_class_priors",
+]

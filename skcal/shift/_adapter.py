@@ -24,6 +24,7 @@ from ._estimate import (
     resolve_strength,
     rlls_regularization,
 )
+from ._resample import SourceRows
 
 __all__ = ["PriorShiftAdapter"]
 
@@ -87,7 +88,16 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         :func:`estimate_class_priors`.
     shift_test : {"bic"} or None, default="bic"
         Keep the estimated priors only when the target rows show a shift
-        (``prior_estimate_.shift_detected``); None: always keep them.
+        (``prior_estimate_.shift_detected``): the BIC, and the 5% tail of
+        the statistic on shift-free target sets simulated from the
+        calibration rows (which accounts for their own sampling noise);
+        None: always keep them.
+    reliability_check : bool, default=True
+        Keep the calibrated probabilities, with an
+        :class:`~skcal.shift.UnreliableEstimateWarning`, when the estimator,
+        run on shifted target sets drawn from the calibration rows where the
+        priors are known, does worse than not adapting
+        (``prior_estimate_.reliable``), see :func:`estimate_class_priors`.
     source_priors : {"auto", "labels", "predicted"}, default="auto"
         What ``source_priors_`` is: ``"labels"``, the weighted class
         frequencies of ``y`` (Saerens et al.); ``"predicted"``, the weighted
@@ -99,12 +109,13 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         ``"labels"``; ``"auto"``: ``"predicted"`` for EM, ``"labels"`` for
         BBSE and RLLS (their equations are in label frequencies).
     n_resamples : int, default=0
-        Bootstrap resamples of the target rows for ``prior_estimate_``'s
-        interval; 0: none.
+        Bootstrap resamples of the calibration and target rows for
+        ``prior_estimate_``'s interval (the calibrator's per-class marginals
+        refitted on each); 0: none.
     confidence_level : float, default=0.9
         Coverage of the interval.
     random_state : int, RandomState instance or None, default=None
-        Seed of the resampling.
+        Seed of the resampling and of the simulated shift test and check.
     verbose : int, default=0
         Progress over the bootstrap resamples (see
         :func:`estimate_class_priors`).
@@ -176,6 +187,7 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         rlls_alpha=None,
         prior_strength="auto",
         shift_test="bic",
+        reliability_check=True,
         source_priors="auto",
         n_resamples=0,
         confidence_level=0.9,
@@ -189,6 +201,7 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         self.rlls_alpha = rlls_alpha
         self.prior_strength = prior_strength
         self.shift_test = shift_test
+        self.reliability_check = reliability_check
         self.source_priors = source_priors
         self.n_resamples = n_resamples
         self.confidence_level = confidence_level
@@ -246,8 +259,9 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         predicted = self.source_priors == "predicted" or (
             self.source_priors == "auto" and self.method == "em"
         )
-        if predicted or self.method != "em":
-            P = self._calibrated(X)
+        P = self._calibrated(X)
+        # the labeled source rows, for the shift test, the check and intervals
+        self._source_rows = (P, np.asarray(y_index), w)
         if predicted:
             self.source_priors_ = (w @ P) / w.sum()
         if self.method != "em":
@@ -318,6 +332,8 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
             self.confidence_level,
             self.random_state,
             self.verbose,
+            SourceRows(*self._source_rows),
+            self.reliability_check,
         )
         self.prior_estimate_ = estimate
         # no shift found: exactly the source priors (the calibrated probabilities)
