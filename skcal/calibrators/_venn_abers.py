@@ -451,6 +451,8 @@ class VennAbersCalibrator(BaseCalibrator):
     _softmax_first = True
     _fits_probabilities = True
     _maps_probabilities = True
+    # input="proba": isotonic fits of the probabilities as given, no logs
+    _floors_probabilities = False
 
     def __init__(
         self,

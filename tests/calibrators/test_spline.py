@@ -182,10 +182,17 @@ def test_improves_top_label_ece_and_keeps_the_original_label(data):
 
 
 def test_probabilities_in_same_map(data):
+    """Probabilities are read as the logits log(max(p, f)), f the floor of
+    the fit (half the smallest positive calibration probability, which
+    leaves every calibration entry as it is): the map of the logits."""
     X, y, Xt, _ = data
-    a = SplineCalibrator().fit(X, y).predict_proba(Xt)
-    b = SplineCalibrator(input="proba").fit(softmax(X, 1), y)
-    np.testing.assert_allclose(b.predict_proba(softmax(Xt, 1)), a, atol=1e-9)
+    P = softmax(X, 1)
+    b = SplineCalibrator(input="proba").fit(P, y)
+    floor = 0.5 * P.min()
+    assert b.proba_floor_ == pytest.approx(floor, rel=1e-12)
+    a = SplineCalibrator().fit(X, y)
+    expected = a.predict_proba(np.log(np.maximum(softmax(Xt, 1), floor)))
+    np.testing.assert_allclose(b.predict_proba(softmax(Xt, 1)), expected, atol=1e-9)
 
 
 def test_confidence_stays_within_laplace_bounds():
@@ -322,16 +329,21 @@ def test_huge_logit_gaps_keep_the_other_classes_proportions(data, gap):
 
 
 def test_exact_zero_probabilities_share_by_the_floored_logits(data):
-    # input="proba" reads p as log(max(p, tiny)), tiny the smallest normal
-    # float64: exact zeros are tiny
+    # input="proba" reads p as log(max(p, f)), f half the smallest positive
+    # calibration probability: exact zeros are f
     X, y, _, _ = data
     spline = SplineCalibrator(input="proba", redistribution="proportional").fit(
         softmax(X, axis=1), y
     )
     P = np.array([[0.9, 0.1, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
-    c = np.clip(np.interp(P.max(1), spline.scores_, spline.calibrated_scores_), 0, 1)
+    assert spline.proba_floor_ == pytest.approx(
+        0.5 * softmax(X, axis=1).min(), rel=1e-12
+    )
+    Q = np.maximum(P, spline.proba_floor_)  # rows raised are renormalised
+    Q /= Q.sum(axis=1, keepdims=True)
+    c = np.clip(np.interp(Q.max(1), spline.scores_, spline.calibrated_scores_), 0, 1)
     assert np.all((0.0 < c) & (c < 1.0))
-    floored = np.log(np.maximum(P, np.finfo(float).tiny))
+    floored = np.log(Q)
     expected = np.exp(_top_label_reference_log(floored, c))
     proba = spline.predict_proba(P)
     np.testing.assert_allclose(proba, expected, rtol=1e-9, atol=1e-300)
