@@ -90,6 +90,24 @@ def log_probabilities(logits: np.ndarray) -> np.ndarray:
     return softmax_inplace(np.array(logits, dtype=np.float64, order="C"), log=True)
 
 
+def _prepare(logits, y_index, sample_weight, device, name) -> tuple:
+    """What every fit on these rows starts from, whatever its penalties:
+    ``(log p, events, beta)``, with ``beta`` the inverse temperature of
+    temperature scaling on ``log p`` (the solver's start and scale).
+
+    Fitted on the features themselves: their rounding (~1e-16 of log C)
+    hides logit differences below it, and a temperature fitted on the
+    logits would blow that rounding up into features of order 1. ``name``:
+    the estimator that refuses logits too close to tell apart.
+    """
+    _check_log_probability_resolution(logits, name)
+    log_p = log_probabilities(logits)
+    classes = np.arange(logits.shape[1])
+    events = max(1.0, count_events(log_p, y_index, classes, sample_weight))
+    beta = fit_inverse_temperature(log_p, y_index, sample_weight, device).x
+    return log_p, events, beta
+
+
 class DirichletCalibrator(AffineMap, BaseCalibrator):
     """Dirichlet calibration: ``softmax(W log p + b)``.
 
@@ -308,8 +326,16 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
             mu /= n_classes
         return {"l2_off": lam * beta2, "l2_bias": mu}
 
-    def _fit(self, logits, y_index, sample_weight, init=(), precondition=False):
-        _check_log_probability_resolution(logits, type(self).__name__)
+    def _fit(
+        self, logits, y_index, sample_weight, init=(), precondition=False, prepared=None
+    ):
+        """Fit on ``logits``; return the solver's raw parameters (to warm-start
+        another fit). ``prepared``: :func:`_prepare` of these very rows, to
+        share between fits of the same rows (a fold's grid points)."""
+        if prepared is None:
+            name = type(self).__name__
+            prepared = _prepare(logits, y_index, sample_weight, self.device, name)
+        log_p, events, beta = prepared
         n_classes = logits.shape[1]
         n_params = {"full": n_classes * (n_classes + 1), "diagonal": 2 * n_classes}
         n_params = n_params.get(self.matrix, 1)
@@ -322,14 +348,6 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
                 "reg_mu, or use DirichletCalibratorCV to choose them.",
                 UserWarning,
             )
-        # start from temperature scaling, on well-scaled features; on the
-        # features themselves: their rounding (~1e-16 of log C) hides logit
-        # differences below it, and a temperature fitted on the logits would
-        # blow that rounding up into features of order 1
-        log_p = log_probabilities(logits)
-        classes = np.arange(n_classes)
-        events = max(1.0, count_events(log_p, y_index, classes, sample_weight))
-        beta = fit_inverse_temperature(log_p, y_index, sample_weight, self.device).x
         fit = fit_affine_softmax(
             log_p,
             y_index,
@@ -604,6 +622,19 @@ class DirichletCalibratorCV(BaseCalibrator):
             warnings.filterwarnings("ignore", "The least populated class")
             return list(splitter.split(logits, self.classes_[y_index]))
 
+    def _prepared_folds(self, data) -> list:
+        """The folds as ``(train, test, prepared)``: :func:`_prepare` of each
+        training part, done once for all the fits on it (it is the same for
+        every candidate: the log-probabilities and the starting temperature)."""
+        logits, y_index, sample_weight = data
+        return [
+            (train, test, _prepare(
+                logits[train], y_index[train], sample_weight[train], self.device,
+                "DirichletCalibrator",
+            ))
+            for train, test in self._folds(logits, y_index)
+        ]  # fmt: skip
+
     def _fit(self, logits, y_index, sample_weight):
         _check_log_probability_resolution(logits, type(self).__name__)
         lambdas = sorted({float(v) for v in self.reg_lambdas}, reverse=True)
@@ -614,7 +645,8 @@ class DirichletCalibratorCV(BaseCalibrator):
         )
         n_classes = logits.shape[1]
         self._check_cost(logits.shape, len(lambdas) * len(mus) + self.include_auto)
-        data, folds = (logits, y_index, sample_weight), self._folds(logits, y_index)
+        data = (logits, y_index, sample_weight)
+        folds = self._prepared_folds(data)
         table = self._cv_scores(data, folds, lambdas, mus)
         auto = self._point_scores(data, folds, _AUTO) if self.include_auto else None
         bar = np.inf if auto is None else auto.mean()  # the grid must beat it
@@ -763,15 +795,15 @@ class DirichletCalibratorCV(BaseCalibrator):
     def _fold_row(self, data, fold, lam, mus, raw):
         """Held-out NLL along ``mus`` at ``reg_lambda=lam`` on one fold,
         warm-started from ``raw`` and then from each point; and the last
-        point's raw parameters."""
+        point's raw parameters. ``fold``: one of :meth:`_prepared_folds`."""
         logits, y_index, sample_weight = data
-        train, test = fold
+        train, test, prepared = fold
         fit_part = (logits[train], y_index[train], sample_weight[train])
         held_out, rows = logits[test], (np.arange(len(test)), y_index[test])
         out = np.empty(len(mus))
         for m, mu in enumerate(mus):
             est = self._candidate(max(self.tol, _CV_TOL), reg_lambda=lam, reg_mu=mu)
-            raw = est._fit(*fit_part, raw, precondition=True)
+            raw = est._fit(*fit_part, raw, precondition=True, prepared=prepared)
             log_proba = softmax_inplace(est._calibrated_logits(held_out), log=True)
             out[m] = np.average(-log_proba[rows], weights=sample_weight[test])
         return out, raw
