@@ -16,7 +16,7 @@ from ._torch.kernels import affine_rows, softmax_inplace
 from .exceptions import InputWarning, MissingClassWarning
 from .utils._dask import lazy_on_dask
 from .utils._proba import argmax_ties_by_scores
-from .utils._sklearn import CachedParamNames, StrOptions, _fit_context
+from .utils._sklearn import StrOptions, _fit_context
 from .utils._validation import (
     PROBA_EPS,
     as_numpy,
@@ -54,10 +54,6 @@ def _is_one_dimensional(X) -> bool:
     return (
         isinstance(X, (list, tuple)) and len(X) > 0 and all(np.isscalar(v) for v in X)
     )
-
-
-#: The dtypes in which scores are validated and used.
-_SCORE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
 def _owned(out, logits: np.ndarray) -> np.ndarray:
@@ -213,7 +209,7 @@ def _warn_zero_true_class(X, y_index, sample_weight, floor: float) -> None:
         )
 
 
-class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
+class BaseCalibrator(ClassifierMixin, BaseEstimator):
     """Base class for score calibrators.
 
     A score calibrator learns a map from a classifier's scores ``X`` of shape
@@ -438,26 +434,6 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         row-sum tolerance of its original dtype (see :func:`sum_tolerance`).
         A torch tensor becomes a numpy array here, at the edge."""
         X = as_numpy(X)
-        if (
-            type(X) is np.ndarray
-            and X.ndim == 2
-            and X.dtype in _SCORE_DTYPES
-            and X.shape[0] > 0
-            and X.shape[1] > 0
-            and (reset or not hasattr(self, "feature_names_in_"))
-        ):
-            # what validate_data does with a float array (no feature names),
-            # without its search for a dataframe (half of a small call's time)
-            if reset:
-                self.n_features_in_ = X.shape[1]
-                if hasattr(self, "feature_names_in_"):
-                    del self.feature_names_in_
-            elif X.shape[1] != self.n_features_in_:
-                raise ValueError(
-                    f"X has {X.shape[1]} features, but {type(self).__name__} "
-                    f"is expecting {self.n_features_in_} features as input."
-                )
-            return X, sum_tolerance(X.dtype)
         if _is_one_dimensional(X):  # skcal's advice before sklearn's reshape
             check_scores_shape(np.asarray(X))
         tol = sum_tolerance(getattr(X, "dtype", None))
@@ -738,7 +714,7 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         return tags
 
 
-class BaseLocalCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
+class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
     """Base class for local calibrators, fitted on embeddings.
 
     A local calibrator learns region-dependent corrections over the frozen

@@ -1142,17 +1142,7 @@ def proba_in_class_order(y_true, y_proba, labels=None):
 
 def check_proba_array(y_proba) -> np.ndarray:
     """``y_proba`` as a float32/float64 array of any dimension checked by
-    scikit-learn's ``check_array`` (not for finiteness). A non-empty 1-D or
-    2-D float32/float64 numpy array is returned as it is, as ``check_array``
-    would, without its search for a dataframe (which costs more than a
-    small metric's work)."""
-    if (
-        type(y_proba) is np.ndarray
-        and y_proba.dtype in (np.float64, np.float32)
-        and y_proba.ndim in (1, 2)
-        and y_proba.size > 0
-    ):
-        return y_proba
+    scikit-learn's ``check_array`` (not for finiteness)."""
     return check_array(
         y_proba,
         ensure_2d=False,
