@@ -73,11 +73,11 @@ def _owned(out, logits: np.ndarray) -> np.ndarray:
 
 def _work(estimator, X, *args, **kwargs) -> float:
     """The work of a call on ``X``, for its choice of torch threads: its
-    entries times the method's cost per entry (``_cost_per_entry``)."""
+    entries."""
     shape = getattr(X, "shape", None)
     if shape is None or len(shape) != 2:
         return 0.0  # lists and 1-D input are small, or refused
-    return float(shape[0]) * shape[1] * estimator._cost_per_entry(shape[1])
+    return float(shape[0]) * shape[1]
 
 
 class _LogRows:
@@ -344,11 +344,6 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         (set by ``fit`` with ``input="proba"``, see
         :func:`~skcal.utils._validation.proba_floor`), else ``PROBA_EPS``."""
         return getattr(self, "proba_floor_", PROBA_EPS)
-
-    def _cost_per_entry(self, n_columns: int) -> float:
-        """Work per entry of ``X`` (the thread choice's unit): 1, or about
-        ``n_columns`` for a map that multiplies each row by a matrix."""
-        return 1.0
 
     def n_free_parameters(self, n_classes: int, n_features=None) -> float:
         """Free parameters this calibrator fits for ``n_classes`` classes.
@@ -755,10 +750,6 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ hooks
     def _fit(self, X: np.ndarray, y_index: np.ndarray, sample_weight: np.ndarray):
         raise NotImplementedError
-
-    def _cost_per_entry(self, n_columns: int) -> float:
-        """Work per entry of ``X`` (the thread choice's unit): 1."""
-        return 1.0
 
     def n_free_parameters(self, n_classes: int, n_features=None) -> float:
         """Free parameters this calibrator fits for ``n_classes`` classes.

@@ -272,9 +272,6 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
         self.max_iter = max_iter
         self.verbose = verbose
 
-    def _cost_per_entry(self, n_columns):
-        return float(n_columns)  # a C x C map per row
-
     def n_free_parameters(self, n_classes, n_features=None):
         """The unpenalised entries of the map (ODIR leaves the diagonal
         free), at least ``ceil(C / 5)``; ``ceil(C / 5)`` with the "auto"
@@ -568,9 +565,6 @@ class DirichletCalibratorCV(BaseCalibrator):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
-
-    def _cost_per_entry(self, n_columns):
-        return float(n_columns)  # a C x C map per row
 
     def n_free_parameters(self, n_classes, n_features=None):
         """Those of the least penalised point of the grid, which the inner
@@ -869,6 +863,3 @@ class DirichletCalibratorCV(BaseCalibrator):
 
     def _calibrated_proba(self, logits):
         return self.calibrator_._calibrated_proba(logits)
-
-    def _calibrated_proba_inplace(self, logits):
-        return self.calibrator_._calibrated_proba_inplace(logits)

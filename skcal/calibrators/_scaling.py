@@ -16,7 +16,6 @@ from .._torch.kernels import (
     TemperatureObjective,
     fit_affine_softmax,
     logit_scale,
-    softmax_inplace,
 )
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
@@ -206,10 +205,6 @@ class TemperatureScaling(BaseCalibrator):
 
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64) / self.temperature_
-
-    def _calibrated_proba_inplace(self, logits):
-        logits /= self.temperature_
-        return softmax_inplace(logits)
 
 
 class _AffineScaling(AffineMap, BaseCalibrator):
@@ -506,9 +501,6 @@ class MatrixScaling(_AffineScaling):
         self.max_iter = max_iter
         self.verbose = verbose
 
-    def _cost_per_entry(self, n_columns):
-        return float(n_columns)  # a C x C map per row
-
     def n_free_parameters(self, n_classes, n_features=None):
         """The unpenalised entries (all ``C^2 + C`` without the ridges), at
         least ``ceil(C / 5)``."""
@@ -710,11 +702,6 @@ class BiasCorrectedTemperatureScaling(BaseCalibrator):
         return (
             np.asarray(logits, dtype=np.float64) / self.temperature_ + self.intercept_
         )
-
-    def _calibrated_proba_inplace(self, logits):
-        logits /= self.temperature_
-        logits += self.intercept_
-        return softmax_inplace(logits)
 
 
 def _separates(calibrated_logits, y_index, sample_weight) -> bool:

@@ -293,9 +293,6 @@ class StructuredMatrixScaling(_StructuredScaling):
         self.max_iter = max_iter
         self.verbose = verbose
 
-    def _cost_per_entry(self, n_columns):
-        return float(n_columns)  # a C x C map per row
-
     def n_free_parameters(self, n_classes, n_features=None):
         """The unpenalised entries, at least ``ceil(C / 5)`` (``ceil(C / 5)``
         by default: every entry is shrunk by a ridge ``C / n``)."""
