@@ -1054,8 +1054,8 @@ def check_proba_targets(
     Accepts 2-D ``(n_samples, n_classes)`` probabilities or 1-D probabilities
     of the positive class (the second label) for binary problems. The
     probabilities are checked in one pass, see :func:`check_probabilities`
-    (``copy`` and ``top_label`` are passed on); integer labels already in
-    ``range(n_classes)`` are taken as column indices without sorting them.
+    (``copy`` and ``top_label`` are passed on); the labels are mapped to
+    columns by :func:`resolve_classes`.
     A dataframe whose columns are named after the classes is read by name
     (:func:`proba_in_class_order`).
 
@@ -1093,18 +1093,9 @@ def check_proba_targets(
     )
     proba = checked[0] if top_label else checked
     n_samples, n_classes = proba.shape
-    if (
-        labels is None
-        and y_true.dtype.kind in "iu"
-        and n_samples
-        and y_true.min() >= 0
-        and y_true.max() < n_classes
-    ):  # what resolve_classes returns for these labels, without np.unique
-        y_index = y_true.astype(np.int64)
-    else:
-        _, y_index = resolve_classes(
-            y_true, n_classes, labels, name="labels", y_name="y_true"
-        )
+    _, y_index = resolve_classes(
+        y_true, n_classes, labels, name="labels", y_name="y_true"
+    )
     if sample_weight is None:
         sample_weight = np.ones(n_samples)
     else:
