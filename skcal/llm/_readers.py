@@ -234,6 +234,10 @@ def read_option_logprobs(
         option (their sum, an upper bound of the sequence probability,
         exact when the rest is certain; their mean) and ``unobserved``
         marks it. Absent rules apply to the first token.
+
+        At the position read, a sampled token less probable than every
+        listed one (so outside the top-k) counts as listed: its
+        log-probability is reported with the record.
     match : "normalized" or "exact", default="normalized"
         How tokens are compared with forms: by :func:`normalize_token`
         (case-folded, markers ``Ġ``, ``▁``, ``Ċ`` read as whitespace,
@@ -405,20 +409,37 @@ def _scan_options(records, forms, position, choice):
             tokens, top = top_at(kind, lp, q, index)  # or its clear error
             values.extend(top)
             form_ids.extend(map(lookup, tokens))
+        _add_sampled_token(kind, lp, q, values, form_ids, before, lookup)
         scan.lengths.append(len(values) - before)
         scan.positions.append(q)
         if forms.multi:
-            scan.continuations.append(_continuations(kind, lp, q, forms, scan.ids))
+            scan.continuations.append(_continuations(kind, lp, q, forms, index))
         if len(scan.lengths) % scan._CHUNK == 0:
             scan.flush()
     scan.finish()
     return scan
 
 
+def _add_sampled_token(kind, lp, q, values, form_ids, before, lookup) -> None:
+    """A sampled token below every listed one is not in the top-k, but its
+    log-probability is reported with it: it joins the row's entries."""
+    try:
+        token, value = (
+            (lp[q]["token"], lp[q]["logprob"])
+            if kind == "chat"
+            else generated(kind, lp, q)
+        )
+    except (KeyError, TypeError, IndexError):
+        return
+    if isinstance(value, float) and SENTINEL < value < min(values[before:]):
+        values.append(value)
+        form_ids.append(lookup(token))
+
+
 def _position(kind, lp, index, position, ids) -> int:
     n = n_positions(kind, lp)
     if position == "first_match":
-        return _first_match(kind, lp, n, ids)
+        return _first_match(kind, lp, n, ids, index)
     q = 0 if position == "first" else int(position)
     if q >= n:
         raise ValueError(
@@ -428,12 +449,12 @@ def _position(kind, lp, index, position, ids) -> int:
     return q
 
 
-def _first_match(kind, lp, n, ids) -> int:
+def _first_match(kind, lp, n, ids, index) -> int:
     for q in range(n):
         if ids[generated(kind, lp, q)[0]] >= 0:
             return q
     for q in range(n):
-        tokens = top_at(kind, lp, q, -1)[0] if _has_top(kind, lp, q) else ()
+        tokens = top_at(kind, lp, q, index)[0] if _has_top(kind, lp, q) else ()
         if any(ids[t] >= 0 for t in tokens):
             return q
     return 0
@@ -521,7 +542,7 @@ def _check_every_option_seen(is_absent, forms, ids) -> None:
 
 
 # ------------------------------------------------------- multi-token forms
-def _continuations(kind, lp, q, forms, ids):
+def _continuations(kind, lp, q, forms, index):
     """For each multi-token form: (summed log-probability of its tokens after
     the first, number of its tokens read, whether all were read)."""
     n = n_positions(kind, lp)
@@ -532,7 +553,7 @@ def _continuations(kind, lp, q, forms, ids):
             at = q + j
             if at >= n or forms.key(generated(kind, lp, at - 1)[0]) != keys[j - 1]:
                 break
-            value = _token_logprob(kind, lp, at, keys[j], forms.key)
+            value = _token_logprob(kind, lp, at, keys[j], forms.key, index)
             if value is None:
                 break
             total, read = total + value, read + 1
@@ -540,11 +561,12 @@ def _continuations(kind, lp, q, forms, ids):
     return out
 
 
-def _token_logprob(kind, lp, at, key, normalize):
+def _token_logprob(kind, lp, at, key, normalize, index):
     """logsumexp of the entries at ``at`` (top-k and generated token) whose
     compared form is ``key``; None when none is."""
     token, value = generated(kind, lp, at)
-    entries = dict(zip(*top_at(kind, lp, at, -1))) if _has_top(kind, lp, at) else {}
+    top = top_at(kind, lp, at, index) if _has_top(kind, lp, at) else ((), ())
+    entries = dict(zip(*top))
     entries.setdefault(token, value)
     found = [v for t, v in entries.items() if v > SENTINEL and normalize(t) == key]
     if not found:

@@ -323,3 +323,12 @@ def test_read_top_logprobs_without_a_vocabulary_and_merged_tokens():
 def test_probabilities_above_one_are_refused():
     with pytest.raises(ValueError, match=r"Record 0: .* sum to 1\.1 > 1"):
         read_option_logprobs([one([("A", 0.6), ("B", 0.5)])], ["A", "B"])
+
+
+def test_a_sampled_token_outside_the_top_k_counts_as_listed():
+    # "C" was sampled at probability 0.01, below the listed A and B
+    records = [chat(("C", 0.01, [("A", 0.6), ("B", 0.3)])), one([("D", 1.0)])]
+    read = read_option_logprobs(records, ["A", "B", "C", "D"], absent="floor")
+    assert_allclose(read.logprobs[0], [log(0.6), log(0.3), log(0.01), log(0.01)])
+    assert_array_equal(read.absent[0], [False, False, False, True])
+    assert_allclose(read.rest_logmass[0], log(0.09))
