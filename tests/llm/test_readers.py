@@ -332,3 +332,16 @@ def test_a_sampled_token_outside_the_top_k_counts_as_listed():
     assert_allclose(read.logprobs[0], [log(0.6), log(0.3), log(0.01), log(0.01)])
     assert_array_equal(read.absent[0], [False, False, False, True])
     assert_allclose(read.rest_logmass[0], log(0.09))
+
+
+def test_unreadable_inputs(tmp_path):
+    with pytest.raises(FileNotFoundError, match="is not a file"):
+        read_option_logprobs(str(tmp_path / "missing.jsonl"), ["A", "B"])
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps(RECORD) + "\n{not json\n")
+    with pytest.raises(ValueError, match="Line 2 of .*broken.jsonl is not valid JSON"):
+        read_option_logprobs(broken, ["A", "B"])
+    with pytest.raises(ValueError, match="records holds no record"):
+        read_option_logprobs([], ["A", "B"])
+    with pytest.raises(TypeError, match="Record 0 is a list"):
+        read_option_logprobs([[RECORD]], ["A", "B"])
