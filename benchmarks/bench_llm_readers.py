@@ -2,14 +2,15 @@
 
 Writes ``--n`` generated chat-completion records (one generated token, its
 ``top_logprobs`` with ``--top`` entries of ``{token, logprob, bytes}``, as
-an OpenAI-compatible API returns them; about 1.7 kB each) to a JSON Lines
+an OpenAI-compatible API returns them; about 2 kB each) to a JSON Lines
 file, then reads them with ``skcal.llm.read_option_logprobs(path,
 ["A", "B", "C", "D"])`` and, with ``--dicts``, from records already parsed
 (a list of dicts: the reader's own work without the JSON parsing). Reported:
-wall and CPU time of each read, the JSON parser used (orjson when installed,
-else the standard library), and the process's peak resident memory before
-and after the read (the reader streams the file: its arrays grow with the
-records, not with the file).
+wall and CPU time of each read and, as the floor to compare it with in the
+same run, of parsing every line and dropping it; the JSON parser used
+(orjson when installed, else the standard library); the process's peak
+resident memory before and after the read (the reader streams the file:
+its arrays grow with the records, not with the file).
 
 The records: the options appear as "A", " A", "a" ... variants at random
 ranks of each row's top-k, one of them absent in a tenth of the rows, and
@@ -108,6 +109,22 @@ def _timed(label, fn):
     return result
 
 
+def _parse_only(path):
+    """The floor under load: parse every line with the reader's JSON parser
+    and drop it (same run, same file, so the two times compare)."""
+    try:
+        from orjson import loads
+    except ImportError:
+        from json import loads
+    wall, cpu = time.perf_counter(), time.process_time()
+    with open(path, "rb") as f:
+        for line in f:
+            loads(line)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    label = "parsing alone (the floor)"
+    print(f"{label:<34} {'':>14}  wall {wall:7.2f} s  cpu {cpu:7.2f} s")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -136,6 +153,7 @@ def main(argv=None):
         f"{args.n:,} records ({size:,.0f} MiB) written in "
         f"{time.perf_counter() - t:.1f} s; JSON parser: {parser_name}"
     )
+    _parse_only(path)
     result = _timed("read_option_logprobs(path, A-D)", lambda read: read(path, OPTIONS))
     print(
         f"absent options: {result.absent.mean():.3%} of cells; mean leftover "
