@@ -295,17 +295,12 @@ def read_option_logprobs(
     forms = _Forms(options, aliases, match)
     scan = _scan_options(records, forms, position, choice)
     values, ids, rows = _flat_entries(scan)
-    n, k = len(scan.lengths), int(scan.lengths.max())
-    cols = np.arange(len(values)) - np.repeat(scan.offsets, scan.lengths)
-    listed = np.full((n, k), -np.inf)
-    listed[rows, cols] = values
-    form_ids = np.full((n, k), PAD, dtype=np.int64)
-    form_ids[rows, cols] = np.where(np.isfinite(values), ids, PAD)
-    rest = _leftover(listed)
-    floor = np.where(np.isfinite(listed), listed, np.inf).min(axis=1)
-    per_form = np.stack(
-        [_logsumexp_where(listed, form_ids == f) for f in range(len(forms.forms))],
-        axis=1,
+    # per row, over the flat entries (no row is empty): no (n, k) matrix
+    rest = _leftover(np.add.reduceat(np.exp(values), scan.offsets))
+    finite = np.isfinite(values)
+    floor = np.minimum.reduceat(np.where(finite, values, np.inf), scan.offsets)
+    per_form = _logsumexp_by_cell(
+        values, rows, ids, finite & (ids >= 0), (len(scan.lengths), len(forms.forms))
     )
     unobserved = _add_continuations(per_form, scan, forms, multi_token)
     owner = np.asarray(forms.owner)
@@ -488,9 +483,8 @@ def _flat_entries(scan):
     return values, ids, rows
 
 
-def _leftover(listed):
-    """``log(1 - sum(exp(listed)))`` per row, checked to be a mass."""
-    mass = np.exp(listed).sum(axis=1)
+def _leftover(mass):
+    """``log(1 - mass)`` per row, the mass checked to be at most 1."""
     if (mass > 1 + _MASS_TOL).any():
         row = int(np.argmax(mass))
         raise ValueError(
@@ -501,16 +495,24 @@ def _leftover(listed):
         return np.where(mass < 1, np.log1p(-np.minimum(mass, 1)), -np.inf)
 
 
+def _logsumexp_by_cell(values, rows, cols, keep, shape):
+    """logsumexp of the kept entries that fall in each cell (row, col) of an
+    array of ``shape``; ``-inf`` for a cell none falls in."""
+    rows, cols, values = rows[keep], cols[keep], values[keep]
+    peak = np.full(shape, -np.inf)
+    np.maximum.at(peak, (rows, cols), values)
+    total = np.zeros(shape)
+    np.add.at(total, (rows, cols), np.exp(values - peak[rows, cols]))
+    with np.errstate(divide="ignore"):
+        return np.where(total > 0, peak + np.log(total), -np.inf)
+
+
 def _logsumexp(a):
     """logsumexp along axis 1, ``-inf`` for an all ``-inf`` row."""
     top = a.max(axis=1, initial=-np.inf)
     safe = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore"):
         return safe + np.log(np.exp(a - safe[:, None]).sum(axis=1))
-
-
-def _logsumexp_where(a, where):
-    return _logsumexp(np.where(where, a, -np.inf))
 
 
 def _apply_absent_rule(out, is_absent, rest, floor, rule) -> None:
@@ -714,6 +716,6 @@ def _as_topk(values, indices, lengths, names, vocabulary, n_classes):
     top_values[rows[keep], cols[keep]] = values[keep]
     if n_classes is None:
         n_classes = len(vocabulary) if vocabulary is not None else len(names)
-    rest = _leftover(top_values)
+    rest = _leftover(np.exp(top_values).sum(axis=1))
     tokens = list(names) if names is not None else None
     return TopKScores(top_indices, top_values, n_classes, rest, tokens=tokens)
