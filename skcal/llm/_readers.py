@@ -294,14 +294,7 @@ def read_option_logprobs(
     _check_position(position, allowed=("first", "first_match"))
     forms = _Forms(options, aliases, match)
     scan = _scan_options(records, forms, position, choice)
-    values, ids, rows = _flat_entries(scan)
-    # per row, over the flat entries (no row is empty): no (n, k) matrix
-    rest = _leftover(np.add.reduceat(np.exp(values), scan.offsets))
-    finite = np.isfinite(values)
-    floor = np.minimum.reduceat(np.where(finite, values, np.inf), scan.offsets)
-    per_form = _logsumexp_by_cell(
-        values, rows, ids, finite & (ids >= 0), (len(scan.lengths), len(forms.forms))
-    )
+    rest, floor, per_form = _leftover(scan.mass), scan.floor, scan.per_form
     unobserved = _add_continuations(per_form, scan, forms, multi_token)
     owner = np.asarray(forms.owner)
     out = np.stack(
@@ -334,19 +327,21 @@ def _check_position(position, allowed):
 
 
 class _Scan:
-    """The flat entries of every record's top-k at the position read,
-    gathered in Python lists and moved to numpy arrays every ``_CHUNK``
-    records (lists of 20 M floats would hold 20 M Python objects)."""
+    """What the records give, per row: the reported mass, the smallest
+    reported value and each form's logsumexp at the position read. Entries
+    are gathered in Python lists and reduced every ``_CHUNK`` records, so
+    memory grows with the rows, not with their 20 entries."""
 
     _CHUNK = 8192
 
-    def __init__(self, ids):
-        self.ids = ids
+    def __init__(self, ids, n_forms):
+        self.ids, self.n_forms, self.done = ids, n_forms, 0
         self.values, self.form_ids, self.lengths, self.positions = [], [], [], []
-        self.chunks = ([], [])
-        self.continuations = []
+        self.parts, self.continuations = [], []
 
     def flush(self) -> None:
+        if self.done == len(self.lengths):
+            return
         try:
             values = np.array(self.values, dtype=np.float64)
         except (TypeError, ValueError):
@@ -354,8 +349,10 @@ class _Scan:
             raise ValueError(
                 f"A top_logprobs entry has logprob {bad!r}; expected a number."
             ) from None
-        self.chunks[0].append(values)
-        self.chunks[1].append(np.array(self.form_ids, dtype=np.int64))
+        ids = np.array(self.form_ids, dtype=np.int64)
+        lengths = np.array(self.lengths[self.done :], dtype=np.int64)
+        self.parts.append(_reduce_rows(values, ids, lengths, self.done, self.n_forms))
+        self.done = len(self.lengths)
         self.values.clear()
         self.form_ids.clear()
 
@@ -363,19 +360,48 @@ class _Scan:
         self.flush()
         if not self.lengths:
             raise ValueError("records holds no record.")
-        self.flat_values = np.concatenate(self.chunks[0])
-        self.flat_ids = np.concatenate(self.chunks[1])
-        self.chunks = None
-        self.lengths = np.array(self.lengths, dtype=np.int64)
+        self.mass, self.floor, self.per_form = (
+            np.concatenate(part) for part in zip(*self.parts)
+        )
+        self.parts = None
         self.positions = np.array(self.positions, dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)[:-1]])
+
+
+def _reduce_rows(values, ids, lengths, first, n_forms):
+    """Check a chunk's entries (the sentinel becomes ``-inf``) and reduce them
+    per row: the reported mass, the floor, each form's logsumexp."""
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    bad = np.isnan(values) | np.isinf(values) | (values > _MASS_TOL)
+    if bad.any():
+        at = int(np.argmax(bad))
+        raise ValueError(
+            f"Record {first + rows[at]}: a top_logprobs entry at the position read "
+            f"has log-probability {values[at]}; expected a finite value <= 0 (or "
+            f"the sentinel {SENTINEL})."
+        )
+    values[values <= SENTINEL] = -np.inf
+    finite = np.isfinite(values)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])  # no row is empty
+    empty = np.add.reduceat(finite, offsets) == 0
+    if empty.any():
+        raise ValueError(
+            f"Record {first + int(np.argmax(empty))}: every top_logprobs entry at "
+            f"the position read is the {SENTINEL} sentinel; no probability is "
+            f"reported."
+        )
+    mass = np.add.reduceat(np.exp(values), offsets)
+    floor = np.minimum.reduceat(np.where(finite, values, np.inf), offsets)
+    per_form = _logsumexp_by_cell(
+        values, rows, ids, finite & (ids >= 0), (len(lengths), n_forms)
+    )
+    return mass, floor, per_form
 
 
 def _scan_options(records, forms, position, choice):
     """One pass over the records. 1 M records hold 20 M top-k entries: the
     chat shape is read with C-level ``map`` over ``itemgetter`` and a
     self-filling token -> form dict, a loop per record, none per entry."""
-    scan = _Scan(forms.ids())
+    scan = _Scan(forms.ids(), len(forms.forms))
     lookup = scan.ids.__getitem__
     get_token, get_logprob = itemgetter("token"), itemgetter("logprob")
     values, form_ids = scan.values, scan.form_ids
@@ -458,29 +484,6 @@ def _first_match(kind, lp, n, ids, index) -> int:
 def _has_top(kind, lp, q) -> bool:
     top = lp[q].get("top_logprobs") if kind == "chat" else lp["top_logprobs"][q]
     return bool(top)
-
-
-def _flat_entries(scan):
-    """Flat arrays of the entries, checked; the sentinel becomes ``-inf``."""
-    values, ids = scan.flat_values, scan.flat_ids
-    rows = np.repeat(np.arange(len(scan.lengths)), scan.lengths)
-    bad = np.isnan(values) | np.isinf(values) | (values > _MASS_TOL)
-    if bad.any():
-        at = int(np.argmax(bad))
-        raise ValueError(
-            f"Record {rows[at]}: a top_logprobs entry at position "
-            f"{scan.positions[rows[at]]} has log-probability {values[at]}; "
-            f"expected a finite value <= 0 (or the sentinel {SENTINEL})."
-        )
-    sentinel = values <= SENTINEL
-    values[sentinel] = -np.inf
-    empty = np.bincount(rows[~sentinel], minlength=len(scan.lengths)) == 0
-    if empty.any():
-        raise ValueError(
-            f"Record {int(np.argmax(empty))}: every top_logprobs entry at the "
-            f"position read is the {SENTINEL} sentinel; no probability is reported."
-        )
-    return values, ids, rows
 
 
 def _leftover(mass):

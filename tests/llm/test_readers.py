@@ -345,3 +345,18 @@ def test_unreadable_inputs(tmp_path):
         read_option_logprobs([], ["A", "B"])
     with pytest.raises(TypeError, match="Record 0 is a list"):
         read_option_logprobs([[RECORD]], ["A", "B"])
+
+
+def test_chunks_give_the_same_rows_and_name_the_right_record(monkeypatch):
+    from skcal.llm import _readers
+
+    records = ROWS * 3 + [RECORD]
+    whole = read_option_logprobs(records, ["A", "B", "C", "D"])
+    monkeypatch.setattr(_readers._Scan, "_CHUNK", 2)
+    chunked = read_option_logprobs(records, ["A", "B", "C", "D"])
+    assert_array_equal(chunked.logprobs, whole.logprobs)
+    assert_array_equal(chunked.rest_logmass, whole.rest_logmass)
+    bad = one([("A", 0.5), ("B", 0.2)])
+    bad["choices"][0]["logprobs"]["content"][0]["top_logprobs"][0]["logprob"] = 1.0
+    with pytest.raises(ValueError, match="Record 5: "):
+        read_option_logprobs(ROWS + ROWS[:2] + [bad], ["A", "B", "C", "D"])
