@@ -642,7 +642,8 @@ def read_top_logprobs(
     (array([[ 1,  0, -1]]), array([2]))
     """
     _check_position(position, allowed=())
-    index_of, names = _vocabulary_index(vocabulary)
+    table, names = _vocabulary_table(vocabulary)
+    lookup = table.__getitem__
     values, indices, lengths = array("d"), array("q"), array("q")
     for i, record in enumerate(iter_records(records)):
         kind, lp = logprobs_of(record, i, choice)
@@ -650,41 +651,40 @@ def read_top_logprobs(
         tokens, row = top_at(kind, lp, q, i)
         tokens, row = _merge_same_tokens(tokens, row)
         values.extend(row)
-        indices.extend([index_of(t, i) for t in tokens])
+        try:
+            indices.extend(map(lookup, tokens))
+        except KeyError as exc:
+            raise _not_in_vocabulary(exc.args[0], i, table) from None
         lengths.append(len(row))
     if not lengths:
         raise ValueError("records holds no record.")
     return _as_topk(values, indices, lengths, names, vocabulary, n_classes)
 
 
-def _vocabulary_index(vocabulary):
+class _Seen(dict):
+    """token -> index in order of first sight, filled on lookup."""
+
+    def __missing__(self, token):
+        value = self[token] = len(self)
+        return value
+
+
+def _vocabulary_table(vocabulary):
+    """A token -> index dict and, without a vocabulary, the tokens seen."""
     if vocabulary is None:
-        seen = {}
+        seen = _Seen()
+        return seen, seen
+    if isinstance(vocabulary, dict):
+        return dict(vocabulary), None
+    return {t: j for j, t in enumerate(vocabulary)}, None
 
-        def index_of(token, i):
-            if token not in seen:
-                seen[token] = len(seen)
-            return seen[token]
 
-        return index_of, seen
-    table = (
-        dict(vocabulary)
-        if isinstance(vocabulary, dict)
-        else {t: j for j, t in enumerate(vocabulary)}
+def _not_in_vocabulary(token, i, table):
+    close = difflib.get_close_matches(token, list(table), n=3)
+    return ValueError(
+        f"Record {i} lists the token {token!r}, which is not in vocabulary "
+        f"(closest: {close}); pass the full vocabulary or vocabulary=None."
     )
-
-    def index_of(token, i):
-        try:
-            return table[token]
-        except KeyError:
-            close = difflib.get_close_matches(token, list(table), n=3)
-            raise ValueError(
-                f"Record {i} lists the token {token!r}, which is not in "
-                f"vocabulary (closest: {close}); pass the full vocabulary or "
-                f"vocabulary=None."
-            ) from None
-
-    return index_of, None
 
 
 def _merge_same_tokens(tokens, values):
