@@ -150,6 +150,7 @@ ALLOWED = {
         "skcal._torch",
         "skcal.exceptions",
     },
+    "skcal.llm": {"skcal.llm", "skcal.utils", "skcal.exceptions"},
 }
 #: What no module of a part may import.
 FORBIDDEN = {
