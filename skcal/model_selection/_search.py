@@ -163,6 +163,13 @@ def _head_logits(X: np.ndarray, coef: np.ndarray, intercept: np.ndarray):
     return logits
 
 
+def _check_weights(sample_weight, n_rows: int):
+    """The user's weights validated once (None stays None: no weights)."""
+    if sample_weight is None:
+        return None
+    return check_sample_weight(sample_weight, n_rows)
+
+
 # ------------------------------------------------------------ parameter count
 def _n_parameters(estimator, n_classes: int) -> float:
     """Free parameters of a candidate for the small-data guard; NaN if not
@@ -1038,15 +1045,22 @@ class CalibratorSearchCV(BaseCalibrator):
         X, tol = self._score_array(X, reset=True)
         # the candidates' checks, once, with the search's name in the messages
         scores_to_logits(X, self.input, tol=tol)
+        # the weights are validated once, here; the candidates' fits get them
+        # as float64 arrays (their own check costs 0.24 ms at 100,000 rows)
+        sample_weight = _check_weights(sample_weight, X.shape[0])
         self.classes_, y_index, relative = check_fit_targets(
-            self, y, X.shape[0], X.shape[1], self.classes, sample_weight
+            self,
+            y,
+            X.shape[0],
+            X.shape[1],
+            self.classes,
+            sample_weight,
+            weights_checked=True,
         )
         # columns named after the classes: in their order, once for every fit
         order = class_column_order(names, self.classes_)
         if order is not None:
             X = X[:, order]
-        if sample_weight is not None:
-            sample_weight = check_sample_weight(sample_weight, X.shape[0])
         return X, self.classes_[y_index], sample_weight, relative
 
     def _validate_embedding_inputs(self, X, y, sample_weight):
@@ -1068,11 +1082,16 @@ class CalibratorSearchCV(BaseCalibrator):
             n_columns = len(np.atleast_1d(self.classes))
         else:
             n_columns = 0 if y is None else len(np.unique(check_labels(y)))
+        sample_weight = _check_weights(sample_weight, X.shape[0])
         self.classes_, y_index, relative = check_fit_targets(
-            self, y, X.shape[0], n_columns, self.classes, sample_weight
+            self,
+            y,
+            X.shape[0],
+            n_columns,
+            self.classes,
+            sample_weight,
+            weights_checked=True,
         )
-        if sample_weight is not None:
-            sample_weight = check_sample_weight(sample_weight, X.shape[0])
         return X, head, self.classes_[y_index], sample_weight, relative
 
     # ------------------------------------------------------------------ fit

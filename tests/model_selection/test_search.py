@@ -903,3 +903,79 @@ def test_the_guard_judges_by_the_users_scoring():
     )
     assert expected in search.selection_reason_, search.selection_reason_
     assert "log loss" not in search.selection_reason_
+
+
+# ====================================== sample weights: validated once per fit
+def _count_weight_checks(monkeypatch):
+    """Count every validation of non-None sample weights in skcal: the
+    lengths of the weights given to ``check_sample_weight``, wherever it is
+    imported."""
+    import sys
+
+    from skcal.utils import _validation
+
+    real, lengths = _validation.check_sample_weight, []
+
+    def counting(sample_weight, *args, **kwargs):
+        if sample_weight is not None:
+            lengths.append(len(sample_weight))
+        return real(sample_weight, *args, **kwargs)
+
+    for name, module in list(sys.modules.items()):
+        if (
+            name.startswith("skcal")
+            and getattr(module, "check_sample_weight", None) is real
+        ):
+            monkeypatch.setattr(module, "check_sample_weight", counting)
+    return lengths
+
+
+def test_sample_weights_are_validated_once_per_public_fit(monkeypatch):
+    """Each public ``fit`` validates the weights it is given once: the
+    wrapper's, the search's, and each candidate's fit (two folds and the
+    refit per candidate); the search used to validate them twice."""
+    X, y = make_miscalibrated_logits(300, 3, temperature=2.0, random_state=0)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(y)).tolist()  # a list
+    lengths = _count_weight_checks(monkeypatch)
+    IdentityCalibrator().fit(X, y, sample_weight=w)
+    assert lengths == [300]  # a calibrator alone: once
+    lengths.clear()
+    candidates = [IdentityCalibrator(), TemperatureScaling(device="cpu")]
+    search = CalibratorSearchCV(candidates, cv=2, random_state=0, guard=None)
+    search.fit(X, y, sample_weight=w)
+    folds = sorted(len(train) for train, _ in search._folds(X, y))
+    # the search once, then 2 candidates x 2 folds, then the refit
+    assert sorted(lengths) == sorted([300, *folds, *folds, 300])
+    # inside the wrapper (a frozen classifier: it gets no weights): one more
+    rng = np.random.default_rng(1)
+    features = rng.normal(size=(300, 4))
+    labels = (features[:, 0] > 0).astype(int) + (features[:, 1] > 1)
+    clf = LogisticRegression().fit(features, labels)
+    lengths.clear()
+    CalibratedClassifier(FrozenEstimator(clf), calibrator=clone(search)).fit(
+        features, labels, sample_weight=w
+    )
+    assert len(lengths) == 1 + 1 + 2 * 2 + 1, lengths
+    assert lengths.count(300) == 3  # wrapper, search, refit
+
+
+def test_weights_validated_once_still_refuse_bad_weights():
+    X, y = make_miscalibrated_logits(100, 3, temperature=2.0, random_state=0)
+    search = CalibratorSearchCV([IdentityCalibrator()], cv=2)
+    with pytest.raises(ValueError, match="(?i)negative"):
+        search.fit(X, y, sample_weight=-np.ones(len(y)))
+    with pytest.raises(ValueError, match="non-zero"):
+        search.fit(X, y, sample_weight=np.zeros(len(y)))
+    with pytest.raises(ValueError, match=r"\(99,\)|99"):
+        search.fit(X, y, sample_weight=np.ones(99))
+    # the weights' scale changes nothing; the user's array is not modified
+    w = np.linspace(1.0, 3.0, len(y))
+    kept = w.copy()
+    a = CalibratorSearchCV([IdentityCalibrator()], cv=2, random_state=0)
+    b = clone(a)
+    a.fit(X, y, sample_weight=w)
+    b.fit(X, y, sample_weight=1e6 * w)
+    np.testing.assert_array_equal(w, kept)
+    np.testing.assert_allclose(
+        a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"]
+    )
