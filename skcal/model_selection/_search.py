@@ -10,7 +10,7 @@ import warnings
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from scipy.stats import rankdata
@@ -42,7 +42,7 @@ from ..calibrators import (
 from ..exceptions import GridEdgeWarning
 from ..metrics._scorer import get_scorer, scorer_name
 from ..utils._dask import lazy_on_dask
-from ..utils._sklearn import StrOptions, _fit_context
+from ..utils._sklearn import Interval, StrOptions, _fit_context
 from ..utils._validation import (
     check_finite,
     check_labels,
@@ -323,6 +323,28 @@ def _parallel(n_jobs):
     return Parallel(n_jobs=n_jobs)
 
 
+class _TimeBudget:
+    """``max_time``: whether each candidate starts, in order (its folds are
+    handed to joblib only then). The first candidate and the guard's simple
+    ones always start; the others only while the cross-fitting has taken at
+    most ``max_time`` seconds. ``late``: the candidates held back, with the
+    seconds elapsed when their turn came."""
+
+    def __init__(self, max_time, templates):
+        self.max_time, self.late = max_time, {}
+        self.always = {0} | {c for c, t in enumerate(templates) if type(t) in _SIMPLE}
+        self.started = time.perf_counter()
+
+    def starts(self, c: int) -> bool:
+        if self.max_time is None or c in self.always:
+            return True
+        elapsed = time.perf_counter() - self.started
+        if elapsed <= self.max_time:
+            return True
+        self.late[c] = elapsed
+        return False
+
+
 # -------------------------------------------------------------- the guard
 
 
@@ -362,6 +384,11 @@ class _LiveReport:
         for name, reason in zip(self.names, reasons):
             if reason:
                 self._print(name, reason)
+
+    def skipped(self, name: str, reason: str) -> None:
+        """The line of a candidate skipped while the others ran (``max_time``)."""
+        if self.verbose:
+            self._print(name, reason)
 
     def candidate(self, c: int, line: str) -> None:
         """The line of candidate ``c``, whose folds are done."""
@@ -538,6 +565,20 @@ class CalibratorSearchCV(BaseCalibrator):
         Candidate x fold fits run in parallel through :class:`joblib.Parallel`
         (any joblib backend, a Dask cluster included). Results do not
         depend on it.
+    max_time : float or None, default=None
+        A time budget in seconds for the cross-fitting. Candidates start in
+        their order; once the folds run so far have taken more than
+        ``max_time``, the candidates not yet started are skipped, with the
+        reason in ``cv_results_["skipped_reason"]``. The first candidate,
+        :class:`~skcal.IdentityCalibrator` and
+        :class:`~skcal.TemperatureScaling` always run. A candidate already
+        started finishes its folds, and the winner is then refitted: the
+        search can take longer than ``max_time`` by about one candidate's
+        folds and one fit. The default candidates are ordered cheapest
+        first. None (the default) sets no limit, and the selection does not
+        depend on the machine's speed; with a budget it can. The time a
+        default search takes, by rows and classes, is in the user guide
+        (:ref:`choosing-time`).
     random_state : int, RandomState instance or None, default=None
         Shuffling of the folds of an int ``cv``; also the seed given to
         every candidate whose own ``random_state`` parameter is None (one
@@ -762,6 +803,7 @@ class CalibratorSearchCV(BaseCalibrator):
         "cv": ["cv_object"],
         "guard": [StrOptions({"one_se"}), None],
         "n_jobs": [Integral, None],
+        "max_time": [Interval(Real, 0, None, closed="left"), None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "coef": ["array-like", None],
@@ -776,6 +818,7 @@ class CalibratorSearchCV(BaseCalibrator):
         cv=5,
         guard="one_se",
         n_jobs=None,
+        max_time=None,
         random_state=None,
         verbose=0,
         input="logits",
@@ -788,6 +831,7 @@ class CalibratorSearchCV(BaseCalibrator):
         self.cv = cv
         self.guard = guard
         self.n_jobs = n_jobs
+        self.max_time = max_time
         self.random_state = random_state
         self.verbose = verbose
         self.input = input
@@ -1212,6 +1256,7 @@ class CalibratorSearchCV(BaseCalibrator):
         n = len(folds)
         report = _LiveReport(self.verbose, names, len(run), n)
         report.start(len(data.labels), reasons)
+        budget = _TimeBudget(self.max_time, data.templates)
         tasks = (
             delayed(_fit_and_score_at)(
                 c,
@@ -1225,6 +1270,7 @@ class CalibratorSearchCV(BaseCalibrator):
                 scorer,
             )
             for c in run
+            if budget.starts(c)  # asked when joblib reaches the candidate
             for k, fold in enumerate(folds)
         )
         by_candidate = {c: [None] * n for c in run}
@@ -1234,6 +1280,14 @@ class CalibratorSearchCV(BaseCalibrator):
             waiting[c] -= 1
             if not waiting[c]:
                 report.candidate(c, _candidate_line(by_candidate[c]))
+        for c, elapsed in budget.late.items():
+            del by_candidate[c]
+            reasons[c] = (
+                f"skipped: the time budget max_time={self.max_time:g} s was spent "
+                f"before its turn ({elapsed:.3g} s of cross-fitting); raise "
+                "max_time, or None for no limit, to score it"
+            )
+            report.skipped(names[c], reasons[c])
         return by_candidate
 
     def _refit(self, data: _SearchData) -> None:

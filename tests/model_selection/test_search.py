@@ -979,3 +979,67 @@ def test_weights_validated_once_still_refuse_bad_weights():
     np.testing.assert_allclose(
         a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"]
     )
+
+
+# ============================================================ max_time
+class _Sleepy(IdentityCalibrator):
+    """The identity map, whose fit takes ``delay`` seconds."""
+
+    def __init__(self, *, input="logits", classes=None, delay=0.05):
+        super().__init__(input=input, classes=classes)
+        self.delay = delay
+
+    def fit(self, X, y, sample_weight=None):
+        import time
+
+        time.sleep(self.delay)
+        return super().fit(X, y, sample_weight=sample_weight)
+
+
+@pytest.mark.parametrize("max_time", [-1.0, "1s", [1.0]])
+def test_max_time_is_validated(max_time):
+    X, y = make_miscalibrated_logits(100, 3, temperature=2.0, random_state=0)
+    search = CalibratorSearchCV([IdentityCalibrator()], max_time=max_time)
+    with pytest.raises(ValueError, match="max_time"):
+        search.fit(X, y)
+
+
+def test_max_time_skips_the_candidates_after_the_budget():
+    X, y = make_miscalibrated_logits(400, 3, temperature=2.0, random_state=0)
+    candidates = [
+        ("sleepy", _Sleepy(delay=0.05)),
+        ("late", _Sleepy(delay=0.0)),
+        TemperatureScaling(device="cpu"),
+        IdentityCalibrator(),
+        ("later", VectorScaling(device="cpu")),
+    ]
+    # 2 folds of 0.05 s: the budget of 0.01 s is spent after the first
+    search = CalibratorSearchCV(candidates, cv=2, max_time=0.01, random_state=0)
+    res = search.fit(X, y).cv_results_
+    reasons = list(res["skipped_reason"])
+    for c in (1, 4):
+        assert reasons[c].startswith(
+            "skipped: the time budget max_time=0.01 s was spent before its turn ("
+        ), reasons[c]
+        assert np.isnan(res["mean_test_score"][c])
+    # the first candidate, temperature scaling and identity always run
+    assert reasons[0] == reasons[2] == reasons[3] == ""
+    assert search.selected_ == "TemperatureScaling"  # temperature 2
+    # max_time=0 keeps only those; a large budget or None runs everything
+    zero = clone(search).set_params(max_time=0).fit(X, y).cv_results_
+    assert [bool(r) for r in zero["skipped_reason"]] == [
+        False,
+        True,
+        False,
+        False,
+        True,
+    ]
+    scores = {}
+    for max_time in (None, 1e6):
+        fitted = clone(search).set_params(max_time=max_time).fit(X, y)
+        assert not any(fitted.cv_results_["skipped_reason"])
+        scores[max_time] = fitted.cv_results_["mean_test_score"]
+    np.testing.assert_array_equal(scores[None], scores[1e6])
+    np.testing.assert_array_equal(
+        zero["mean_test_score"][[0, 2, 3]], scores[None][[0, 2, 3]]
+    )
