@@ -28,12 +28,8 @@ from ..base import (
     check_fit_targets,
 )
 from ..calibrators import (
-    BetaCalibrator,
     DirichletCalibratorCV,
     IdentityCalibrator,
-    IsotonicCalibrator,
-    SMARTCalibrator,
-    SplineCalibrator,
     StructuredMatrixScaling,
     StructuredVectorScaling,
     TemperatureScaling,
@@ -77,6 +73,12 @@ _SIMPLE = (IdentityCalibrator, TemperatureScaling)
 #: this: about a minute on 2 cores (10,000 rows up to about 86 classes, 2,000
 #: rows up to about 190).
 DIRICHLET_CV_MAX_WORK = 1e10
+#: ...and below these rows or classes, where it has never won: on the
+#: benchmark of the user guide (``benchmarks/bench_select_loo.py``) it was
+#: selected only at 10,000 rows of 45 and 66 classes, and took most of the
+#: search's time at 2,000 rows without being selected.
+DIRICHLET_CV_MIN_ROWS = 5000
+DIRICHLET_CV_MIN_CLASSES = 20
 
 
 #: The regularisation grid of the default Dirichlet candidate: every other
@@ -92,7 +94,8 @@ _DIRICHLET_GRID = dict(
 
 
 def _default_candidates() -> list:
-    """The default candidates: one per family, with their own defaults."""
+    """The default candidates, cheapest first: the families that the
+    benchmark of the user guide selected (see "Choosing a calibrator")."""
     return [
         IdentityCalibrator(),
         TemperatureScaling(),
@@ -100,10 +103,6 @@ def _default_candidates() -> list:
         StructuredMatrixScaling(),
         StructuredVectorScaling(),
         DirichletCalibratorCV(**_DIRICHLET_GRID),
-        SMARTCalibrator(),
-        IsotonicCalibrator(),
-        BetaCalibrator(),
-        SplineCalibrator(),
     ]
 
 
@@ -525,17 +524,19 @@ class CalibratorSearchCV(BaseCalibrator):
         estimator with ``fit(X, y, sample_weight=...)`` and
         ``predict_proba`` that reads the scores ``X``. Names default to the
         class name (``"-1"``, ``"-2"``, ... appended to repeated ones).
-        None is one candidate per family, with its defaults:
+        None is the families that the benchmark of the user guide selected
+        (:ref:`choosing-defaults`), cheapest first, with their defaults:
         :class:`~skcal.IdentityCalibrator`, :class:`~skcal.TemperatureScaling`,
         :class:`~skcal.VectorScaling`, :class:`~skcal.StructuredMatrixScaling`,
-        :class:`~skcal.StructuredVectorScaling`,
+        :class:`~skcal.StructuredVectorScaling` and
         :class:`~skcal.DirichletCalibratorCV` (on every other point of its
         default grid, ``reg_lambdas = reg_mus = (1e-1, 1e-3, 1e-5)``, with
         ``cv=3``: the search scores it again anyway, and the full grid made
-        it 90% of a default search's time), :class:`~skcal.SMARTCalibrator`,
-        :class:`~skcal.IsotonicCalibrator`, :class:`~skcal.BetaCalibrator` and
-        :class:`~skcal.SplineCalibrator`. The default set's own rules (the
-        Dirichlet-CV candidate skipped where its grid would take minutes, its
+        it 90% of a default search's time). SMART, isotonic, beta and spline
+        calibration, never selected there, are no longer default candidates;
+        pass them to compare them. The default set's own rules (the
+        Dirichlet-CV candidate run only from 5,000 rows and 20 classes, where
+        it has won, and skipped where its grid would take minutes; its
         grid-edge warnings hidden) apply to None and to a list of the same
         estimators with the same settings on any ``device`` (what ``skcal
         select`` passes without ``--candidates``). Local calibrators are
@@ -728,7 +729,10 @@ class CalibratorSearchCV(BaseCalibrator):
     (16 of them on optdigits, where temperature scaling fitted on the whole
     calibration pool raises the test NLL too, 0.156 to 0.160). With the
     default candidates,
-    :class:`~skcal.DirichletCalibratorCV` is skipped where its inner grid
+    :class:`~skcal.DirichletCalibratorCV` is skipped below
+    :data:`DIRICHLET_CV_MIN_ROWS` rows or :data:`DIRICHLET_CV_MIN_CLASSES`
+    classes (5,000 and 20: on the benchmark it was selected only at 10,000
+    rows of 45 and 66 classes) and where its inner grid
     would take minutes on the CPU (work over the folds above
     :data:`DIRICHLET_CV_MAX_WORK`: 10,000 rows above about 86 classes,
     2,000 rows above about 190; always run on a GPU).
@@ -1304,11 +1308,22 @@ class CalibratorSearchCV(BaseCalibrator):
         self.refit_time_ = time.perf_counter() - start
 
     def _skip_costly(self, templates, reasons, n_rows, n_splits) -> None:
-        """Skip the default Dirichlet-CV candidate where its CPU work over the
-        folds exceeds :data:`DIRICHLET_CV_MAX_WORK` (set in ``reasons``)."""
+        """Skip the default Dirichlet-CV candidate below
+        :data:`DIRICHLET_CV_MIN_ROWS` rows or :data:`DIRICHLET_CV_MIN_CLASSES`
+        classes, and where its CPU work over the folds exceeds
+        :data:`DIRICHLET_CV_MAX_WORK` (set in ``reasons``)."""
         n_classes = len(self.classes_)
         for c, t in enumerate(templates):
             if not isinstance(t, DirichletCalibratorCV) or reasons[c]:
+                continue
+            if n_rows < DIRICHLET_CV_MIN_ROWS or n_classes < DIRICHLET_CV_MIN_CLASSES:
+                reasons[c] = (
+                    f"skipped: a default candidate run only where it has won on "
+                    f"the benchmark, from {DIRICHLET_CV_MIN_ROWS} rows and "
+                    f"{DIRICHLET_CV_MIN_CLASSES} classes ({n_rows} rows x "
+                    f"{n_classes} classes here); pass your own candidates, e.g. "
+                    "[DirichletCalibratorCV(), ...], to include it"
+                )
                 continue
             work = n_splits * t.cpu_work(n_rows, n_classes)
             if work > DIRICHLET_CV_MAX_WORK:

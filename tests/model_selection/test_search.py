@@ -1,5 +1,6 @@
 """CalibratorSearchCV: cross-validated scores, the small-data guard, the glue."""
 
+import math
 import pickle
 import re
 
@@ -706,17 +707,19 @@ def test_the_default_candidates_fit():
         "StructuredMatrixScaling",
         "StructuredVectorScaling",
         "DirichletCalibratorCV",
-        "SMARTCalibrator",
-        "IsotonicCalibrator",
-        "BetaCalibrator",
-        "SplineCalibrator",
     ]
-    # 600 rows: enough events for every candidate but SMART's 49 weights
+    # 600 rows: enough events for every candidate; Dirichlet-CV only runs
+    # from 5,000 rows and 20 classes
     wrong = X.argmax(axis=1) != y
     events = min(wrong.sum(), (~wrong).sum())
-    assert 60 < events < 490
+    assert 60 < events
     skipped = [bool(reason) for reason in res["skipped_reason"]]
-    assert skipped == [False] * 6 + [True] + [False] * 3
+    assert skipped == [False] * 5 + [True]
+    assert res["skipped_reason"][5] == (
+        "skipped: a default candidate run only where it has won on the benchmark, "
+        "from 5000 rows and 20 classes (600 rows x 4 classes here); pass your own "
+        "candidates, e.g. [DirichletCalibratorCV(), ...], to include it"
+    )
     assert np.isfinite(res["mean_test_score"][~np.array(skipped)]).all()
     assert search.selected_ != "IdentityCalibrator"  # temperature 2 is corrected
     P = search.predict_proba(X)
@@ -802,11 +805,11 @@ def test_temperature_scaling_needs_five_events_other_parameters_ten(n_wrong):
     )
 
 
-def test_default_dirichlet_cv_is_skipped_above_its_cpu_budget(monkeypatch):
+def _fast_defaults(monkeypatch):
+    """The default candidates, with short fits, on the CPU (patched in)."""
     from skcal.model_selection import _search as module
 
-    X, y = make_miscalibrated_logits(600, 21, temperature=2.0, random_state=0)
-    fast = [  # the defaults, with short fits, on the CPU
+    fast = [
         c.set_params(max_iter=5) if "max_iter" in c.get_params() else c
         for c in module._default_candidates()
     ]
@@ -814,6 +817,41 @@ def test_default_dirichlet_cv_is_skipped_above_its_cpu_budget(monkeypatch):
         if "device" in c.get_params():
             c.set_params(device="cpu")
     monkeypatch.setattr(module, "_default_candidates", lambda: fast)
+    return fast
+
+
+def test_default_dirichlet_cv_runs_only_from_its_rows_and_classes(monkeypatch):
+    from skcal.model_selection import _search as module
+
+    X, y = make_miscalibrated_logits(600, 21, temperature=2.0, random_state=0)
+    fast = _fast_defaults(monkeypatch)
+    dirichlet = [type(c).__name__ for c in fast].index("DirichletCalibratorCV")
+    monkeypatch.setattr(module, "DIRICHLET_CV_MAX_WORK", math.inf)
+    reasons = {}
+    for rows, classes in [(600, 21), (601, 21), (600, 22)]:
+        monkeypatch.setattr(module, "DIRICHLET_CV_MIN_ROWS", rows)
+        monkeypatch.setattr(module, "DIRICHLET_CV_MIN_CLASSES", classes)
+        search = CalibratorSearchCV(cv=2, random_state=0).fit(X, y)
+        reasons[rows, classes] = search.cv_results_["skipped_reason"][dirichlet]
+    assert reasons[600, 21] == ""  # 600 rows x 21 classes: at the thresholds
+    for rows, classes in [(601, 21), (600, 22)]:
+        assert reasons[rows, classes].startswith(
+            "skipped: a default candidate run only where it has won on the "
+            f"benchmark, from {rows} rows and {classes} classes (600 rows x 21 "
+            "classes here)"
+        )
+    # a user's own list is not the default set: it runs
+    own = CalibratorSearchCV([IdentityCalibrator(), fast[dirichlet]], cv=2)
+    assert own.fit(X, y).cv_results_["skipped_reason"][1] == ""
+
+
+def test_default_dirichlet_cv_is_skipped_above_its_cpu_budget(monkeypatch):
+    from skcal.model_selection import _search as module
+
+    X, y = make_miscalibrated_logits(600, 21, temperature=2.0, random_state=0)
+    fast = _fast_defaults(monkeypatch)
+    monkeypatch.setattr(module, "DIRICHLET_CV_MIN_ROWS", 0)
+    monkeypatch.setattr(module, "DIRICHLET_CV_MIN_CLASSES", 0)
     names = [type(c).__name__ for c in fast]
     dirichlet = names.index("DirichletCalibratorCV")
     # its work over 2 folds: 3 x 3 candidates x 3 inner folds x 600 rows x
@@ -1043,3 +1081,34 @@ def test_max_time_skips_the_candidates_after_the_budget():
     np.testing.assert_array_equal(
         zero["mean_test_score"][[0, 2, 3]], scores[None][[0, 2, 3]]
     )
+
+
+def test_the_default_set_is_the_docs_table():
+    """The table of doc/choosing.rst ("How the default set was chosen")
+    lists the default candidates in order, with the rule of Dirichlet-CV."""
+    from pathlib import Path
+
+    from skcal.model_selection import _search as module
+
+    text = (Path(__file__).parents[2] / "doc" / "choosing.rst").read_text()
+    table = text.split(".. list-table:: The default candidates")[1]
+    rows = []
+    for line in table.split("\n")[3:]:  # after the options and a blank line
+        if line.startswith("   * - "):
+            rows.append([line[len("   * - ") :]])
+        elif line.startswith("     - "):
+            rows[-1].append(line[len("     - ") :])
+        else:
+            break
+    assert rows[0][:2] == ["candidate", "default"]
+    named = {}
+    for cells in rows[1:]:
+        name = re.fullmatch(r":class:`~skcal\.(\w+)`", cells[0])
+        named[name.group(1)] = cells[1]
+    defaults = [type(c).__name__ for c in module._default_candidates()]
+    assert [name for name, cell in named.items() if cell != "no"] == defaults
+    assert named["DirichletCalibratorCV"] == (
+        f"from {module.DIRICHLET_CV_MIN_ROWS:,} rows and "
+        f"{module.DIRICHLET_CV_MIN_CLASSES} classes"
+    )
+    assert {"SMARTCalibrator", "IsotonicCalibrator"} <= set(named)  # and why not
