@@ -100,12 +100,16 @@ class _LogRows:
         )
 
 
-def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
+def check_fit_targets(
+    estimator, y, n_rows, n_columns, classes, sample_weight, *, weights_checked=False
+):
     """Validate the labels and weights given to ``fit``; map labels to columns.
 
     Shared by score and local calibrators. Requires labels of at least two
     classes with positive weight and warns (``MissingClassWarning``) about
-    classes of ``classes_`` that have none.
+    classes of ``classes_`` that have none. With ``weights_checked``,
+    ``sample_weight`` is the output of ``check_sample_weight`` (or None),
+    which the caller validated once: it is only made relative here.
 
     Returns
     -------
@@ -129,7 +133,10 @@ def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
             f"y has {len(y)}."
         )
     classes_, y_index = resolve_classes(y, n_columns, classes)
-    sample_weight = check_sample_weight(sample_weight, n_rows, relative=True)
+    if weights_checked and sample_weight is not None:
+        sample_weight = sample_weight / sample_weight.max()  # > 0 once checked
+    else:
+        sample_weight = check_sample_weight(sample_weight, n_rows, relative=True)
     counts = np.bincount(y_index, weights=sample_weight, minlength=len(classes_))
     n_present = int(np.count_nonzero(counts))
     if n_present < 2:
