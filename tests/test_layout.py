@@ -398,7 +398,6 @@ PRIVATE_READS_ALLOWED = {
             "est._calibrated_logits",
             "self.calibrator_._calibrated_logits",
             "self.calibrator_._calibrated_proba",
-            "self.calibrator_._calibrated_proba_inplace",
         )
     },
     **{
@@ -414,10 +413,6 @@ PRIVATE_READS_ALLOWED = {
             ("skcal.wrappers._calibrated", 'getattr(_, "_reads_embeddings")'),
         )
     },
-    ("skcal.utils._sklearn", "BaseEstimator._get_param_names"): (
-        "the one module that adapts scikit-learn's private helpers "
-        "(CONTRIBUTING.md, import directions)"
-    ),
     **{
         ("skcal.model_selection._search", expr): (
             "CalibratorSearchCV validates the embeddings and head of the local "
