@@ -103,6 +103,7 @@ def fit_affine_softmax(
     desc: str = "L-BFGS",
     precondition: bool = False,
     centre_bias: bool = False,
+    float32_only: bool = False,
 ) -> AffineFit:
     """Minimise weighted mean NLL plus ridge penalties with L-BFGS.
 
@@ -121,6 +122,8 @@ def fit_affine_softmax(
     gradient is centred; the softmax is blind to a common shift), so that
     a held class's bias, 0, is their mean: without it an unpenalised fit
     would push the held class down by raising all the others without bound.
+    ``float32_only`` (fits that only rank candidates): a map that starts in
+    float32 is solved in float32 alone, to ``tol``.
     """
     if kind not in ("full", "diagonal", "scalar"):
         raise ValueError(f"unknown kind {kind!r}")
@@ -152,7 +155,7 @@ def fit_affine_softmax(
     float32_start = kind == "full" and n_classes >= _FLOAT32_MIN_CLASSES
     fit = _solve_penalised(
         problem, z, y, w, delta, bias, float32_start=float32_start, tol=tol,
-        max_iter=max_iter, verbose=verbose, desc=desc,
+        max_iter=max_iter, verbose=verbose, desc=desc, float32_only=float32_only,
     )  # fmt: skip
     return _penalised_result(problem, fit, scale)
 
@@ -182,11 +185,21 @@ def _start(kind, n_classes, init, device):
 
 
 def _solve_penalised(
-    problem, z, y, w, delta, bias, *, float32_start, tol, max_iter, verbose, desc
-) -> _Solved:
+    problem, z, y, w, delta, bias, *, float32_start, tol, max_iter, verbose, desc,
+    float32_only=False,
+) -> _Solved:  # fmt: skip
     """The penalised solve from ``(delta, bias)`` (updated in place), with a
-    float32 start when ``float32_start``; ``n_iter`` counts both runs."""
+    float32 start when ``float32_start`` (and nothing else with
+    ``float32_only``); ``n_iter`` counts both runs."""
     n_iter, memory = 0, None
+    if float32_start and float32_only:
+        f32 = problem.solve(
+            z.float(), y, w.float(), delta.float(), bias.float(), tol=tol,
+            max_iter=max_iter, ftol=_ftol(tol), verbose=verbose,
+            desc=f"{desc} (float32)",
+        )  # fmt: skip
+        delta.copy_(f32.delta), bias.copy_(f32.bias)
+        return replace(f32, delta=delta, bias=bias)
     if float32_start:
         # float32 first, at half the cost per iteration, to 10 tol (short of
         # its rounding floor, where line searches fail at a high price); the
