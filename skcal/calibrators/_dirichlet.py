@@ -468,7 +468,8 @@ class DirichletCalibratorCV(BaseCalibrator):
         Where the fits run.
     tol : float, default=1e-5
         L-BFGS gradient tolerance of the final fit (the fold fits use
-        ``max(tol, 3e-5)``).
+        ``max(tol, 3e-5)``, and from 20 classes run in float32: they only
+        rank the candidates; the final fit is float64).
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations per fit. On the CPU a search
         whose candidates x folds x n_samples x n_classes^2 x max_iter / 1000
