@@ -36,7 +36,7 @@ PAD_LOGPROB = -9999.0
 # entries below log(2**-24) (float16's smallest subnormal) are written PAD_LOGPROB
 PAD_BELOW = float(np.log(2.0**-24))
 # the prompt bias of cloze_biased.jsonl, added to the option logits of A..D
-DEFAULT_LETTER_BIAS = (1.0, 0.5, 0.0, -0.5)
+DEFAULT_LETTER_BIAS = (2.0, 1.0, 0.0, -1.0)
 
 FILES = {
     "model": "model.pt",

@@ -34,6 +34,7 @@ import json
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +83,9 @@ def parse_args(argv=None):
         default=10000,
         help="held-out rows whose full logits are stored",
     )
-    p.add_argument("--n-cloze", type=int, default=20000)
+    p.add_argument(
+        "--n-cloze", type=int, default=0, help="cloze rows (0: every held-out word)"
+    )
     p.add_argument(
         "--n-legacy",
         type=int,
@@ -122,11 +125,15 @@ def load_corpus():
     return [tokenize(t) for t in raw.X], raw.y, raw.class_names, raw.source
 
 
-def split_verses(n: int, frac: float, seed: int):
+def split_verses(books, frac: float, seed: int):
+    """Hold out ``frac`` of each book's verses (at least one), seeded."""
     rng = np.random.default_rng([seed, 1])
-    perm = rng.permutation(n)
-    n_held = int(round(frac * n))
-    return np.sort(perm[n_held:]), np.sort(perm[:n_held])
+    held = []
+    for b in np.unique(books):
+        idx = rng.permutation(np.flatnonzero(books == b))
+        held.append(idx[: max(1, int(round(frac * len(idx))))])
+    held = np.sort(np.concatenate(held))
+    return np.setdiff1d(np.arange(len(books)), held), held
 
 
 def build_vocab(verses, train_idx):
@@ -280,7 +287,7 @@ def get_model(args, out: Path, tokens, train_ex):
 
 
 def cloze_rows(held, tokens, freq, n_cloze: int, seed: int):
-    """The first ``n_cloze`` held-out rows whose target is a word; 3 distractors.
+    """The held-out rows whose target is a word (the first ``n_cloze``); 3 distractors.
 
     Distractors: distinct words of the vocabulary other than the answer, drawn
     with probability proportional to their training frequency; the answer's
@@ -288,14 +295,18 @@ def cloze_rows(held, tokens, freq, n_cloze: int, seed: int):
     """
     rng = np.random.default_rng([seed, 2])
     is_word = np.array([t[0].isalpha() and t not in (BOS, UNK) for t in tokens])
-    rows = np.flatnonzero(is_word[held["target"]])[:n_cloze]
+    rows = np.flatnonzero(is_word[held["target"]])[: n_cloze or None]
     word_ids = np.flatnonzero(is_word)
     p = freq[word_ids] / freq[word_ids].sum()
     options = np.empty((len(rows), 4), dtype=np.int64)
     answer = rng.integers(0, 4, size=len(rows))
+    draws = word_ids[rng.choice(len(word_ids), size=(len(rows), 12), p=p)]
     for i, r in enumerate(rows):
         true = held["target"][r]
         picks: list = []
+        for w in draws[i]:  # 12 draws per row; more only if they do not suffice
+            if w != true and w not in picks and len(picks) < 3:
+                picks.append(int(w))
         while len(picks) < 3:
             w = int(word_ids[rng.choice(len(word_ids), p=p)])
             if w != true and w not in picks:
@@ -377,7 +388,9 @@ def fit_ts(logits_path, targets, n_vocab: int) -> dict:
     n_fit = min(N_TS_FIT, X.shape[0] // 2)
     fit_X = np.asarray(X[:n_fit], dtype=np.float64)
     ts = TemperatureScaling(classes=np.arange(n_vocab), device="cpu")
-    ts.fit(fit_X, targets[:n_fit])
+    with warnings.catch_warnings():  # most of the vocabulary never is a label
+        warnings.filterwarnings("ignore", message=".*have no calibration sample")
+        ts.fit(fit_X, targets[:n_fit])
     del fit_X
     test_X = np.asarray(X[n_fit:], dtype=np.float64)
     y = targets[n_fit : X.shape[0]]
@@ -516,7 +529,7 @@ def cloze_records(cloze, names, bias, n_legacy, tag):
 def prepare(args):
     """Corpus, split, vocabulary, examples (held-out rows in a seeded order)."""
     verses, books, names, source = load_corpus()
-    train_idx, held_idx = split_verses(len(verses), args.heldout_frac, args.seed)
+    train_idx, held_idx = split_verses(books, args.heldout_frac, args.seed)
     tokens, freq = build_vocab(verses, train_idx)
     lookup = {t: i for i, t in enumerate(tokens)}
     train_ex = make_examples(verses, books, train_idx, lookup, args.context)
