@@ -395,6 +395,7 @@ class EnsembleTemperatureScaling(BaseCalibrator):
     1.0
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
     _maps_probabilities = True

@@ -16,11 +16,15 @@ from abc import ABCMeta, abstractmethod
 
 import numpy as np
 
-from .._torch.kernels import softmax_inplace
-from .._torch.kernels._softmax import normalize_rows_inplace, row_sum, softmax_into
 from ..base import BaseCalibrator
 from ..exceptions import AccuracyDropWarning, ConvergenceWarning
 from ..utils._proba import argmax_ties_by_scores
+from ..utils._softmax import (
+    normalize_rows_inplace,
+    row_sum,
+    softmax_inplace,
+    softmax_into,
+)
 from ..utils._validation import paired_mean_difference
 from ..utils._warnings import warn
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, log_expit
 
-from .._torch.kernels._softmax import (
+from ..base import BaseCalibrator
+from ..utils._sklearn import StrOptions
+from ..utils._softmax import (
     affine_columns,
     clip_inplace,
     exp_into,
@@ -17,8 +19,6 @@ from .._torch.kernels._softmax import (
     rows_minus,
     sigmoid_inplace,
 )
-from ..base import BaseCalibrator
-from ..utils._sklearn import StrOptions
 from ..utils._validation import effective_sample_size
 from ._one_vs_rest import OneVsRestCalibrator, renormalize_inplace
 

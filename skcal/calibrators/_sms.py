@@ -49,6 +49,7 @@ class _StructuredScaling(BaseCalibrator):
     :meth:`_penalties`.
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _kind = "full"
     _shift_invariant = True
     # the logits are read through their log-softmax, which subtracts the row

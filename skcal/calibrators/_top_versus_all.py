@@ -561,6 +561,7 @@ class TopVersusAll(BaseCalibrator):
     True
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
     _maps_probabilities = True

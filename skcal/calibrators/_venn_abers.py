@@ -28,9 +28,9 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.validation import check_is_fitted
 
 from .._torch._progress import Progress
-from .._torch.kernels._softmax import softmax_into
 from ..base import BaseCalibrator
 from ..utils._sklearn import Interval, StrOptions
+from ..utils._softmax import softmax_into
 from ..utils._validation import check_probabilities, check_scores_shape
 
 __all__ = ["VennAbersCalibrator", "venn_abers_tables"]

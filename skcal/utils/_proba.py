@@ -117,7 +117,7 @@ def replace_top_label_inplace(
     :func:`replace_top_label`. One pass for the sum and one for the
     rescaling, no temporary array.
     """
-    from .._torch.kernels._softmax import (
+    from ._softmax import (
         row_max,
         row_min,
         row_sum,
