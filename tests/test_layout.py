@@ -460,3 +460,70 @@ def test_the_torch_free_modules_of_skcal_torch_import_no_torch():
         loaded = _loaded_on_import(name)
         assert loaded <= TORCH_FREE | {"skcal"}, (name, loaded - TORCH_FREE)
         assert not _matching_lines([_module_file(name)], TOP_TORCH_IMPORT), name
+
+
+# --------------------------------------------------------- numeric constants
+#: The one module of numeric floors, and its copy for skcal/_torch/ (which
+#: imports nothing from the rest of skcal).
+CONSTANTS = PACKAGE / "utils" / "_constants.py"
+TORCH_CONSTANTS = TORCH / "_constants.py"
+#: A local definition of a floor that belongs in the constants module.
+LOCAL_FLOOR = re.compile(r"^\s*_?(LOG|SUM)_FLOOR\s*(:[^=]*)?=")
+
+
+def _number_lines(source, value):
+    """Lines of the number literals of ``source`` equal to ``value`` (not
+    the words of its strings and comments)."""
+    import io
+    import tokenize
+
+    lines = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.NUMBER:
+            try:
+                equal = float(token.string) == value
+            except ValueError:  # an imaginary literal
+                equal = False
+            if equal:
+                lines.append(token.start[0])
+    return lines
+
+
+def _number_literals(path, value):
+    """``path:line`` of every number literal of ``path`` equal to ``value``."""
+    source = path.read_text(encoding="utf-8")
+    return [f"{path.relative_to(ROOT)}:{n}" for n in _number_lines(source, value)]
+
+
+def test_the_literal_finder_finds_literals_not_words():
+    source = '"""floored at 1e-300"""\nx = 1.0e-300  # 1e-300\ny = 1e-30\n'
+    assert _number_lines(source, 1e-300) == [2]
+    assert _number_literals(CONSTANTS, 1e-300)  # FLOOR_BEFORE_LOG = 1e-300
+    assert LOCAL_FLOOR.search("_SUM_FLOOR = 1e-290")
+    assert LOCAL_FLOOR.search("    _LOG_FLOOR: float = -100.0")
+    assert not LOCAL_FLOOR.search("x = _LOG_FLOOR")
+
+
+def test_no_floor_literal_outside_the_constants_modules():
+    others = [
+        path
+        for path in _python_files(PACKAGE)
+        if path not in (CONSTANTS, TORCH_CONSTANTS)
+    ]
+    found = [hit for path in others for hit in _number_literals(path, 1e-300)]
+    found += _matching_lines(others, LOCAL_FLOOR)
+    assert not found, (
+        "a numeric floor is written outside skcal/utils/_constants.py (import "
+        "FLOOR_BEFORE_LOG, SUM_FLOOR, DIVISOR_FLOOR, ... from there; in "
+        "skcal/_torch/, from skcal/_torch/_constants.py):\n" + "\n".join(found)
+    )
+
+
+def test_the_torch_constants_agree_with_the_constants_module():
+    from skcal._torch import _constants as torch_constants
+    from skcal.utils import _constants
+
+    shared = [name for name in vars(torch_constants) if name.isupper()]
+    assert shared, "skcal/_torch/_constants.py defines no constant"
+    for name in shared:
+        assert getattr(torch_constants, name) == getattr(_constants, name), name

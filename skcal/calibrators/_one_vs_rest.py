@@ -18,6 +18,7 @@ import numpy as np
 
 from ..base import BaseCalibrator
 from ..exceptions import AccuracyDropWarning, ConvergenceWarning
+from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._proba import argmax_ties_by_scores
 from ..utils._softmax import (
     normalize_rows_inplace,
@@ -263,7 +264,7 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         return renormalize_inplace(P, logits)
 
     def _calibrated_logits(self, logits):
-        return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
+        return np.log(np.maximum(self._calibrated_proba(logits), FLOOR_BEFORE_LOG))
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, of the same probabilities.

@@ -8,6 +8,7 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 
 from ..base import BaseCalibrator
+from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._proba import interp, replace_top_label, replace_top_label_inplace
 from ..utils._sklearn import Interval, StrOptions
 from ..utils._softmax import softmax_inplace, softmax_into
@@ -243,7 +244,7 @@ class SplineCalibrator(BaseCalibrator):
             P = softmax_into(logits, P)
         # c and 1 - c floored at 1e-300 as in decision_function
         return replace_top_label_inplace(
-            P, logits, top, new, floor=1e-300, keep_argmax=True
+            P, logits, top, new, floor=FLOOR_BEFORE_LOG, keep_argmax=True
         )
 
     def _calibrated_logits(self, logits):

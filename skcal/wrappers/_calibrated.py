@@ -29,6 +29,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseLocalCalibrator, negative_log_loss
+from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._dask import lazy_on_dask
 from ..utils._sklearn import HasMethods, StrOptions, _fit_context
 from ..utils._softmax import softmax_inplace
@@ -591,7 +592,7 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     @lazy_on_dask("proba")
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba` (floored at 1e-300)."""
-        return np.log(np.maximum(self.predict_proba(X), 1e-300))
+        return np.log(np.maximum(self.predict_proba(X), FLOOR_BEFORE_LOG))
 
     def score(self, X, y, sample_weight=None) -> float:
         """Negative mean log loss of the calibrated probabilities (higher is better).
