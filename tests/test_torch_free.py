@@ -134,3 +134,19 @@ def test_a_torch_calibrator_still_fits_and_says_so():
         """
     )
     assert loaded == ["False", "300", "True"]
+
+
+def test_the_methods_page_says_which_calibrators_need_torch():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "doc" / "methods.rst").read_text(
+        encoding="utf-8"
+    )
+    section = text[text.index("What needs torch") :]
+    numpy_part, torch_part = section.split("Need torch", 1)
+    named = re.compile(r":class:`~skcal\.(\w+)`")
+    assert sorted(set(named.findall(numpy_part)) - {"CalibratedClassifier"}) == (
+        NUMPY_ONLY
+    )
+    assert sorted(set(named.findall(torch_part))) == NEEDS_TORCH

@@ -242,7 +242,7 @@ class SplineCalibrator(BaseCalibrator):
         if self.temperature_ != 1.0:  # the others' shares: softmax(z / T)
             logits = np.asarray(logits, dtype=np.float64) / self.temperature_
             P = softmax_into(logits, P)
-        # c and 1 - c floored at 1e-300 as in decision_function
+        # c and 1 - c floored at FLOOR_BEFORE_LOG as in decision_function
         return replace_top_label_inplace(
             P, logits, top, new, floor=FLOOR_BEFORE_LOG, keep_argmax=True
         )
