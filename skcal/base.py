@@ -299,9 +299,9 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
     _keeps_argmax = None
     #: Whether the fit or the prediction runs torch (the kernels of
     #: ``skcal/_torch/``). False: the calibrator imports no torch, which
-    #: ``tests/test_torch_free.py`` checks in a fresh process; True: its
-    #: docstring says that it needs torch, and its row softmax is torch's
-    #: (faster than numpy's, and torch is loaded anyway).
+    #: ``tests/test_torch_free.py`` checks in a fresh process; True:
+    #: ``doc/methods.rst`` lists it as needing torch, and its row softmax is
+    #: torch's (faster than numpy's, and torch is loaded anyway).
     _needs_torch = False
     #: Whether ``_calibrated_proba`` reads the logits only through their
     #: softmax (which subtracts the row maxima itself): :meth:`predict_proba`
