@@ -12,11 +12,11 @@ from sklearn.utils.validation import (
 )
 
 from ._torch._threads import threaded
-from ._torch.kernels import affine_rows, softmax_inplace
 from .exceptions import InputWarning, MissingClassWarning
 from .utils._dask import lazy_on_dask
 from .utils._proba import argmax_ties_by_scores
 from .utils._sklearn import StrOptions, _fit_context
+from .utils._softmax import softmax_inplace
 from .utils._validation import (
     PROBA_EPS,
     as_numpy,
@@ -300,6 +300,12 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
     #: first, so that :meth:`predict` and ``np.argmax`` of
     #: :meth:`predict_proba` both return it) or None (it can change).
     _keeps_argmax = None
+    #: Whether the fit or the prediction runs torch (the kernels of
+    #: ``skcal/_torch/``). False: the calibrator imports no torch, which
+    #: ``tests/test_torch_free.py`` checks in a fresh process; True:
+    #: ``doc/methods.rst`` lists it as needing torch, and its row softmax is
+    #: torch's (faster than numpy's, and torch is loaded anyway).
+    _needs_torch = False
     #: Whether ``_calibrated_proba`` reads the logits only through their
     #: softmax (which subtracts the row maxima itself): :meth:`predict_proba`
     #: then passes float64 scores unshifted, which gives the same
@@ -385,7 +391,17 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         round trip through the log); it must not modify ``logits`` and may
         return any float64 array, which the caller copies if needed.
         """
-        return softmax_inplace(_owned(self._calibrated_logits(logits), logits))
+        return self._softmax_inplace(_owned(self._calibrated_logits(logits), logits))
+
+    def _softmax_inplace(self, a: np.ndarray, *, log: bool = False) -> np.ndarray:
+        """Row (log-)softmax of the owned float64 ``a``, in place: torch's
+        kernel for a calibrator that needs torch, numpy's otherwise (the two
+        agree to a few units in the last place)."""
+        if self._needs_torch:
+            from ._torch.kernels import softmax_inplace as torch_softmax
+
+            return torch_softmax(a, log=log)
+        return softmax_inplace(a, log=log)
 
     def _calibrated_proba_inplace(self, logits: np.ndarray) -> np.ndarray:
         """:meth:`_calibrated_proba` of ``logits``, which it may overwrite.
@@ -675,7 +691,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         if self._maps_probabilities and self.input == "proba":
             check_is_fitted(self)
             return self._log_of_proba(X)
-        return softmax_inplace(self.decision_function(X), log=True)
+        return self._softmax_inplace(self.decision_function(X), log=True)
 
     @lazy_on_dask("labels")
     @threaded(_work)
@@ -754,6 +770,8 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
     _parameter_constraints: dict = {"classes": ["array-like", None]}
     #: whether the method uses the frozen linear head (``coef``, ``intercept``)
     _uses_head = False
+    #: every local calibrator runs torch kernels (see BaseCalibrator's flag)
+    _needs_torch = True
 
     # ------------------------------------------------------------------ hooks
     def _fit(self, X: np.ndarray, y_index: np.ndarray, sample_weight: np.ndarray):
@@ -899,6 +917,8 @@ class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
         return self._logits(X)
 
     def _logits(self, X: np.ndarray) -> np.ndarray:
+        from ._torch.kernels import affine_rows  # a head: the torch calibrators
+
         return affine_rows(X, self.coef_, self.intercept_)
 
     # ---------------------------------------------------------------- public

@@ -562,3 +562,167 @@ def test_the_private_member_check_catches_a_foreign_read(tmp_path):
         ('hasattr(_, "_fit_mirrored")', "_fit_mirrored"),
         ("inner._fit", "_fit"),
     ]
+
+
+# ------------------------------------------ the calibrators that need no torch
+#: The modules of skcal/_torch/ that import no torch when imported: the bar
+#: of a fit and the thread setting, which calibrators that need no torch
+#: use (skcal/_torch/__init__.py imports its own names on first use).
+TORCH_FREE = {"skcal._torch", "skcal._torch._progress", "skcal._torch._threads"}
+#: torch imported at module level (not indented: not inside a function).
+TOP_TORCH_IMPORT = re.compile(r"^(import\s+torch\b|from\s+torch(\.\w+)*\s+import\b)")
+
+
+def _module_file(name):
+    """The file of the skcal module ``name``, or None (a name, not a module)."""
+    path = ROOT / Path(*name.split("."))
+    if (path / "__init__.py").exists():
+        return path / "__init__.py"
+    return path.with_suffix(".py") if path.with_suffix(".py").exists() else None
+
+
+def _top_level_statements(body):
+    """The statements that run on import: the module's, and those inside
+    its top-level ``if``, ``try`` and ``with`` blocks (not in functions)."""
+    for node in body:
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inner = getattr(node, field, None)
+                if isinstance(inner, list) and not isinstance(node, ast.ClassDef):
+                    yield from _top_level_statements(inner)
+
+
+def _loaded_on_import(module):
+    """The skcal modules that importing ``module`` imports: its module-level
+    imports, transitively, with the packages above each."""
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):  # a module's packages run first
+            prefix = ".".join(parts[:k])
+            path = _module_file(prefix)
+            if prefix in seen or path is None:
+                continue
+            seen.add(prefix)
+            package = prefix if path.name == "__init__.py" else ".".join(parts[: k - 1])
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in _top_level_statements(tree.body):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    source = ast.unparse(node)
+                    todo += [
+                        n
+                        for n in _imported_modules(source, package)
+                        if n.split(".")[0] == "skcal"
+                    ]
+    return seen
+
+
+def _numpy_only_calibrator_modules():
+    """The calibrator modules whose every calibrator says it needs no torch
+    (``_needs_torch = False``), with the modules they import on import."""
+    import importlib
+
+    by_module = {}
+    for name, stem in _calibrator_classes():
+        cls = getattr(importlib.import_module(f"skcal.calibrators.{stem}"), name)
+        by_module.setdefault(stem, []).append(cls._needs_torch)
+    return sorted(stem for stem, flags in by_module.items() if not any(flags))
+
+
+def test_the_loaded_modules_are_followed():
+    loaded = _loaded_on_import("skcal.calibrators._binning")
+    assert {"skcal.base", "skcal.utils._validation", "skcal._torch"} <= loaded
+    assert "skcal.calibrators._one_vs_rest" in loaded
+
+
+def test_a_calibrator_that_needs_no_torch_imports_none_on_import():
+    stems = _numpy_only_calibrator_modules()
+    assert {"_binning", "_platt", "_identity", "_venn_abers"} <= set(stems)
+    found = []
+    for stem in stems:
+        for name in sorted(_loaded_on_import(f"skcal.calibrators.{stem}")):
+            path = _module_file(name)
+            torch_module = name.startswith("skcal._torch") and name not in TORCH_FREE
+            if torch_module or _matching_lines([path], TOP_TORCH_IMPORT):
+                found.append(f"skcal/calibrators/{stem}.py loads {name}")
+    assert not found, (
+        "a calibrator module with _needs_torch = False loads torch on import "
+        "(import the kernel inside the function that needs it, or set "
+        "_needs_torch = True and say so in its docstring):\n" + "\n".join(found)
+    )
+
+
+def test_the_torch_free_modules_of_skcal_torch_import_no_torch():
+    for name in sorted(TORCH_FREE):
+        loaded = _loaded_on_import(name)
+        assert loaded <= TORCH_FREE | {"skcal"}, (name, loaded - TORCH_FREE)
+        assert not _matching_lines([_module_file(name)], TOP_TORCH_IMPORT), name
+
+
+# --------------------------------------------------------- numeric constants
+#: The one module of numeric floors, and its copy for skcal/_torch/ (which
+#: imports nothing from the rest of skcal).
+CONSTANTS = PACKAGE / "utils" / "_constants.py"
+TORCH_CONSTANTS = TORCH / "_constants.py"
+#: A local definition of a floor that belongs in the constants module.
+LOCAL_FLOOR = re.compile(r"^\s*_?(LOG|SUM)_FLOOR\s*(:[^=]*)?=")
+
+
+def _number_lines(source, value):
+    """Lines of the number literals of ``source`` equal to ``value`` (not
+    the words of its strings and comments)."""
+    import io
+    import tokenize
+
+    lines = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.NUMBER:
+            try:
+                equal = float(token.string) == value
+            except ValueError:  # an imaginary literal
+                equal = False
+            if equal:
+                lines.append(token.start[0])
+    return lines
+
+
+def _number_literals(path, value):
+    """``path:line`` of every number literal of ``path`` equal to ``value``."""
+    source = path.read_text(encoding="utf-8")
+    return [f"{path.relative_to(ROOT)}:{n}" for n in _number_lines(source, value)]
+
+
+def test_the_literal_finder_finds_literals_not_words():
+    source = '"""floored at 1e-300"""\nx = 1.0e-300  # 1e-300\ny = 1e-30\n'
+    assert _number_lines(source, 1e-300) == [2]
+    assert _number_literals(CONSTANTS, 1e-300)  # FLOOR_BEFORE_LOG = 1e-300
+    assert LOCAL_FLOOR.search("_SUM_FLOOR = 1e-290")
+    assert LOCAL_FLOOR.search("    _LOG_FLOOR: float = -100.0")
+    assert not LOCAL_FLOOR.search("x = _LOG_FLOOR")
+
+
+def test_no_floor_literal_outside_the_constants_modules():
+    others = [
+        path
+        for path in _python_files(PACKAGE)
+        if path not in (CONSTANTS, TORCH_CONSTANTS)
+    ]
+    found = [hit for path in others for hit in _number_literals(path, 1e-300)]
+    found += _matching_lines(others, LOCAL_FLOOR)
+    assert not found, (
+        "a numeric floor is written outside skcal/utils/_constants.py (import "
+        "FLOOR_BEFORE_LOG, SUM_FLOOR, DIVISOR_FLOOR, ... from there; in "
+        "skcal/_torch/, from skcal/_torch/_constants.py):\n" + "\n".join(found)
+    )
+
+
+def test_the_torch_constants_agree_with_the_constants_module():
+    from skcal._torch import _constants as torch_constants
+    from skcal.utils import _constants
+
+    shared = [name for name in vars(torch_constants) if name.isupper()]
+    assert shared, "skcal/_torch/_constants.py defines no constant"
+    for name in shared:
+        assert getattr(torch_constants, name) == getattr(_constants, name), name

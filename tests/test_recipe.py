@@ -110,7 +110,7 @@ def test_biases_give_the_class_frequencies():
 """
 
 #: the recipe's files: where each goes, and what it adds
-EXPORT = ("skcal/calibrators/__init__.py", "from ._shift_scaling import ShiftScaling\n")
+EXPORT = ("skcal/calibrators/__init__.py", '    "ShiftScaling": "._shift_scaling",\n')
 API_LINE = "   ShiftScaling\n"
 CHANGELOG = "- New calibrator :class:`skcal.ShiftScaling`, a per-class bias.\n\n"
 
@@ -174,8 +174,7 @@ def _add(repo: Path, skip: str | None = None) -> list[str]:
     if skip != "export":
         init = repo / EXPORT[0]
         text = init.read_text()
-        first_line = text.index("\n") + 1  # after the module's docstring
-        text = text[:first_line] + EXPORT[1] + text[first_line:]
+        text = re.sub(r"(_MODULES = \{\n)", lambda m: m.group(1) + EXPORT[1], text)
         text = re.sub(r"(__all__ = \[\n)", r'\1    "ShiftScaling",\n', text, count=1)
         init.write_text(text)
         touched.append(EXPORT[0])

@@ -1,21 +1,28 @@
-"""Embeddings and linear head of a torch ``nn.Module`` (for the wrappers)."""
+"""Embeddings and linear head of a torch ``nn.Module`` (for the wrappers).
+
+torch is imported by the functions that take a module, not with this
+module: :func:`is_module` answers False without importing it when torch is
+not loaded (no object can then be a torch module), so that wrapping a
+scikit-learn classifier with a calibrator that needs no torch imports none.
+"""
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+import sys
 
-from ._convert import to_numpy
-from ._device import resolve_device
+import numpy as np
 
 
 def is_module(obj) -> bool:
     """Whether ``obj`` is a torch ``nn.Module``."""
-    return isinstance(obj, torch.nn.Module)
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
 
 
 def has_linear(module) -> bool:
     """Whether the module contains an ``nn.Linear``."""
+    import torch
+
     return any(isinstance(m, torch.nn.Linear) for m in module.modules())
 
 
@@ -30,6 +37,11 @@ def module_embeddings(module, X, batch_size: int, device):
     Returns float64 numpy ``(embeddings, weight, bias)``; ``bias`` is zeros
     when the layer has none.
     """
+    import torch
+
+    from ._convert import to_numpy
+    from ._device import resolve_device
+
     linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
     if not linears:
         raise ValueError(

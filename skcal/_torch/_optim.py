@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ._constants import DIVISOR_FLOOR
 from ._device import resolve_device
 from ._options import TrainingOptions
 from ._progress import Progress
@@ -279,7 +280,11 @@ def minimize_lbfgs_flat(
     n_iter, grad_max = 0, _abs_max(grad)
     converged = grad_max <= tol
     direction = memory.direction(grad)
-    step = 1.0 if memory.order else min(1.0, 1.0 / max(float(grad.abs().sum()), 1e-300))
+    step = (
+        1.0
+        if memory.order
+        else min(1.0, 1.0 / max(float(grad.abs().sum()), DIVISOR_FLOOR))
+    )
     with Progress(verbose, max_iter, desc, "iter") as progress:
         while not converged and n_iter < max_iter:
             slope = float(grad @ direction)

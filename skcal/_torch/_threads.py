@@ -30,6 +30,11 @@ choice. Deterministic fits give the same model to the last bit on any
 number of threads (tested; the affine fits sum over rows on one thread);
 predictions of matrix maps may differ by a unit in the last place (the
 matrix product's kernel depends on the split of the rows).
+
+This module does not import torch itself: a call made while torch has not
+been imported runs no torch kernel (the calibrators that need no torch never
+import it), so :func:`torch_threads` then sets nothing, and the setting of
+:func:`set_n_threads` is kept for the calls that do.
 """
 
 from __future__ import annotations
@@ -37,10 +42,9 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import threading
 from contextlib import contextmanager
-
-import torch
 
 __all__ = [
     "WORK_PER_THREAD",
@@ -137,6 +141,8 @@ def n_threads_for(work: float) -> int:
         return 1
     if threading.current_thread() is not threading.main_thread():
         return 1
+    import torch
+
     cap = torch.get_num_threads()
     if cap <= 1:  # the user's torch.set_num_threads(1): no core count needed
         return 1
@@ -153,8 +159,13 @@ def torch_threads(work: float):
     """Run the block on :func:`n_threads_for` ``(work)`` torch threads.
 
     Nested blocks run on the outermost block's choice. Yields the number
-    of threads.
+    of threads. Without torch imported (a calibrator that needs none), the
+    block runs as it is, on one thread, and torch is not imported for it.
     """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield 1
+        return
     if getattr(_LOCAL, "depth", 0):
         _LOCAL.depth += 1
         try:
@@ -185,6 +196,8 @@ def threaded(work):
     def decorate(func):
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
+            if "torch" not in sys.modules:  # no torch kernel runs: nothing to set
+                return func(*args, **kwargs)
             with torch_threads(work(*args, **kwargs)):
                 return func(*args, **kwargs)
 

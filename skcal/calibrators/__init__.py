@@ -1,33 +1,46 @@
-"""Calibrators: estimators that map classifier scores to calibrated probabilities."""
+"""Calibrators: estimators that map classifier scores to calibrated probabilities.
 
-from ._bayesian_binning import BBQCalibrator, ENIRCalibrator
-from ._binning import (
-    CenteredIsotonicCalibrator,
-    HistogramBinningCalibrator,
-    IsotonicCalibrator,
-    ScalingBinningCalibrator,
-)
-from ._cts import ClassTemperatureScaling
-from ._dirichlet import DirichletCalibrator, DirichletCalibratorCV
-from ._ensemble import EnsembleTemperatureScaling
-from ._identity import IdentityCalibrator
-from ._kcal import KCalCalibrator
-from ._local_net import LocalNetCalibrator
-from ._platt import BetaCalibrator, PlattCalibrator
-from ._procal import ProCalCalibrator
-from ._pts import ParameterizedTemperatureScaling
-from ._scaling import (
-    BiasCorrectedTemperatureScaling,
-    MatrixScaling,
-    TemperatureScaling,
-    VectorScaling,
-)
-from ._smart import SMARTCalibrator
-from ._sms import StructuredMatrixScaling, StructuredVectorScaling
-from ._spline import SplineCalibrator
-from ._top_versus_all import TopVersusAll
-from ._venn_abers import VennAbersCalibrator
-from ._vq_local import VQLocalCalibrator
+Each class is imported on first use (PEP 562), so that reaching a calibrator
+that needs no torch (the binning family, isotonic regression, Platt and beta
+calibration, Venn-Abers, the identity) does not import the torch ones, and
+with them torch (the user guide's "Threads" section).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+#: class name -> the module of this package that defines it
+_MODULES = {
+    "BBQCalibrator": "._bayesian_binning",
+    "ENIRCalibrator": "._bayesian_binning",
+    "CenteredIsotonicCalibrator": "._binning",
+    "HistogramBinningCalibrator": "._binning",
+    "IsotonicCalibrator": "._binning",
+    "ScalingBinningCalibrator": "._binning",
+    "ClassTemperatureScaling": "._cts",
+    "DirichletCalibrator": "._dirichlet",
+    "DirichletCalibratorCV": "._dirichlet",
+    "EnsembleTemperatureScaling": "._ensemble",
+    "IdentityCalibrator": "._identity",
+    "KCalCalibrator": "._kcal",
+    "LocalNetCalibrator": "._local_net",
+    "BetaCalibrator": "._platt",
+    "PlattCalibrator": "._platt",
+    "ProCalCalibrator": "._procal",
+    "ParameterizedTemperatureScaling": "._pts",
+    "BiasCorrectedTemperatureScaling": "._scaling",
+    "MatrixScaling": "._scaling",
+    "TemperatureScaling": "._scaling",
+    "VectorScaling": "._scaling",
+    "SMARTCalibrator": "._smart",
+    "StructuredMatrixScaling": "._sms",
+    "StructuredVectorScaling": "._sms",
+    "SplineCalibrator": "._spline",
+    "TopVersusAll": "._top_versus_all",
+    "VennAbersCalibrator": "._venn_abers",
+    "VQLocalCalibrator": "._vq_local",
+}
 
 __all__ = [
     "BBQCalibrator",
@@ -59,3 +72,15 @@ __all__ = [
     "VennAbersCalibrator",
     "VQLocalCalibrator",
 ]
+
+
+def __getattr__(name: str):
+    if name not in _MODULES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULES[name], __name__), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MODULES))

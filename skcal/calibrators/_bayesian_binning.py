@@ -22,6 +22,7 @@ import numpy as np
 
 from .._torch._progress import Progress
 from ..base import BaseCalibrator
+from ..utils._constants import BCE_LOG_FLOOR
 from ..utils._sklearn import StrOptions
 from ..utils._validation import effective_sample_size
 from ._one_vs_rest import OneVsRestCalibrator, map_transposed
@@ -31,17 +32,14 @@ __all__ = ["BBQCalibrator", "ENIRCalibrator"]
 #: netcal's elbow threshold on the gaps between sorted model weights,
 #: relative to their variance.
 _ELBOW_ALPHA = 1e-3
-#: The log likelihood's floor per sample (that of torch's binary cross
-#: entropy, which netcal scores with).
-_LOG_FLOOR = -100.0
 
 
 # ---------------------------------------------------------------- the models
 def _log_likelihood(pos, neg, value):
     """``pos log(v) + neg log(1 - v)`` per entry, logs floored at -100."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_v = np.maximum(np.log(np.clip(value, 0.0, 1.0)), _LOG_FLOOR)
-        log_w = np.maximum(np.log1p(-np.clip(value, 0.0, 1.0)), _LOG_FLOOR)
+        log_v = np.maximum(np.log(np.clip(value, 0.0, 1.0)), BCE_LOG_FLOOR)
+        log_w = np.maximum(np.log1p(-np.clip(value, 0.0, 1.0)), BCE_LOG_FLOOR)
     return pos * log_v + neg * log_w
 
 

@@ -97,6 +97,8 @@ class ClassTemperatureScaling(BaseCalibrator):
     True
     """
 
+    _needs_torch = True  # its fit runs torch kernels
+
     @property
     def _shift_invariant(self):
         return self.mode == "predicted"  # a temperature per column is not

@@ -234,6 +234,7 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
     True
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _log_softmax_first = True
 
@@ -518,6 +519,7 @@ class DirichletCalibratorCV(BaseCalibrator):
     {'reg_lambda': 'auto', 'reg_mu': None}
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
 
     _parameter_constraints: dict = {

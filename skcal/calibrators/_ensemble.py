@@ -14,6 +14,7 @@ from .._torch.kernels import logit_scale, softmax_inplace
 from .._torch.kernels._softmax import softmax_into
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
+from ..utils._constants import DIVISOR_FLOOR
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._validation import (
     PROBA_EPS,
@@ -213,7 +214,7 @@ def _interior_minimum(objective, max_iter=100):
         g = _PLANE.T @ objective.grad(weights)
         H = _PLANE.T @ objective.hess(weights) @ _PLANE
         eig = np.linalg.eigvalsh(H)
-        if not np.isfinite(eig).all() or eig[0] <= 1e-12 * max(eig[1], 1e-300):
+        if not np.isfinite(eig).all() or eig[0] <= 1e-12 * max(eig[1], DIVISOR_FLOOR):
             return None  # flat in a direction: the minimum is on an edge
         step = -np.linalg.solve(H, g)
         decrement, f0 = -float(g @ step), objective.value(weights)
@@ -395,6 +396,7 @@ class EnsembleTemperatureScaling(BaseCalibrator):
     1.0
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
     _maps_probabilities = True

@@ -17,11 +17,16 @@ from abc import ABCMeta, abstractmethod
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .._torch.kernels import softmax_inplace
-from .._torch.kernels._softmax import normalize_rows_inplace, row_sum, softmax_into
 from ..base import BaseCalibrator
 from ..exceptions import AccuracyDropWarning, ConvergenceWarning
+from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._proba import argmax_ties_by_scores
+from ..utils._softmax import (
+    normalize_rows_inplace,
+    row_sum,
+    softmax_inplace,
+    softmax_into,
+)
 from ..utils._validation import paired_mean_difference
 from ..utils._warnings import warn
 
@@ -374,7 +379,7 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         return renormalize_inplace(P, logits)
 
     def _calibrated_logits(self, logits):
-        return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
+        return np.log(np.maximum(self._calibrated_proba(logits), FLOOR_BEFORE_LOG))
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, of the same probabilities.

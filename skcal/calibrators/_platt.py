@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, log_expit
 
-from .._torch.kernels._softmax import (
+from ..base import BaseCalibrator
+from ..utils._constants import SUM_FLOOR
+from ..utils._sklearn import StrOptions
+from ..utils._softmax import (
     affine_columns,
     clip_inplace,
     exp_into,
@@ -17,16 +20,11 @@ from .._torch.kernels._softmax import (
     rows_minus,
     sigmoid_inplace,
 )
-from ..base import BaseCalibrator
-from ..utils._sklearn import StrOptions
 from ..utils._validation import effective_sample_size
 from ._one_vs_rest import OneVsRestCalibrator, renormalize_inplace
 
 __all__ = ["BetaCalibrator", "PlattCalibrator"]
 
-#: Below this, a sum of exponentials may hold subnormal terms (rounded to an
-#: absolute 5e-324): the argmax's log-odds are then summed exactly instead.
-_SUM_FLOOR = 1e-290
 #: Beta calibration clips the probabilities to ``[eps, 1 - eps]`` (as the
 #: ``betacal`` package does), i.e. their logs to ``[ln eps, ln(1 - eps)]``.
 _EPS = float(np.finfo(np.float64).eps)
@@ -66,7 +64,7 @@ def _class_log_odds(logits: np.ndarray, out: np.ndarray | None = None) -> np.nda
     minus_into(z, e, e)
     if not shifted:
         e -= m[:, None]
-    small = others < _SUM_FLOOR
+    small = others < SUM_FLOOR
     s_top = -np.log(np.where(small, 1.0, others))
     if small.any():
         rows = np.flatnonzero(small)

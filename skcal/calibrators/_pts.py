@@ -119,6 +119,7 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
     True
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
 

@@ -179,6 +179,7 @@ class TemperatureScaling(BaseCalibrator):
     array([1., 1.])
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
 
@@ -270,9 +271,11 @@ class TemperatureScaling(BaseCalibrator):
         self.n_features_in_ = z.shape[1]
         return self
 
+
 class _AffineScaling(AffineMap, BaseCalibrator):
     """Shared fit of vector and matrix scaling."""
 
+    _needs_torch = True  # its fit runs torch kernels
     _kind = "diagonal"
     _maps_probabilities = True
     _parameter_constraints: dict = {
@@ -764,6 +767,7 @@ class BiasCorrectedTemperatureScaling(BaseCalibrator):
     array([-0.5,  0. , -0. ])
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = None  # the biases can change the predicted class
     _parameter_constraints: dict = {

@@ -223,6 +223,7 @@ class SMARTCalibrator(BaseCalibrator):
     (500,)
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
     # the gaps and the softmax subtract the row maxima themselves

@@ -22,6 +22,7 @@ from .._torch.kernels._softmax import (
     scale_rows_inplace,
 )
 from ..base import BaseCalibrator
+from ..utils._constants import FLOAT32_LOG_FLOOR
 from ..utils._constraints import LBFGS_CONSTRAINTS
 from ..utils._parameters import affine_count, is_zero
 from ..utils._sklearn import Interval
@@ -31,8 +32,6 @@ from ._scaling import fit_inverse_temperature
 
 __all__ = ["StructuredMatrixScaling", "StructuredVectorScaling"]
 
-#: log of the smallest normal float32: the floor of the log-probabilities.
-_LOG_FLOOR = float(np.log(np.finfo(np.float32).tiny))
 #: Up to this many classes a full map is solved in whitened coordinates
 #: (measured at 10-100 classes; the kernel gives each row its own factor up
 #: to 200): beyond, the plain coordinates, as before.
@@ -53,6 +52,7 @@ class _StructuredScaling(BaseCalibrator):
     :meth:`_penalties`.
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _kind = "full"
     _shift_invariant = True
     # the logits are read through their log-softmax, which subtracts the row
@@ -85,7 +85,7 @@ class _StructuredScaling(BaseCalibrator):
         are exact (on logits times 10 the float32 floor cost 12% of test NLL
         against temperature scaling on real letter logits, 1-2% above it
         without it; times 100, 110%)."""
-        return _LOG_FLOOR if self.input == "proba" else -np.inf
+        return FLOAT32_LOG_FLOOR if self.input == "proba" else -np.inf
 
     def _log_floor(self, logits):
         """``max(log p, floor)`` up to a constant per row, as :meth:`_predict`.

@@ -7,13 +7,12 @@ from numbers import Integral
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from .._torch.kernels import softmax_inplace
-from .._torch.kernels._softmax import softmax_into
 from ..base import BaseCalibrator
+from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._proba import interp, replace_top_label, replace_top_label_inplace
 from ..utils._sklearn import Interval, StrOptions
+from ..utils._softmax import softmax_inplace, softmax_into
 from ..utils._validation import effective_sample_size
-from ._scaling import fit_inverse_temperature
 
 __all__ = ["SplineCalibrator"]
 
@@ -162,6 +161,7 @@ class SplineCalibrator(BaseCalibrator):
     True
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
     _softmax_first = True
@@ -202,6 +202,8 @@ class SplineCalibrator(BaseCalibrator):
         self.confidence_bounds_ = (1.0 / (n + 2.0), (n + 1.0) / (n + 2.0))
         self.temperature_ = 1.0
         if self.redistribution == "temperature":
+            from ._scaling import fit_inverse_temperature  # torch, for this only
+
             beta = fit_inverse_temperature(logits, y_index, sample_weight, "cpu").x
             self.temperature_ = float(1.0 / beta)
         self.scores_, self.calibrated_scores_, self.knot_values_ = (
@@ -240,9 +242,9 @@ class SplineCalibrator(BaseCalibrator):
         if self.temperature_ != 1.0:  # the others' shares: softmax(z / T)
             logits = np.asarray(logits, dtype=np.float64) / self.temperature_
             P = softmax_into(logits, P)
-        # c and 1 - c floored at 1e-300 as in decision_function
+        # c and 1 - c floored at FLOOR_BEFORE_LOG as in decision_function
         return replace_top_label_inplace(
-            P, logits, top, new, floor=1e-300, keep_argmax=True
+            P, logits, top, new, floor=FLOOR_BEFORE_LOG, keep_argmax=True
         )
 
     def _calibrated_logits(self, logits):

@@ -24,8 +24,8 @@ from .._torch.kernels._softmax import (
 )
 from ..base import BaseCalibrator, BaseLocalCalibrator
 from ..exceptions import ConvergenceWarning
+from ..utils._constants import FLOOR_BEFORE_LOG, SUM_FLOOR
 from ..utils._proba import (
-    _SUM_FLOOR,
     _hold_top,
     replace_top_label,
     replace_top_label_inplace,
@@ -50,9 +50,6 @@ from ._top_label import BLOCK
 
 __all__ = ["TopVersusAll"]
 
-#: ``c`` and ``1 - c`` are floored here in the predictions (as by the
-#: other calibrators of the top label), so that the log loss stays finite.
-_FLOOR = 1e-300
 #: ``log`` of the smallest positive float64: the floor of ``log(1 - c)`` in
 #: the binary problem (a row whose other shares all underflow).
 _LOG_TINY = float(np.log(np.nextafter(0.0, 1.0)))
@@ -139,7 +136,7 @@ def _replace_top(shares, top, confidence, complement=None) -> np.ndarray:
     least ties with every other."""
     P = softmax_into(shares, np.empty(shares.shape))
     return replace_top_label_inplace(
-        P, shares, top, confidence, floor=_FLOOR, keep_argmax=True,
+        P, shares, top, confidence, floor=FLOOR_BEFORE_LOG, keep_argmax=True,
         complement=complement,
     )  # fmt: skip
 
@@ -507,6 +504,7 @@ class TopVersusAll(BaseCalibrator):
     True
     """
 
+    _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
     _maps_probabilities = True
@@ -773,7 +771,7 @@ class TopVersusAll(BaseCalibrator):
             binary = _BinaryProblem.of_probabilities(P, top, rest=not one_map)
             confidence = self._binary_confidence(binary)
         return replace_top_label_inplace(
-            P, logits, top, confidence, floor=_FLOOR, keep_argmax=True,
+            P, logits, top, confidence, floor=FLOOR_BEFORE_LOG, keep_argmax=True,
             complement=complement,
         )  # fmt: skip
 
@@ -813,8 +811,8 @@ class TopVersusAll(BaseCalibrator):
             rows_of = logits
         else:
             P = softmax_inplace(np.divide(logits, temperature, out=logits))
-        if P.min() < _SUM_FLOOR:
-            rows = np.flatnonzero(row_min(P) < _SUM_FLOOR)
+        if P.min() < SUM_FLOOR:
+            rows = np.flatnonzero(row_min(P) < SUM_FLOOR)
             given = rows_of[rows]
             top = np.argmax(given, axis=1)
             z = np.divide(given, temperature, dtype=np.float64)

@@ -28,9 +28,10 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.validation import check_is_fitted
 
 from .._torch._progress import Progress
-from .._torch.kernels._softmax import softmax_into
 from ..base import BaseCalibrator
+from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._sklearn import Interval, StrOptions
+from ..utils._softmax import softmax_into
 from ..utils._validation import check_probabilities, check_scores_shape
 
 __all__ = ["VennAbersCalibrator", "venn_abers_tables"]
@@ -677,7 +678,7 @@ class VennAbersCalibrator(BaseCalibrator):
         return self._proba_of_columns(self._columns(X))
 
     def _calibrated_logits(self, logits):
-        return np.log(np.maximum(self._calibrated_proba(logits), 1e-300))
+        return np.log(np.maximum(self._calibrated_proba(logits), FLOOR_BEFORE_LOG))
 
     def decision_function(self, X) -> np.ndarray:
         """Calibrated logits of shape (n_samples, n_classes).
@@ -688,7 +689,7 @@ class VennAbersCalibrator(BaseCalibrator):
         across a step of the isotonic tables).
         """
         if self.input == "proba":
-            return np.log(np.maximum(self.predict_proba(X), 1e-300))
+            return np.log(np.maximum(self.predict_proba(X), FLOOR_BEFORE_LOG))
         return super().decision_function(X)
 
     def predict_interval(self, X, kind="proba"):

@@ -13,12 +13,12 @@ temperature per task or prompt template, and :class:`CorrectnessCalibrator`
 maps one confidence score per answer to P(correct).
 """
 
-from ._correctness import CorrectnessCalibrator
 from ._corrections import (
     BatchCalibrator,
     ContextualCalibrator,
     GroupedTemperatureScaling,
 )
+from ._correctness import CorrectnessCalibrator
 from ._readers import OptionLogprobs, read_option_logprobs, read_top_logprobs
 from ._records import normalize_token
 from ._topk import TopKScores

@@ -11,7 +11,6 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._torch.kernels import local_anchor_errors
 from ..exceptions import FlatKernelWarning
 from ..utils._sklearn import Interval, StrOptions, _fit_context, validate_params
 from ..utils._validation import (
@@ -409,6 +408,10 @@ def _anchor_errors(
             lce=lce, ess=None, proba=proba, y_index=y_index, sample_weight=w
         )
     resid = proba - (y_index[:, None] == np.arange(n_classes))
+    from .._torch.kernels import (
+        local_anchor_errors,  # torch: imported by the metrics that need it only
+    )
+
     errors = local_anchor_errors(
         phi, resid, w, groups, bandwidth, device=device, with_ess=with_ess
     )

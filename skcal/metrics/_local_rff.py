@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._torch import check_device
-from .._torch.kernels import rff_anchor_errors, rff_frequencies, rff_group_sums
 from ..exceptions import ApproximationWarning
 from ..utils._warnings import warn
 from ._binning import assign_bins, uniform_edges
@@ -76,6 +74,11 @@ class RFFLocalState:
         random_state,
         device,
     ):
+        from .._torch import check_device
+        from .._torch.kernels import (
+            rff_frequencies,  # torch: imported by the metrics that need it only
+        )
+
         self.n_bins, self.min_bin_size = int(n_bins), float(min_bin_size)
         check_device(device)
         self.device = device
@@ -106,6 +109,8 @@ class RFFLocalState:
 
     def update(self, proba, y_index, phi, w):
         """Add a chunk (checked arrays); in pass 2 return its anchor errors."""
+        from .._torch.kernels import rff_anchor_errors, rff_group_sums
+
         bins = self._bins(proba)
         if self.pass_ == 1:
             resid = proba - (y_index[:, None] == np.arange(proba.shape[1]))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from numbers import Real
 
-from .._torch.kernels import soft_binned_ece_value
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
@@ -20,6 +19,10 @@ def _soft_error(y_true, y_proba, sample_weight, labels, **kernel_args) -> float:
         y_true, y_proba, labels=labels, sample_weight=sample_weight
     )
     conf, correct = top_label(proba, y_index)
+    from .._torch.kernels import (
+        soft_binned_ece_value,  # torch: imported by the metrics that need it only
+    )
+
     return soft_binned_ece_value(conf, correct, w, **kernel_args)
 
 

@@ -27,7 +27,6 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .._torch.kernels import soft_bin_sums_value, soft_error_from_sums_value
 from ..exceptions import ApproximationWarning
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import (
@@ -586,6 +585,10 @@ class _SoftState(MetricState):
         )
 
     def _add_chunk(self, proba, y_index, w):
+        from .._torch.kernels import (
+            soft_bin_sums_value,  # torch: imported by the metrics that need it only
+        )
+
         conf, correct = top_label(proba, y_index)
         sums = soft_bin_sums_value(
             conf, correct, w, n_bins=self.params["n_bins"], **self._kernel_args()[0]
@@ -602,6 +605,8 @@ class _SoftState(MetricState):
         self.weight_sum_ += other.weight_sum_
 
     def _compute(self):
+        from .._torch.kernels import soft_error_from_sums_value
+
         return soft_error_from_sums_value(
             self.mass_,
             self.conf_sum_,

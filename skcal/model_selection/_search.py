@@ -37,6 +37,7 @@ from ..calibrators import (
 )
 from ..exceptions import GridEdgeWarning
 from ..metrics._scorer import get_scorer, scorer_name
+from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._dask import lazy_on_dask
 from ..utils._sklearn import Interval, StrOptions, _fit_context
 from ..utils._validation import (
@@ -1558,7 +1559,7 @@ class CalibratorSearchCV(BaseCalibrator):
         best = self.best_calibrator_
         if hasattr(best, "decision_function"):
             return np.asarray(best.decision_function(X), dtype=np.float64)
-        return np.log(np.maximum(best.predict_proba(X), 1e-300))
+        return np.log(np.maximum(best.predict_proba(X), FLOOR_BEFORE_LOG))
 
     @lazy_on_dask("labels")
     def predict(self, X) -> np.ndarray:

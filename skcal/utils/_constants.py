@@ -24,3 +24,27 @@ PROBA_EPS = float(np.finfo(np.float64).tiny)
 #: class has probability 0 weighs like the model's most confident mistake
 #: instead of a loss of 708 (see :func:`~skcal.utils._validation.proba_floor`).
 ZERO_FRACTION = 0.5
+#: The floor of a predicted probability before its log, where a prediction
+#: must have a finite log: the top label's ``c`` and ``1 - c`` (spline,
+#: top-versus-all, :func:`~skcal.utils._proba.replace_top_label`) and the
+#: ``predict_log_proba`` of the one-vs-rest maps, Venn-Abers, the wrapper and
+#: the search (log -690.8). Above :data:`PROBA_EPS` on purpose: it is the
+#: floor these predictions have always had, and changing it changes them.
+FLOOR_BEFORE_LOG = 1e-300
+#: A sum of exponentials or of probabilities below this may hold subnormal
+#: terms (rounded to an absolute 5e-324): the others' shares of a row are then
+#: recomputed from the logits instead of divided by it. Above
+#: :data:`DIVISOR_FLOOR` on purpose: it flags sums whose terms have lost
+#: relative precision, not only sums that would divide by zero.
+SUM_FLOOR = 1e-290
+#: The floor of a divisor (a sum of weights, a norm, an eigenvalue) that
+#: may be 0: it only keeps the division finite.
+DIVISOR_FLOOR = 1e-300
+#: The floor of a log-likelihood term (a log, not a probability): torch's
+#: binary cross entropy clamps its logs here, and netcal scores the BBQ and
+#: ENIR models with it.
+BCE_LOG_FLOOR = -100.0
+#: The floor of the log-probabilities that structured matrix scaling reads
+#: with ``input="proba"`` (a log): that of the smallest normal float32, the
+#: precision of most models' probabilities.
+FLOAT32_LOG_FLOOR = float(np.log(np.finfo(np.float32).tiny))

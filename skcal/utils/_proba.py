@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-#: ``c`` and ``1 - c`` are floored here in log space.
-_LOG_FLOOR = 1e-300
-#: Below this, the others' probabilities may be subnormal (rounded to an
-#: absolute 5e-324): their proportions are then taken from the logits.
-_SUM_FLOOR = 1e-290
+from ._constants import FLOOR_BEFORE_LOG, SUM_FLOOR
+
 #: :func:`interp` sorts its queries from this many knots and queries on:
 #: ``np.interp``'s binary search per query then costs more than one sort of
 #: them (measured at 10,000 queries: 3-7 times faster with 1,000-8,000
@@ -117,7 +114,7 @@ def replace_top_label_inplace(
     :func:`replace_top_label`. One pass for the sum and one for the
     rescaling, no temporary array.
     """
-    from .._torch.kernels._softmax import (
+    from ._softmax import (
         row_max,
         row_min,
         row_sum,
@@ -135,13 +132,13 @@ def replace_top_label_inplace(
         p_top = proba.reshape(-1)[flat_top]  # a copy (fancy indexing)
     proba.reshape(-1)[flat_top] = 0.0
     others = row_sum(proba)
-    small = others < _SUM_FLOOR
+    small = others < SUM_FLOOR
     if underflow is not None:
         small |= underflow
     raised = None
     if keep_argmax:  # c >= the largest other's share: 1 / (1 + others / largest)
         largest = row_max(proba)
-        least = largest / np.maximum(others + largest, _SUM_FLOOR)
+        least = largest / np.maximum(others + largest, SUM_FLOOR)
         raised = c < least
         c = np.maximum(c, least)
     rest = np.maximum(_complement(c, complement, raised), floor)
@@ -303,8 +300,8 @@ def replace_top_label(
         out[rows, top] = c
     else:
         z -= np.log(total)
-        out = z + np.log(np.maximum(rest, _LOG_FLOOR))[:, None]
-        out[rows, top] = np.log(np.maximum(c, _LOG_FLOOR))
+        out = z + np.log(np.maximum(rest, FLOOR_BEFORE_LOG))[:, None]
+        out[rows, top] = np.log(np.maximum(c, FLOOR_BEFORE_LOG))
         # logits spanning more than the float64 range give z = -inf
         np.maximum(out, np.finfo(np.float64).min, out=out)
     if keep_argmax:

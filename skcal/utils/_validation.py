@@ -410,10 +410,10 @@ def log_probabilities_inplace(a: np.ndarray) -> np.ndarray:
     """``a = log(a)`` for a writeable, C-contiguous float64 array ``a``.
 
     The logarithm that :func:`check_probabilities` (``log=True``) takes of
-    the validated probabilities: numpy's where its AVX-512 kernel runs,
-    torch's vectorised one otherwise (the two differ by at most a unit in
-    the last place). A calibrator that takes these logs itself, as a
-    shortcut of the validation's, calls this so that both agree bit for bit.
+    the validated probabilities: numpy's (never torch's, so that the
+    calibrators that need no torch import none). A calibrator that takes
+    these logs itself, as a shortcut of the validation's, calls this so that
+    both agree bit for bit.
 
     Returns
     -------
@@ -422,7 +422,7 @@ def log_probabilities_inplace(a: np.ndarray) -> np.ndarray:
     """
     if _NUMPY_LOG:
         return np.log(a, out=a)
-    from .._torch.kernels._softmax import log_inplace
+    from ._softmax import log_inplace
 
     return log_inplace(a)
 
@@ -499,7 +499,7 @@ def scores_to_logits(
     if X.dtype != np.float64:  # every computation in float64, the shift too
         X = X.astype(np.float64)
     if shift:  # the row maxima are needed anyway: their maximum is X's
-        from .._torch.kernels._softmax import minus_rows, row_max
+        from ._softmax import minus_rows, row_max
 
         maxima = row_max(X)
         high = float(maxima.max())

@@ -28,10 +28,11 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 
-from .._torch.kernels import affine_rows, softmax_inplace
 from ..base import BaseLocalCalibrator, negative_log_loss
+from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._dask import lazy_on_dask
 from ..utils._sklearn import HasMethods, StrOptions, _fit_context
+from ..utils._softmax import softmax_inplace
 from ..utils._validation import check_sample_weight
 from ..utils._warnings import warn
 from ._embeddings import extract_embeddings, final_step, supports_embeddings
@@ -60,6 +61,8 @@ def _resolve_response(estimator, response_method: str, local: bool) -> str:
 def _scores(estimator, X, response: str, n_classes: int) -> np.ndarray:
     """The estimator's logits or probabilities, always ``(n_samples, n_classes)``."""
     if response == "mlp_logits":
+        from .._torch.kernels import affine_rows  # an MLP's head: torch's product
+
         emb, coef, intercept = extract_embeddings(estimator, X)
         return affine_rows(emb, coef, intercept)
     S = np.asarray(getattr(estimator, response)(X), dtype=np.float64)
@@ -589,7 +592,7 @@ class CalibratedClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     @lazy_on_dask("proba")
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba` (floored at 1e-300)."""
-        return np.log(np.maximum(self.predict_proba(X), 1e-300))
+        return np.log(np.maximum(self.predict_proba(X), FLOOR_BEFORE_LOG))
 
     def score(self, X, y, sample_weight=None) -> float:
         """Negative mean log loss of the calibrated probabilities (higher is better).

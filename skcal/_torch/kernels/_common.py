@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from .._constants import DIVISOR_FLOOR
+
 __all__ = [
     "init_mlp",
     "relu_mlp",
@@ -59,7 +61,7 @@ def uniform_linear(
 
 def weighted_mean(values: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``sum(w * values) / sum(w)``, zero when every weight is zero."""
-    return (w * values).sum() / w.sum().clamp_min(1e-300)
+    return (w * values).sum() / w.sum().clamp_min(DIVISOR_FLOOR)
 
 
 def weighted_cross_entropy(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .._constants import DIVISOR_FLOOR
 from .._convert import to_numpy, to_tensor
 from .._device import resolve_device
 from .._optim import train_adam
@@ -117,7 +118,7 @@ def _class_sums(
     # nearest neighbours decide (the reference falls back to uniform 1e-10s)
     logk = logk - logk.amax(dim=1, keepdim=True)
     sums = torch.exp(logk) @ targets
-    return sums / sums.sum(dim=1, keepdim=True).clamp_min(1e-300)
+    return sums / sums.sum(dim=1, keepdim=True).clamp_min(DIVISOR_FLOOR)
 
 
 def kernel_proba(
@@ -284,7 +285,7 @@ def _episode_loss(
         targets = data.targets[background]
         sampled = targets.sum(dim=0)
         scale = torch.where(
-            sampled > 0, data.class_weight / sampled.clamp_min(1e-300), 0.0
+            sampled > 0, data.class_weight / sampled.clamp_min(DIVISOR_FLOOR), 0.0
         )
         proba = kernel_proba(
             project(params[:3], data.x_train[batch]),

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .._constants import DIVISOR_FLOOR
 from .._convert import to_numpy, to_tensor
 from .._device import resolve_device
 
@@ -225,7 +226,9 @@ def _group_errors(
     lce = sums[:, 0] / sums[:, 1]
     if not with_ess:
         return lce, None
-    ess = torch.where(nb > 1e-12, nb * nb / nb2.clamp_min(1e-300), torch.zeros_like(nb))
+    ess = torch.where(
+        nb > 1e-12, nb * nb / nb2.clamp_min(DIVISOR_FLOOR), torch.zeros_like(nb)
+    )
     return lce, ess
 
 

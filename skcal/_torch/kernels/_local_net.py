@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .._constants import DIVISOR_FLOOR, FLOOR_BEFORE_LOG
 from .._convert import to_numpy, to_tensor
 from .._device import resolve_device
 from .._optim import train_adam
@@ -65,7 +66,9 @@ def kernel_estimate(e, onehot, w, bandwidth: float):
     eye = torch.eye(e.shape[0], dtype=torch.bool, device=e.device)
     valid = ~eye & (w > 0)[None, :]
     has_neighbour = valid.any(dim=1)
-    logits = -d2 / (2.0 * bandwidth * bandwidth) + torch.log(w.clamp_min(1e-300))
+    logits = -d2 / (2.0 * bandwidth * bandwidth) + torch.log(
+        w.clamp_min(FLOOR_BEFORE_LOG)
+    )
     logits = logits.masked_fill(~valid, -math.inf)
     logits = logits.masked_fill(~has_neighbour[:, None], 0.0)  # no NaN rows
     weights = torch.softmax(logits, dim=1) * has_neighbour[:, None]
@@ -252,7 +255,7 @@ def _losses(
 
     def loss(batch):
         js, ce, total = terms(data.train[batch], generator)
-        return (lambda_js * js + alpha_ce * ce) / total.clamp_min(1e-300)
+        return (lambda_js * js + alpha_ce * ce) / total.clamp_min(DIVISOR_FLOOR)
 
     def val_loss() -> float:
         js_sum = ce_sum = total = 0.0
@@ -260,7 +263,7 @@ def _losses(
             js, ce, w = terms(data.val[start : start + batch_size], None)
             js_sum, ce_sum, total = js_sum + js, ce_sum + ce, total + w
         value = js_sum if lambda_js > 0 else ce_sum
-        return float(value / max(float(total), 1e-300))
+        return float(value / max(float(total), DIVISOR_FLOOR))
 
     return loss, val_loss
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .._constants import DIVISOR_FLOOR
 from .._convert import to_numpy, to_tensor
 from .._device import resolve_device
 from .._optim import AdamResult, train_adam
@@ -484,7 +485,7 @@ class _EMACodebook:
         flat = index.reshape(-1)
         # weights relative to the batch mean: unit weights count one per
         # slot, and scaling every weight changes nothing
-        slot_w = (w / w.mean().clamp_min(1e-300)).repeat_interleave(n_slots)
+        slot_w = (w / w.mean().clamp_min(DIVISOR_FLOOR)).repeat_interleave(n_slots)
         counts = torch.zeros_like(self.count).index_add_(0, flat, slot_w)
         sums = torch.zeros_like(self.sum).index_add_(
             0, flat, S.reshape(-1, d) * slot_w[:, None]
