@@ -15,6 +15,7 @@ from ._torch._threads import threaded
 from ._torch.kernels import affine_rows, softmax_inplace
 from .exceptions import InputWarning, MissingClassWarning
 from .utils._dask import lazy_on_dask
+from .utils._output import ProbaOutputMixin
 from .utils._proba import argmax_ties_by_scores
 from .utils._sklearn import CachedParamNames, StrOptions, _fit_context
 from .utils._validation import (
@@ -213,7 +214,9 @@ def _warn_zero_true_class(X, y_index, sample_weight, floor: float) -> None:
         )
 
 
-class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
+class BaseCalibrator(
+    ProbaOutputMixin, CachedParamNames, ClassifierMixin, BaseEstimator
+):
     """Base class for score calibrators.
 
     A score calibrator learns a map from a classifier's scores ``X`` of shape
@@ -738,7 +741,9 @@ class BaseCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
         return tags
 
 
-class BaseLocalCalibrator(CachedParamNames, ClassifierMixin, BaseEstimator):
+class BaseLocalCalibrator(
+    ProbaOutputMixin, CachedParamNames, ClassifierMixin, BaseEstimator
+):
     """Base class for local calibrators, fitted on embeddings.
 
     A local calibrator learns region-dependent corrections over the frozen
