@@ -49,6 +49,7 @@ _SUBMODULES = (
     "discovery",
     "display",
     "exceptions",
+    "llm",
     "metrics",
     "model_selection",
     "shift",

@@ -17,7 +17,7 @@ from .exceptions import InputWarning, MissingClassWarning
 from .utils._dask import lazy_on_dask
 from .utils._output import ProbaOutputMixin
 from .utils._proba import argmax_ties_by_scores
-from .utils._sklearn import CachedParamNames, StrOptions, _fit_context
+from .utils._sklearn import StrOptions, _fit_context
 from .utils._validation import (
     PROBA_EPS,
     as_numpy,
@@ -57,10 +57,6 @@ def _is_one_dimensional(X) -> bool:
     )
 
 
-#: The dtypes in which scores are validated and used.
-_SCORE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
-
-
 def _owned(out, logits: np.ndarray) -> np.ndarray:
     """``out`` as a fresh, writeable, C-contiguous float64 array.
 
@@ -78,11 +74,11 @@ def _owned(out, logits: np.ndarray) -> np.ndarray:
 
 def _work(estimator, X, *args, **kwargs) -> float:
     """The work of a call on ``X``, for its choice of torch threads: its
-    entries times the method's cost per entry (``_cost_per_entry``)."""
+    entries."""
     shape = getattr(X, "shape", None)
     if shape is None or len(shape) != 2:
         return 0.0  # lists and 1-D input are small, or refused
-    return float(shape[0]) * shape[1] * estimator._cost_per_entry(shape[1])
+    return float(shape[0]) * shape[1]
 
 
 class _LogRows:
@@ -105,12 +101,16 @@ class _LogRows:
         )
 
 
-def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
+def check_fit_targets(
+    estimator, y, n_rows, n_columns, classes, sample_weight, *, weights_checked=False
+):
     """Validate the labels and weights given to ``fit``; map labels to columns.
 
     Shared by score and local calibrators. Requires labels of at least two
     classes with positive weight and warns (``MissingClassWarning``) about
-    classes of ``classes_`` that have none.
+    classes of ``classes_`` that have none. With ``weights_checked``,
+    ``sample_weight`` is the output of ``check_sample_weight`` (or None),
+    which the caller validated once: it is only made relative here.
 
     Returns
     -------
@@ -134,7 +134,10 @@ def check_fit_targets(estimator, y, n_rows, n_columns, classes, sample_weight):
             f"y has {len(y)}."
         )
     classes_, y_index = resolve_classes(y, n_columns, classes)
-    sample_weight = check_sample_weight(sample_weight, n_rows, relative=True)
+    if weights_checked and sample_weight is not None:
+        sample_weight = sample_weight / sample_weight.max()  # > 0 once checked
+    else:
+        sample_weight = check_sample_weight(sample_weight, n_rows, relative=True)
     counts = np.bincount(y_index, weights=sample_weight, minlength=len(classes_))
     n_present = int(np.count_nonzero(counts))
     if n_present < 2:
@@ -214,9 +217,7 @@ def _warn_zero_true_class(X, y_index, sample_weight, floor: float) -> None:
         )
 
 
-class BaseCalibrator(
-    ProbaOutputMixin, CachedParamNames, ClassifierMixin, BaseEstimator
-):
+class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     """Base class for score calibrators.
 
     A score calibrator learns a map from a classifier's scores ``X`` of shape
@@ -352,11 +353,6 @@ class BaseCalibrator(
         :func:`~skcal.utils._validation.proba_floor`), else ``PROBA_EPS``."""
         return getattr(self, "proba_floor_", PROBA_EPS)
 
-    def _cost_per_entry(self, n_columns: int) -> float:
-        """Work per entry of ``X`` (the thread choice's unit): 1, or about
-        ``n_columns`` for a map that multiplies each row by a matrix."""
-        return 1.0
-
     def n_free_parameters(self, n_classes: int, n_features=None) -> float:
         """Free parameters this calibrator fits for ``n_classes`` classes.
 
@@ -397,10 +393,11 @@ class BaseCalibrator(
 
         :meth:`predict_proba` calls this instead when the validated logits
         are its own new float64 array (a shifted copy, or the logs of
-        probabilities): a subclass that computes its result in that array
-        overrides it, and saves the allocation of a second array of the
-        input's size (on the CPU, the page faults of a new array cost
-        about as much as a pass over it).
+        probabilities), which a subclass may compute its result in. Only
+        :class:`~skcal.TopVersusAll` does: the overrides of the scaling maps
+        saved nothing measurable at 100,000 rows and were retired (the
+        "Fast paths" section of the performance page); new calibrators
+        implement :meth:`_calibrated_proba` only.
         """
         return self._calibrated_proba(logits)
 
@@ -441,26 +438,6 @@ class BaseCalibrator(
         row-sum tolerance of its original dtype (see :func:`sum_tolerance`).
         A torch tensor becomes a numpy array here, at the edge."""
         X = as_numpy(X)
-        if (
-            type(X) is np.ndarray
-            and X.ndim == 2
-            and X.dtype in _SCORE_DTYPES
-            and X.shape[0] > 0
-            and X.shape[1] > 0
-            and (reset or not hasattr(self, "feature_names_in_"))
-        ):
-            # what validate_data does with a float array (no feature names),
-            # without its search for a dataframe (half of a small call's time)
-            if reset:
-                self.n_features_in_ = X.shape[1]
-                if hasattr(self, "feature_names_in_"):
-                    del self.feature_names_in_
-            elif X.shape[1] != self.n_features_in_:
-                raise ValueError(
-                    f"X has {X.shape[1]} features, but {type(self).__name__} "
-                    f"is expecting {self.n_features_in_} features as input."
-                )
-            return X, sum_tolerance(X.dtype)
         if _is_one_dimensional(X):  # skcal's advice before sklearn's reshape
             check_scores_shape(np.asarray(X))
         tol = sum_tolerance(getattr(X, "dtype", None))
@@ -741,9 +718,7 @@ class BaseCalibrator(
         return tags
 
 
-class BaseLocalCalibrator(
-    ProbaOutputMixin, CachedParamNames, ClassifierMixin, BaseEstimator
-):
+class BaseLocalCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     """Base class for local calibrators, fitted on embeddings.
 
     A local calibrator learns region-dependent corrections over the frozen
@@ -784,10 +759,6 @@ class BaseLocalCalibrator(
     # ------------------------------------------------------------------ hooks
     def _fit(self, X: np.ndarray, y_index: np.ndarray, sample_weight: np.ndarray):
         raise NotImplementedError
-
-    def _cost_per_entry(self, n_columns: int) -> float:
-        """Work per entry of ``X`` (the thread choice's unit): 1."""
-        return 1.0
 
     def n_free_parameters(self, n_classes: int, n_features=None) -> float:
         """Free parameters this calibrator fits for ``n_classes`` classes.

@@ -441,29 +441,6 @@ def test_non_finite_entry_below_the_row_maximum_raises(cls, bad, data):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_float_array_fast_path_validates_as_scikit_learn(cls, data):
-    # a 2-D float array skips validate_data's search for a dataframe: same
-    # result as the same scores given as a list (validate_data's path), the
-    # same n_features error, and feature names still checked
-    pd = pytest.importorskip("pandas")
-    X, y = data
-    est = make_estimator(cls, device="cpu").fit(X, y)
-    np.testing.assert_array_equal(est.predict_proba(X), est.predict_proba(X.tolist()))
-    message = (
-        f"X has {X.shape[1] - 1} features, but {cls.__name__} is expecting "
-        f"{X.shape[1]} features as input."
-    )
-    with pytest.raises(ValueError, match=re.escape(message)):
-        est.predict_proba(X[:, :-1].copy())
-    with pytest.raises(ValueError, match=re.escape(message)):
-        est.predict_proba(X[:, :-1].tolist())
-    frame = pd.DataFrame(X, columns=[f"c{j}" for j in range(X.shape[1])])
-    named = make_estimator(cls, device="cpu").fit(frame, y)
-    with pytest.warns(UserWarning, match="does not have valid feature names"):
-        named.predict_proba(X)
-
-
-@pytest.mark.parametrize("cls", ESTIMATORS)
 def test_probabilities_path_is_the_softmax_of_decision_function(cls, data):
     # with input="proba", predict_proba (which maps the probabilities
     # themselves where a calibrator can) is the softmax of decision_function
@@ -517,9 +494,8 @@ def test_integer_labels_that_are_column_indices_map_directly():
 
 
 def test_refit_on_an_array_after_a_dataframe_forgets_the_feature_names():
-    """A fit on a plain float array (validated without scikit-learn's
-    dataframe search) does what ``validate_data`` does: ``n_features_in_``
-    set, the names of an earlier fit on a dataframe removed."""
+    """A fit on a plain float array after one on a dataframe: ``n_features_in_``
+    set, the names of the earlier fit removed."""
     pd = pytest.importorskip("pandas")
     Z, y = make_miscalibrated_logits(300, 4, random_state=0)
     frame = pd.DataFrame(Z, columns=["a", "b", "c", "d"])
@@ -533,9 +509,8 @@ def test_refit_on_an_array_after_a_dataframe_forgets_the_feature_names():
 
 @pytest.mark.parametrize("form", ["array", "list", "float32", "read-only"])
 def test_metrics_read_any_form_of_probabilities_alike(form):
-    """Plain float arrays skip scikit-learn's ``check_array``: the metrics'
-    values are those of the other forms, and empty or 3-D arrays are still
-    refused with scikit-learn's messages."""
+    """The metrics' values are the same for every form of the probabilities,
+    and empty or 3-D arrays are refused with scikit-learn's messages."""
     from skcal.metrics import expected_calibration_error, spiegelhalter_test
 
     Z, y = make_miscalibrated_logits(500, 5, random_state=1)

@@ -28,10 +28,6 @@ DEFAULT_NAMES = [
     "StructuredMatrixScaling",
     "StructuredVectorScaling",
     "DirichletCalibratorCV",
-    "SMARTCalibrator",
-    "IsotonicCalibrator",
-    "BetaCalibrator",
-    "SplineCalibrator",
 ]
 
 
@@ -409,6 +405,8 @@ def test_without_candidates_the_python_default_rules_apply(files, capsys, monkey
     import skcal.model_selection._search as search_module
 
     monkeypatch.setattr(search_module, "DIRICHLET_CV_MAX_WORK", 0.0)
+    monkeypatch.setattr(search_module, "DIRICHLET_CV_MIN_ROWS", 0)
+    monkeypatch.setattr(search_module, "DIRICHLET_CV_MIN_CLASSES", 0)
     cal, _, (z, y), _ = files
     assert main(["select", "--fit", str(cal), "--json", "--quiet"]) == 0
     cli = json.loads(capsys.readouterr().out)
@@ -418,10 +416,47 @@ def test_without_candidates_the_python_default_rules_apply(files, capsys, monkey
         python.cv_results_["skipped_reason"]
     )
     k = DEFAULT_NAMES.index("DirichletCalibratorCV")
-    assert cli["cv_results"]["skipped_reason"][k].startswith("skipped: a default")
+    assert cli["cv_results"]["skipped_reason"][k].startswith(
+        "skipped: a default candidate whose inner grid would take minutes"
+    )
     assert cli["selected"] == python.selected_
     own = [TemperatureScaling(), search_module._default_candidates()[k]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GridEdgeWarning)  # its grid, not the point
         mine = CalibratorSearchCV(own, random_state=0).fit(z, y)
     assert mine.cv_results_["skipped_reason"][1] == ""
+
+
+def test_max_time_is_the_search_s(files, capsys):
+    cal, _, (z, y), _ = files
+    argv = ["select", "--fit", str(cal), "--candidates", "vs", "ts", "identity"]
+    assert main([*argv, "--max-time", "0", "--json", "--quiet"]) == 0
+    got = json.loads(capsys.readouterr().out)["cv_results"]
+    # vector scaling is first: it always runs; nothing else is held back
+    assert got["skipped_reason"] == ["", "", ""]
+    argv = ["select", "--fit", str(cal), "--candidates", "ts", "identity", "vs"]
+    assert main([*argv, "--max-time", "0", "--json", "--quiet"]) == 0
+    got = json.loads(capsys.readouterr().out)["cv_results"]
+    assert got["skipped_reason"][:2] == ["", ""]
+    assert got["skipped_reason"][2].startswith(
+        "skipped: the time budget max_time=0 s was spent before its turn"
+    )
+    python = CalibratorSearchCV(
+        [TemperatureScaling(), IdentityCalibrator(), VectorScaling()],
+        max_time=0,
+        random_state=0,
+    ).fit(z, y)
+    np.testing.assert_allclose(
+        got["mean_test_score"][:2], python.cv_results_["mean_test_score"][:2]
+    )
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan"])
+def test_max_time_refuses_what_is_not_seconds(files, capsys, value):
+    cal, _, _, _ = files
+    with pytest.raises(SystemExit) as exc:
+        main(["select", "--fit", str(cal), "--max-time", value])
+    assert exc.value.code == 2
+    assert f"expected a number of seconds, 0 or more, got '{value}'" in (
+        capsys.readouterr().err
+    )

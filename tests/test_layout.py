@@ -150,6 +150,7 @@ ALLOWED = {
         "skcal._torch",
         "skcal.exceptions",
     },
+    "skcal.llm": {"skcal.llm", "skcal.utils", "skcal.exceptions"},
 }
 #: What no module of a part may import.
 FORBIDDEN = {
@@ -363,3 +364,201 @@ def test_the_recipe_names_files_that_exist():
     tests = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
     for name in re.findall(r"`(test_\w+)`", recipe):
         assert f"def {name}(" in tests, f"the recipe names a missing test {name}"
+
+
+# ------------------------------------- private members stay with their class
+#: Reads of another class's private members across modules that remain, each
+#: with its reason: (module, the expression read) -> why. Nothing else may be
+#: read: a meta-estimator talks to the estimators it is given through their
+#: public protocols (``fit`` / ``predict_proba``, ``fit_confidence`` /
+#: ``predict_confidence``, ``fit_top_label``: see CONTRIBUTING.md).
+PRIVATE_READS_ALLOWED = {
+    **{
+        (module, 'getattr(_, "_wrapper_params")'): (
+            "the wrapper protocol that BaseCalibrator documents (its class "
+            "docstring, 'Wrapper protocol'): a wrapper tells the clone it fits "
+            "the classifier's classes and input through it"
+        )
+        for module in (
+            "skcal.model_selection._search",
+            "skcal.shift._adapter",
+            "skcal.utils.persistence",
+            "skcal.wrappers._calibrated",
+        )
+    },
+    **{
+        ("skcal.calibrators._dirichlet", expr): (
+            "DirichletCalibratorCV fits and maps DirichletCalibrator, the class "
+            "of its own module and family (a cross-validated variant of one "
+            "method, not a meta-estimator over classes defined elsewhere)"
+        )
+        for expr in (
+            "final._fit",
+            "est._fit",
+            "est._calibrated_logits",
+            "self.calibrator_._calibrated_logits",
+            "self.calibrator_._calibrated_proba",
+        )
+    },
+    **{
+        key: (
+            "the head flags of the local calibrators' wrapper protocol "
+            "(BaseLocalCalibrator: whether a calibrator takes the classifier's "
+            "linear head), read by the tools that build and save them"
+        )
+        for key in (
+            ("skcal.cli._methods", 'getattr(_, "_uses_head")'),
+            ("skcal.model_selection._search", 'getattr(_, "_uses_head")'),
+            ("skcal.utils.persistence", 'hasattr(_, "_takes_head")'),
+            ("skcal.wrappers._calibrated", 'getattr(_, "_reads_embeddings")'),
+        )
+    },
+    **{
+        ("skcal.model_selection._search", expr): (
+            "CalibratorSearchCV validates the embeddings and head of the local "
+            "calibrators it searches with their own static checks, so that its "
+            "messages are theirs"
+        )
+        for expr in (
+            "BaseLocalCalibrator._validate_embeddings",
+            "BaseLocalCalibrator._head_columns",
+        )
+    },
+}
+
+
+def _is_private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_member_owners():
+    """Each private member name of a class that skcal defines or inherits ->
+    the modules that define it first (the most basic class of an MRO whose
+    namespace holds it, scikit-learn's included), and the modules whose
+    methods set it on ``self`` (instance attributes)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import skcal
+
+    owners = {}
+    for info in pkgutil.walk_packages(skcal.__path__, "skcal."):
+        if ".cli" in info.name or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for cls in vars(module).values():
+            if not inspect.isclass(cls) or cls.__module__ != module.__name__:
+                continue
+            for name in dir(cls):
+                if _is_private(name):
+                    definer = next(k for k in reversed(cls.__mro__) if name in vars(k))
+                    owners.setdefault(name, set()).add(definer.__module__)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+                and _is_private(node.attr)
+            ):
+                owners.setdefault(node.attr, set()).add(module)
+    return owners
+
+
+def _private_reads(path):
+    """``(expression, member)`` of every read of a private member on an
+    object other than ``self``, ``cls``, ``super()`` or a base class of the
+    enclosing class (``Base._parameter_constraints`` extends its parent's):
+    ``obj._name``, and ``getattr`` / ``hasattr`` / ``setattr`` of a literal
+    private name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bases = {}  # node -> names of the bases of its enclosing class
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        names = {ast.unparse(b) for b in cls.bases}
+        for node in ast.walk(cls):
+            bases.setdefault(node, set()).update(names)
+
+    def own(value, node):
+        if name_of(node) == "_parameter_constraints":
+            return True  # scikit-learn's convention: a class extends its parent's
+        if isinstance(value, ast.Name) and value.id in (
+            {"self", "cls"} | bases.get(node, set())
+        ):
+            return True
+        return isinstance(value, ast.Call) and ast.unparse(value.func) == "super"
+
+    def name_of(node):
+        return node.attr if isinstance(node, ast.Attribute) else None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            if not own(node.value, node):
+                yield ast.unparse(node), node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "setattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _is_private(node.args[1].value)
+            and not own(node.args[0], node)
+        ):
+            name = node.args[1].value
+            yield f'{node.func.id}(_, "{name}")', name
+
+
+def _foreign_private_reads():
+    owners = _private_member_owners()
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if module.endswith(".__init__"):
+            module = module[: -len(".__init__")]
+        for expr, name in _private_reads(path):
+            foreign = owners.get(name, set()) - {module}
+            if foreign:
+                found.setdefault((module, expr), sorted(foreign))
+    return found
+
+
+def test_no_module_reads_another_class_private_members():
+    """Issue 50: TopVersusAll read 15 private members of its inner calibrator
+    (its fit and prediction paths, class flags, a ridge constant) and wrote
+    its fitted attributes, so that a change of isotonic regression's
+    internals silently changed it. A private member is read only by its own
+    class, its subclasses (through ``self``) and its own module; the
+    remaining exceptions are listed with their reasons."""
+    found = _foreign_private_reads()
+    unexpected = {
+        key: owners for key, owners in found.items() if key not in PRIVATE_READS_ALLOWED
+    }
+    assert not unexpected, (
+        "private members of classes of other modules are read (use or add a "
+        "public protocol method; CONTRIBUTING.md, 'Where new work goes'):\n"
+        + "\n".join(f"{m}: {e} (defined in {o})" for (m, e), o in unexpected.items())
+    )
+    stale = sorted(set(PRIVATE_READS_ALLOWED) - set(found))
+    assert not stale, f"allowed reads that no longer occur (remove them): {stale}"
+
+
+def test_the_private_member_check_catches_a_foreign_read(tmp_path):
+    """The check sees ``inner._fit``, ``hasattr(inner, "_fit_mirrored")``
+    and not ``self._fit``, ``super()._fit`` or a base's constraints."""
+    path = tmp_path / "meta.py"
+    path.write_text(
+        "class Meta(Base):\n"
+        "    c = {**Base._parameter_constraints}\n"
+        "    def fit(self, inner):\n"
+        "        self._fit(); super()._fit()\n"
+        "        inner._fit(); hasattr(inner, '_fit_mirrored')\n",
+        encoding="utf-8",
+    )
+    reads = sorted(_private_reads(path))
+    assert reads == [
+        ('hasattr(_, "_fit_mirrored")', "_fit_mirrored"),
+        ("inner._fit", "_fit"),
+    ]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import skcal
+import skcal.llm
 import skcal.metrics
 import skcal.wrappers
 from skcal.cli import build_parser
@@ -31,10 +32,11 @@ ESTIMATORS = [*all_estimators(), ("CalibratorSearchCV", skcal.CalibratorSearchCV
 
 
 def _public_functions():
-    for name in skcal.metrics.__all__:
-        obj = getattr(skcal.metrics, name)
-        if inspect.isfunction(obj):
-            yield name, obj
+    for module in (skcal.metrics, skcal.llm):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj):
+                yield name, obj
     yield "extract_embeddings", skcal.wrappers.extract_embeddings
 
 

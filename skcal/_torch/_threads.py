@@ -51,10 +51,10 @@ __all__ = [
     "torch_threads",
 ]
 
-#: Entries (rows x columns, times the method's cost per entry) of work per
-#: thread. Below two of these a second thread saves nothing even on an idle
-#: machine (1.0x at 5,000 entries, 2 cores; torch itself splits no
-#: operation under 32,768 elements), and on a busy one it costs.
+#: Entries (rows x columns) of work per thread. Below two of these a second
+#: thread saves nothing even on an idle machine (1.0x at 5,000 entries, 2
+#: cores; torch itself splits no operation under 32,768 elements), and on a
+#: busy one it costs.
 WORK_PER_THREAD = 1 << 14
 
 _GLOBAL = {"n_threads": None}

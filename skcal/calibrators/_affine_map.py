@@ -25,9 +25,6 @@ class AffineMap:
     def _calibrated_proba(self, logits):
         return self._map(logits, softmax=True)
 
-    def _calibrated_proba_inplace(self, logits):
-        return self._map(logits, softmax=True, out=logits)
-
     def _map(self, logits, **kwargs):
         return affine_rows(
             logits,

@@ -17,6 +17,7 @@ from ..utils._proba import interp
 from ..utils._sklearn import Interval, StrOptions
 from ..utils._warnings import warn
 from ._one_vs_rest import (
+    ConfidenceMapMixin,
     OneVsRestCalibrator,
     map_transposed,
     renormalize_inplace,
@@ -492,7 +493,7 @@ def _mean_right_step_map(maps):
     return edges, values
 
 
-class IsotonicCalibrator(OneVsRestCalibrator):
+class IsotonicCalibrator(ConfidenceMapMixin, OneVsRestCalibrator):
     """One-vs-rest isotonic regression of each class's probability.
 
     For each class ``k``, a non-decreasing step map of ``p_k`` is fitted to
@@ -616,7 +617,7 @@ class IsotonicCalibrator(OneVsRestCalibrator):
         return interp(p, x, v)
 
 
-class HistogramBinningCalibrator(OneVsRestCalibrator):
+class HistogramBinningCalibrator(ConfidenceMapMixin, OneVsRestCalibrator):
     """One-vs-rest histogram binning of each class's probability.
 
     For each class ``k``, ``p_k`` is binned (equal-width or equal-mass bins,

@@ -38,6 +38,8 @@ _MAX_CPU_CV_WORK = 5e10
 #: Gradient tolerance of the fold fits of DirichletCalibratorCV: ranking the
 #: candidates needs far less precision than the final fit.
 _CV_TOL = 3e-5
+#: The fold fits (from 20 classes) run in float32 alone.
+_FOLD_FLOAT32 = True
 #: A grid edge beats its neighbour when its mean held-out NLL is lower by more
 #: than this, relative: less is immaterial, and within the rounding of fold
 #: fits stopped at ``_CV_TOL`` (a parameter without effect differed by up to
@@ -272,9 +274,6 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
         self.max_iter = max_iter
         self.verbose = verbose
 
-    def _cost_per_entry(self, n_columns):
-        return float(n_columns)  # a C x C map per row
-
     def n_free_parameters(self, n_classes, n_features=None):
         """The unpenalised entries of the map (ODIR leaves the diagonal
         free), at least ``ceil(C / 5)``; ``ceil(C / 5)`` with the "auto"
@@ -327,11 +326,14 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
         return {"l2_off": lam * beta2, "l2_bias": mu}
 
     def _fit(
-        self, logits, y_index, sample_weight, init=(), precondition=False, prepared=None
-    ):
+        self, logits, y_index, sample_weight, init=(), precondition=False,
+        prepared=None, float32_only=False,
+    ):  # fmt: skip
         """Fit on ``logits``; return the solver's raw parameters (to warm-start
         another fit). ``prepared``: :func:`_prepare` of these very rows, to
-        share between fits of the same rows (a fold's grid points)."""
+        share between fits of the same rows (a fold's grid points).
+        ``precondition``, ``float32_only``: those of ``fit_affine_softmax``
+        (Dirichlet-CV's fold fits)."""
         if prepared is None:
             name = type(self).__name__
             prepared = _prepare(logits, y_index, sample_weight, self.device, name)
@@ -358,6 +360,7 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
             ref_row=self.ref_row,
             init=init,
             precondition=precondition,
+            float32_only=float32_only,
             device=self.device,
             tol=self.tol,
             max_iter=self.max_iter,
@@ -462,7 +465,8 @@ class DirichletCalibratorCV(BaseCalibrator):
         Where the fits run.
     tol : float, default=1e-5
         L-BFGS gradient tolerance of the final fit (the fold fits use
-        ``max(tol, 3e-5)``).
+        ``max(tol, 3e-5)``, and from 20 classes run in float32: they only
+        rank the candidates; the final fit is float64).
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations per fit. On the CPU a search
         whose candidates x folds x n_samples x n_classes^2 x max_iter / 1000
@@ -568,9 +572,6 @@ class DirichletCalibratorCV(BaseCalibrator):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
-
-    def _cost_per_entry(self, n_columns):
-        return float(n_columns)  # a C x C map per row
 
     def n_free_parameters(self, n_classes, n_features=None):
         """Those of the least penalised point of the grid, which the inner
@@ -803,7 +804,10 @@ class DirichletCalibratorCV(BaseCalibrator):
         out = np.empty(len(mus))
         for m, mu in enumerate(mus):
             est = self._candidate(max(self.tol, _CV_TOL), reg_lambda=lam, reg_mu=mu)
-            raw = est._fit(*fit_part, raw, precondition=True, prepared=prepared)
+            raw = est._fit(
+                *fit_part, raw, precondition=True, prepared=prepared,
+                float32_only=_FOLD_FLOAT32,
+            )  # fmt: skip
             log_proba = softmax_inplace(est._calibrated_logits(held_out), log=True)
             out[m] = np.average(-log_proba[rows], weights=sample_weight[test])
         return out, raw
@@ -869,6 +873,3 @@ class DirichletCalibratorCV(BaseCalibrator):
 
     def _calibrated_proba(self, logits):
         return self.calibrator_._calibrated_proba(logits)
-
-    def _calibrated_proba_inplace(self, logits):
-        return self.calibrator_._calibrated_proba_inplace(logits)

@@ -515,9 +515,6 @@ class EnsembleTemperatureScaling(BaseCalibrator):
             return self._mix_into(copy, copy)
         return self._mix_into(logits, np.empty(logits.shape))
 
-    def _calibrated_proba_inplace(self, logits):
-        return self._mix_into(logits, logits)
-
     def _calibrated_proba_of_probabilities(self, P, logits):
         """The mixture of validated probabilities ``P`` (overwritten).
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from abc import ABCMeta, abstractmethod
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
 from .._torch.kernels import softmax_inplace
 from .._torch.kernels._softmax import normalize_rows_inplace, row_sum, softmax_into
@@ -26,6 +27,7 @@ from ..utils._warnings import warn
 
 __all__ = [
     "PROBA_FLOOR",
+    "ConfidenceMapMixin",
     "OneVsRestCalibrator",
     "map_transposed",
     "present_classes",
@@ -113,6 +115,119 @@ class _LogsOf:
 
     def __getitem__(self, rows) -> np.ndarray:
         return np.log(self._P[rows])
+
+
+def _check_confidence(confidence, method: str) -> np.ndarray:
+    """The declared input of the one-map protocol: a 1-D array of
+    probabilities in [0, 1] (float64; the caller's array itself if it is
+    one, never modified)."""
+    c = np.asarray(confidence, dtype=np.float64)
+    if c.ndim != 1 or not (c.size == 0 or (c.min() >= 0.0 and c.max() <= 1.0)):
+        low, high = (np.nanmin(c), np.nanmax(c)) if c.size else (0.0, 0.0)
+        raise ValueError(
+            f"{method} expects confidence as a 1-D array of probabilities in "
+            f"[0, 1] (the probability of class 1 of a binary problem), but got "
+            f"shape {c.shape} with values in [{low:.6g}, {high:.6g}] (NaN counts "
+            "as outside). Pass the top-label confidence, e.g. "
+            "P.max(axis=1) of probabilities P, not logits."
+        )
+    return c
+
+
+def _check_weights(sample_weight, n: int) -> np.ndarray:
+    """Non-negative, finite float64 weights of length ``n``, not all 0 (ones
+    if None): the checks of :func:`~skcal.utils._validation.check_sample_weight`
+    in a few passes (scikit-learn's costs a fit of one map on 20,000 rows)."""
+    if sample_weight is None:
+        return np.ones(n)
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.shape != (n,) or not (n == 0 or (w.min() >= 0 and np.isfinite(w.max()))):
+        raise ValueError(
+            f"fit_confidence expects sample_weight as {n} non-negative, finite "
+            f"weights, one per confidence, but got shape {w.shape}"
+            + (f" with values in [{w.min():.6g}, {w.max():.6g}]" if w.size else "")
+            + ". Pass None for equal weights."
+        )
+    if n and not w.any():
+        raise ValueError("Sample weights must contain at least one non-zero number.")
+    return w
+
+
+class ConfidenceMapMixin:
+    """The one-map protocol of a one-vs-rest calibrator: a binary problem fitted
+    and mapped from one column, the probability ``p`` of class 1.
+
+    For the binary problem of the columns ``[1 - p, p]``, the calibrator
+    fits the map ``f`` of ``p`` alone and stores its mirror image for class
+    0 (the fit of ``1 - p``, in exact arithmetic): the top-label reduction's
+    one map of the confidence (Le Coz et al. 2024), which needs neither the
+    other classes' sums nor a second fit. :class:`TopVersusAll` calls
+    :meth:`fit_confidence` and :meth:`predict_confidence` on a calibrator
+    that has them, and ``fit`` / ``predict_proba`` on any other. The host
+    class implements ``_fit_mirrored(p, positive, sample_weight)`` and
+    ``_map_column(k, p)``.
+    """
+
+    def fit_confidence(self, confidence, correct, sample_weight=None):
+        """Fit the one map of the confidence of a binary problem.
+
+        Parameters
+        ----------
+        confidence : array-like of shape (n_samples,)
+            The probability of class 1 (for the top label: the confidence,
+            the probability of the predicted class), in [0, 1].
+        correct : array-like of shape (n_samples,)
+            1 where class 1 is the label (the prediction is right), else 0.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights.
+
+        Returns
+        -------
+        self : object
+            Fitted on the binary problem of the columns ``[1 - p, p]``
+            (``classes_`` is ``[0, 1]``, ``n_features_in_`` 2): its
+            ``predict_proba`` of those two columns maps ``p`` by the map
+            of ``p`` and ``1 - p`` by the mirror image.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skcal import IsotonicCalibrator
+        >>> p = np.array([0.5, 0.6, 0.7, 0.8, 0.9, 0.95])
+        >>> iso = IsotonicCalibrator().fit_confidence(p, [0, 1, 0, 1, 1, 1])
+        >>> iso.predict_confidence(np.array([0.5, 0.65, 0.9]))  # 0, 1, 0 pooled
+        array([0. , 0.5, 1. ])
+        """
+        self._validate_params()
+        c = _check_confidence(confidence, "fit_confidence")
+        right = np.asarray(correct, dtype=np.float64)
+        if right.shape != c.shape or not ((right == 0.0) | (right == 1.0)).all():
+            raise ValueError(
+                f"fit_confidence expects correct as {c.size} values in {{0, 1}}, "
+                f"one per confidence, but got shape {right.shape}. Pass "
+                "(top == y).astype(float)."
+            )
+        weight = _check_weights(sample_weight, c.size)
+        self._fit_mirrored(c, right, weight)
+        self.classes_, self.n_features_in_ = np.arange(2), 2
+        return self
+
+    def predict_confidence(self, confidence) -> np.ndarray:
+        """The calibrated probability of class 1: the one map's value at
+        each ``confidence`` (in [0, 1]), clipped to [0, 1].
+
+        Parameters
+        ----------
+        confidence : array-like of shape (n_samples,)
+            Probabilities of class 1, as given to :meth:`fit_confidence`.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        c = _check_confidence(confidence, "predict_confidence")
+        return np.clip(self._map_column(1, c), 0.0, 1.0)
 
 
 class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):

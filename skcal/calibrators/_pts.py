@@ -7,7 +7,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._torch.kernels import fit_pts, pts_predict_logits, softmax_inplace
+from .._torch.kernels import fit_pts, pts_predict_logits
 from ..base import BaseCalibrator
 from ..utils._constraints import MINIBATCH_CONSTRAINTS, TRAINING_CONSTRAINTS
 from ..utils._parameters import hidden_sizes, mlp_count
@@ -215,7 +215,7 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         labels = np.unique(self.classes_[y_index], return_inverse=True)[1]
         return split_rows(labels, np.arange(n_samples), n_samples - n_val, seed)
 
-    def _calibrated_logits(self, logits, out=None):
+    def _calibrated_logits(self, logits):
         return pts_predict_logits(
             self.coefs_,
             self.intercepts_,
@@ -223,8 +223,4 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
             self.temperature_init_,
             self.n_top_,
             self.device,
-            out=out,
         )
-
-    def _calibrated_proba_inplace(self, logits):
-        return softmax_inplace(self._calibrated_logits(logits, out=logits))

@@ -16,7 +16,6 @@ from .._torch.kernels import (
     TemperatureObjective,
     fit_affine_softmax,
     logit_scale,
-    softmax_inplace,
 )
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
@@ -26,6 +25,12 @@ from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._validation import effective_sample_size
 from ..utils._warnings import warn, warn_unconverged
 from ._affine_map import AffineMap
+from ._top_label import (
+    check_top_label_problem,
+    fit_binary_vector,
+    top_label_classes,
+    top_label_temperature,
+)
 
 __all__ = [
     "BiasCorrectedTemperatureScaling",
@@ -207,10 +212,63 @@ class TemperatureScaling(BaseCalibrator):
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64) / self.temperature_
 
-    def _calibrated_proba_inplace(self, logits):
-        logits /= self.temperature_
-        return softmax_inplace(logits)
+    def fit_top_label(self, logits, top, correct, sample_weight=None, *, verbose=0):
+        """Fit the temperature on the top-versus-all objective.
 
+        The top-label protocol of the scaling calibrators (what
+        :class:`TopVersusAll` calls): the inverse temperature minimises the
+        weighted binary cross-entropy of the top-label confidence of
+        ``softmax(logits / T)`` against ``correct`` (Le Coz et al. 2024),
+        by L-BFGS-B over ``log(scale / T)`` in ``[-16, 16]`` (``scale`` the
+        median row range of the logits), in at most ``max(max_iter, 100)``
+        iterations, with a ``ConvergenceWarning`` at a bound.
+
+        Parameters
+        ----------
+        logits : array-like of shape (n_samples, n_classes)
+            Finite logits (log-probabilities are valid logits), read as
+            they are: ``input`` is not applied.
+        top : array-like of shape (n_samples,)
+            The top class of each row, a column index (the argmax of
+            ``logits``, or of the probabilities they are the logs of).
+        correct : array-like of shape (n_samples,)
+            1 where the top class is the row's label, 0 where it is not.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; the objective is a weighted mean.
+        verbose : int, default=0
+            0: silent; 1: a progress bar over the iterations; 2: also a line
+            per iteration.
+
+        Returns
+        -------
+        self : TemperatureScaling
+            Fitted: ``temperature_``, ``n_iter_``, ``classes_`` (``classes``,
+            or the column indices) and ``n_features_in_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skcal import TemperatureScaling
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> logits, y = make_miscalibrated_logits(2000, 10, random_state=0)
+        >>> top = logits.argmax(axis=1)
+        >>> ts = TemperatureScaling().fit_top_label(logits, top, top == y)
+        >>> 1.0 < ts.temperature_ < 4.0
+        True
+        """
+        self._validate_params()
+        z, top, right, weight = check_top_label_problem(
+            logits, top, correct, sample_weight
+        )
+        beta, n_iter = top_label_temperature(
+            z, top, right, weight / weight.sum(),
+            max_iter=max(self.max_iter, 100), verbose=verbose,
+        )  # fmt: skip
+        self.temperature_ = 1.0 / beta
+        self.n_iter_ = n_iter
+        self.classes_ = top_label_classes(self.classes, z.shape[1])
+        self.n_features_in_ = z.shape[1]
+        return self
 
 class _AffineScaling(AffineMap, BaseCalibrator):
     """Shared fit of vector and matrix scaling."""
@@ -376,6 +434,88 @@ class VectorScaling(_AffineScaling):
         free = is_zero(self.reg_lambda)
         return affine_count(n_classes, diag=free, off=False, bias=free)
 
+    def fit_top_label(self, logits, top, correct, sample_weight=None, *, verbose=0):
+        """Fit the map on the top-versus-all objective.
+
+        The top-label protocol of the scaling calibrators (what
+        :class:`TopVersusAll` calls): first the temperature of
+        :meth:`TemperatureScaling.fit_top_label`, then ``s = z (1 + d) /
+        T0 + b`` (``z`` the logits shifted to a row maximum of 0) minimising
+        the weighted binary cross-entropy of the top-label confidence of
+        ``softmax(s)`` against ``correct`` plus ``reg_lambda (||d||^2 +
+        ||b||^2)`` (``"auto"``: ``4 n_classes / n_samples``, Kish's
+        effective sample size), by L-BFGS-B from ``d = b = 0`` to ``tol``
+        in ``max_iter`` iterations (a ``ConvergenceWarning`` otherwise).
+
+        Parameters
+        ----------
+        logits : array-like of shape (n_samples, n_classes)
+            Finite logits (log-probabilities are valid logits), read as
+            they are: ``input`` is not applied. The map is fitted on them
+            minus their row maxima, which is what it should be applied to:
+            pass :meth:`predict_proba` logits shifted the same way (as
+            :class:`TopVersusAll` does).
+        top : array-like of shape (n_samples,)
+            The top class of each row, a column index.
+        correct : array-like of shape (n_samples,)
+            1 where the top class is the row's label, 0 where it is not.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; the objective is a weighted mean.
+        verbose : int, default=0
+            At least this ``verbose`` (the larger of the two is used).
+
+        Returns
+        -------
+        self : VectorScaling
+            Fitted: ``coef_``, ``intercept_``, ``temperature_init_``,
+            ``reg_lambda_``, ``n_iter_``, ``classes_`` and
+            ``n_features_in_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skcal import VectorScaling
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> logits, y = make_miscalibrated_logits(2000, 10, random_state=0)
+        >>> top = logits.argmax(axis=1)
+        >>> vs = VectorScaling().fit_top_label(logits, top, top == y)
+        >>> vs.coef_.shape, vs.intercept_.shape
+        ((10,), (10,))
+        """
+        self._validate_params()
+        z, top, right, sample_weight = check_top_label_problem(
+            logits, top, correct, sample_weight
+        )
+        weight = sample_weight / sample_weight.sum()
+        verbose = max(int(verbose or 0), int(self.verbose or 0))
+        beta, _ = top_label_temperature(
+            z, top, right, weight, max_iter=max(self.max_iter, 100), verbose=verbose
+        )
+        z = z - z.max(axis=1, keepdims=True)
+        n_samples = effective_sample_size(sample_weight)
+        reg = (
+            self._AUTO_RIDGE * z.shape[1] / n_samples
+            if self.reg_lambda == "auto"
+            else float(self.reg_lambda)
+        )
+        coef, intercept, result = fit_binary_vector(
+            z, top, right, weight, beta, reg,
+            tol=self.tol, max_iter=self.max_iter, verbose=verbose,
+        )  # fmt: skip
+        if not result.success:
+            warn(
+                f"TopVersusAll: vector scaling did not converge in "
+                f"max_iter={self.max_iter} iterations ({result.message}). "
+                "Increase the calibrator's max_iter or its reg_lambda.",
+                ConvergenceWarning,
+            )
+        self.coef_, self.intercept_ = coef, intercept
+        self.temperature_init_, self.reg_lambda_ = 1.0 / beta, reg
+        self.n_iter_ = int(result.nit)
+        self.classes_ = top_label_classes(self.classes, z.shape[1])
+        self.n_features_in_ = z.shape[1]
+        return self
+
 
 class MatrixScaling(_AffineScaling):
     """Matrix scaling: ``softmax(z W^T + b)``, a full affine map of the logits.
@@ -505,9 +645,6 @@ class MatrixScaling(_AffineScaling):
         self.tol = tol
         self.max_iter = max_iter
         self.verbose = verbose
-
-    def _cost_per_entry(self, n_columns):
-        return float(n_columns)  # a C x C map per row
 
     def n_free_parameters(self, n_classes, n_features=None):
         """The unpenalised entries (all ``C^2 + C`` without the ridges), at
@@ -710,11 +847,6 @@ class BiasCorrectedTemperatureScaling(BaseCalibrator):
         return (
             np.asarray(logits, dtype=np.float64) / self.temperature_ + self.intercept_
         )
-
-    def _calibrated_proba_inplace(self, logits):
-        logits /= self.temperature_
-        logits += self.intercept_
-        return softmax_inplace(logits)
 
 
 def _separates(calibrated_logits, y_index, sample_weight) -> bool:

@@ -10,15 +10,11 @@ probability; the other classes share the rest.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy.optimize import minimize
-from scipy.special import expit, logsumexp
+from scipy.special import expit
+from sklearn import config_context
 from sklearn.base import clone
 
-from .._torch._progress import Progress
-from .._torch.kernels import logit_scale
 from .._torch.kernels._softmax import (
     row_max,
     row_min,
@@ -37,29 +33,52 @@ from ..utils._proba import (
 from ..utils._sklearn import HasMethods, StrOptions
 from ..utils._validation import (
     PROBA_EPS,
-    effective_sample_size,
+    SUM_TOL,
+    _above_floor,
+    _copy_block,
+    _floor_rows,
+    _reciprocals,
+    _Scan,
+    _scan_and_check,
     log_probabilities_inplace,
     top_and_rest,
     top_entries,
-    top_rows_of_probabilities,
 )
 from ..utils._warnings import warn
-from ._scaling import TemperatureScaling, VectorScaling, fit_inverse_temperature
+from ._scaling import TemperatureScaling, fit_inverse_temperature
+from ._top_label import BLOCK
 
 __all__ = ["TopVersusAll"]
 
-#: Entries per block of rows of the binary objective: its temporaries stay
-#: small whatever the number of classes.
-_BLOCK = 1 << 18
-#: The inverse temperature times the logits' scale is searched in
-#: ``[exp(-16), exp(16)]``, as by :class:`TemperatureScaling`.
-_LOG_BETA_BOUND = 16.0
 #: ``c`` and ``1 - c`` are floored here in the predictions (as by the
 #: other calibrators of the top label), so that the log loss stays finite.
 _FLOOR = 1e-300
 #: ``log`` of the smallest positive float64: the floor of ``log(1 - c)`` in
 #: the binary problem (a row whose other shares all underflow).
 _LOG_TINY = float(np.log(np.nextafter(0.0, 1.0)))
+
+
+def _kind(inner) -> str:
+    """How :class:`TopVersusAll` fits ``inner``, by the public protocols it
+    offers: ``"scaling"`` (``fit_top_label``: its parameters on the binary
+    objective of the whole logits), ``"one_map"`` (``fit_confidence`` /
+    ``predict_confidence``: one map of the confidence, mirrored) or
+    ``"binary"`` (``fit`` / ``predict_proba`` on the two columns of the
+    binary problem)."""
+    if callable(getattr(inner, "fit_top_label", None)):
+        return "scaling"
+    if callable(getattr(inner, "fit_confidence", None)) and callable(
+        getattr(inner, "predict_confidence", None)
+    ):
+        return "one_map"
+    return "binary"
+
+
+def _reads_input(inner) -> bool:
+    """Whether ``inner`` has skcal's ``input`` and ``classes`` parameters (it
+    is then told what the binary problem's columns hold)."""
+    params = inner.get_params(deep=False)
+    return "input" in params and "classes" in params
 
 
 def _top_log_probabilities(z: np.ndarray, top: np.ndarray):
@@ -100,16 +119,6 @@ def _top_first(values: np.ndarray, top: np.ndarray) -> np.ndarray:
     return values
 
 
-def _binary_input(inner, scores: np.ndarray, *, predict: bool = False) -> np.ndarray:
-    """The binary scores as ``inner``'s own validation would pass them to
-    its private methods: shifted to a row maximum of 0 if it is
-    shift-invariant (in predictions, not for a ``_softmax_first``
-    calibrator, which is given float64 scores as they are)."""
-    if not inner._shift_invariant or (predict and inner._softmax_first):
-        return scores
-    return scores - np.maximum(scores[:, 0], scores[:, 1])[:, None]
-
-
 def _softmax2(scores: np.ndarray) -> np.ndarray:
     """The softmax of the binary problem's two columns of scores, floored at
     ``PROBA_EPS`` as validated probabilities are: what a calibrator that
@@ -144,7 +153,7 @@ def binary_log_proba(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
     """
     n = logits.shape[0]
     out = np.empty((n, 2))
-    step = max(1, _BLOCK // max(logits.shape[1], 1))
+    step = max(1, BLOCK // max(logits.shape[1], 1))
     for start in range(0, n, step):
         block = slice(start, start + step)
         log_c, log_rest = _top_log_probabilities(logits[block], top[block])
@@ -181,11 +190,10 @@ class _BinaryProblem:
 
     Given logits, ``scores`` (the probabilities are their softmax); given
     validated probabilities, each row's top entry ``c`` and the sum of its
-    others ``rest``, from which both are direct (the probabilities without
-    a logarithm). ``problem[rows]`` gives the scores of those rows (the
-    logits that a calibrator of probabilities reads only for its fallback
-    rows). Without ``rest`` (None), only :meth:`confidence` is defined:
-    what a calibrator of one map reads."""
+    others ``rest`` (arrays of their own: the probabilities may then be
+    overwritten), from which both are direct (the probabilities without a
+    logarithm). Without ``rest`` (None), only :meth:`confidence` is
+    defined: what a calibrator of one map reads."""
 
     def __init__(self, scores=None, c=None, rest=None):
         self._scores, self.c, self.rest = scores, c, rest
@@ -204,227 +212,137 @@ class _BinaryProblem:
             self._scores = _binary_scores(self.c, self.rest)
         return self._scores
 
-    def __getitem__(self, rows) -> np.ndarray:
-        if self._scores is None:
-            return _binary_scores(self.c[rows], self.rest[rows])
-        return self._scores[rows]
-
-    def proba(self, inner, *, predict: bool = False) -> np.ndarray:
-        """What ``inner``, a skcal calibrator of probabilities, is given."""
-        if self.c is None:
-            return _softmax2(_binary_input(inner, self.scores(), predict=predict))
+    def proba(self) -> np.ndarray:
+        """``[1 - c, c]`` of validated probabilities (given ``c``)."""
         return _binary_proba(self.c, self.rest)
 
-    def confidence(self, inner) -> np.ndarray:
+    def confidence(self) -> np.ndarray:
         """The confidence that a calibrator of one map reads: given
         probabilities, the top entry ``c`` of the renormalised row (the same
         product in the fit's validation and in the predictions' copy);
-        given logits, the column ``c`` of :meth:`proba`."""
+        given logits, the softmax's ``c`` of the scores shifted to a row
+        maximum of 0."""
         if self.c is not None:
             return self.c
-        return self.proba(inner)[:, 1]
+        scores = self.scores()
+        shifted = scores - np.maximum(scores[:, 0], scores[:, 1])[:, None]
+        return _softmax2(shifted)[:, 1]
+
+
+class _TopRowsScan(_Scan):
+    """:class:`~skcal.utils._validation._Scan` that keeps, of each row of the
+    renormalised, floored copy, the argmax, its entry and the others' sum
+    (see :func:`top_rows_of_probabilities`) instead of the copy."""
+
+    def __init__(self, P: np.ndarray, rest: bool = True):
+        super().__init__(P, top_label=True, copy=False)
+        n = P.shape[0]
+        self.c, self.rest = np.empty(n), np.empty(n) if rest else None
+        # a scratch block, made when first needed: the copy of a block that
+        # needs it, or else ones with 0 at the top entries, which mask them
+        # out of a row product
+        self.scratch_shape = (min(self.step, n), P.shape[1])
+        self.scratch, self.ones = None, False
+
+    def _scratch(self, n_rows: int, ones: bool) -> np.ndarray:
+        """The scratch block's first ``n_rows``; all ones if ``ones``."""
+        if self.scratch is None:
+            self.scratch = (np.ones if ones else np.empty)(self.scratch_shape)
+        elif ones and not self.ones:
+            self.scratch.fill(1.0)
+        self.ones = ones
+        return self.scratch[:n_rows]
+
+    def _emit(self, block, rows, low, clip, offsets, **options) -> None:
+        top, sums = self.pred[rows], self.sums[rows]
+        # the floor never reaches a row's top entry: only the others' sum
+        # is summed from the copy where it can act
+        if (
+            clip
+            or offsets is None
+            or block.dtype != np.float64
+            or (
+                self.rest is not None
+                and not _above_floor(low, sums, options["floor"], clip=clip)
+            )
+        ):
+            scratch = self._scratch(len(block), ones=False)
+            _copy_block(block, scratch, sums, clip=clip, low=low, **options)
+            if self.rest is None:
+                top_entries(scratch, top, self.c[rows])
+            else:
+                top_and_rest(scratch, top, self.c[rows], self.rest[rows])
+            return
+        reciprocal = _reciprocals(sums, block.shape[1])
+        np.multiply(self.conf[rows], reciprocal, out=self.c[rows])
+        if self.rest is None:
+            return
+        mask = self._scratch(len(block), ones=True)
+        at = offsets[: len(block)] + top
+        mask.reshape(-1)[at] = 0.0
+        rest = np.einsum("ij,ij->i", block, mask, out=self.rest[rows])
+        mask.reshape(-1)[at] = 1.0
+        rest *= reciprocal
+
+
+def top_rows_of_probabilities(
+    P, name: str = "X", *, tol: float = SUM_TOL, rest: bool = True, eps=PROBA_EPS
+):
+    """Validate ``P`` as ``check_probabilities(P, name, tol=tol, floor=True,
+    eps=eps)`` does and return, of each row of that copy (which is never
+    made), its argmax, its entry there and (with ``rest``) the sum of its
+    other entries.
+
+    One read of ``P`` by cache-sized blocks, with the checks: the argmax is
+    that of the row as given (the first on ties; the copy's too, but where
+    the division by the row sum, which keeps the order of a row's entries,
+    rounds two of them into a tie), its entry is the copy's (the same
+    product), and the others' sum is taken from the given entries (the top
+    one masked) times the reciprocal of the row sum: as accurate as the
+    copy's sum of them (``(C - 1) u`` relative), never ``1 - c`` (which
+    rounds to 0 near certainty). Blocks that need clipping, float32 rows,
+    other layouts and (with ``rest``) blocks where the floor can act are
+    summed from their copy, in a scratch block. For the fit of the binary
+    problem on the top label; without ``rest``, the plain blocks are read
+    once less (the masked sum is half of the read at 100 classes).
+
+    Returns
+    -------
+    top : ndarray of shape (n_samples,) of intp
+    c : ndarray of shape (n_samples,)
+    rest : ndarray of shape (n_samples,), or None without ``rest``
+    """
+    P = np.asarray(P)
+    if P.dtype != np.float32 and P.dtype != np.float64:
+        P = np.asarray(P, dtype=np.float64)
+    scan = _TopRowsScan(P, rest=rest)
+    level = max(eps, PROBA_EPS)
+    _scan_and_check(P, scan, tol, name, renormalize=True, log=False, floor=level)
+    return scan.pred, scan.c, scan.rest
 
 
 class _TopRows:
     """Each validated probability row's argmax, its entry and (with
-    ``rest``) the sum of the others
-    (:func:`~skcal.utils._validation.top_rows_of_probabilities`): all that
-    the fit of a binary calibrator with proportional redistribution reads,
-    without a copy of the rows."""
+    ``rest``) the sum of the others (:func:`top_rows_of_probabilities`):
+    all that the fit of a binary calibrator with proportional
+    redistribution reads, without a copy of the rows."""
 
     def __init__(self, P, tol, rest=True):
         self.shape = P.shape
         self.top, self.c, self.rest = top_rows_of_probabilities(P, tol=tol, rest=rest)
 
 
-def _binary_objective_block(z, top, right, weight, scale, bias):
-    """Binary cross-entropy of the top confidence of ``softmax(z * scale + bias)``.
+class _FlooredLogRows:
+    """``rows_of[rows]`` (the logs of validated probability rows) floored at
+    ``log(floor)``: the logs at the calibrator's ``proba_floor_`` (the
+    renormalisation of a floored row is a shift of its logs, which the maps
+    that read these, all of a softmax, ignore)."""
 
-    Returns the weighted sum of the losses of the rows of ``z`` and two
-    vectors over the columns, ``sum_i G_ik z_ik`` and ``sum_i G_ik``, where
-    ``G = dloss / ds`` (``s`` the scaled logits) is ``p - [k = top]`` for a
-    right row and ``p - q`` for a wrong one (``p`` the softmax of ``s``,
-    ``q`` that of the other classes alone): bounded, with no ``1 / (1 - c)``.
-    """
-    rows = np.arange(len(top))
-    s = z * scale + bias
-    lse = logsumexp(s, axis=1, keepdims=True)
-    p = np.exp(s - lse)
-    log_c = s[rows, top] - lse[:, 0]
-    s[rows, top] = -np.inf
-    lse_others = logsumexp(s, axis=1, keepdims=True)
-    q = np.exp(s - lse_others)  # 0 at the top class
-    log_rest = lse_others[:, 0] - lse[:, 0]
-    loss = -np.where(right, log_c, log_rest)
-    p[rows, top] -= right
-    p -= (1.0 - right)[:, None] * q
-    p *= weight[:, None]
-    return float(weight @ loss), (p * z).sum(axis=0), p.sum(axis=0)
+    def __init__(self, rows_of, floor: float):
+        self.rows_of, self.log_floor = rows_of, float(np.log(floor))
 
-
-def binary_objective(z, top, right, weight, scale, bias=0.0):
-    """:func:`_binary_objective_block` over blocks of rows, as a weighted mean.
-
-    ``weight`` must sum to 1. Returns ``(loss, sum G z, sum G)``.
-    """
-    n, n_classes = z.shape
-    step = max(1, _BLOCK // n_classes)
-    loss, gz, g = 0.0, np.zeros(n_classes), np.zeros(n_classes)
-    for start in range(0, n, step):
-        block = slice(start, start + step)
-        part = _binary_objective_block(
-            z[block], top[block], right[block], weight[block], scale, bias
-        )
-        loss += part[0]
-        gz += part[1]
-        g += part[2]
-    return loss, gz, g
-
-
-class _TopGaps:
-    """The logits of the binary temperature objective, read once.
-
-    For each row, ``gap`` is the second largest logit minus the largest
-    (``<= 0``; the top class is the argmax) and ``d`` the logits minus the
-    second largest, with 0 at the top class: the others' entries of ``d``
-    are ``<= 0`` and one is 0, so that ``exp(beta * d)`` never overflows and
-    its sum over the others, ``R``, is at least 1. Then, with
-    ``L = beta * gap + log R`` (``log((1 - c) / c)`` of ``softmax(beta z)``),
-    ``-log c = softplus(L)`` and ``-log(1 - c) = softplus(-L)``: one
-    exponential pass per evaluation, no log-sum-exp of the whole row.
-    """
-
-    def __init__(self, z: np.ndarray, top: np.ndarray):
-        n, n_classes = z.shape
-        self.d = np.empty((n, n_classes))
-        self.gap = np.empty(n)
-        self.top = top
-        self.step = max(1, _BLOCK // max(n_classes, 1))
-        for block, flat in self._blocks():
-            t = np.subtract(z[block], row_max(z[block])[:, None], dtype=np.float64)
-            t.reshape(-1)[flat] = -np.inf
-            gap = row_max(t)
-            t -= gap[:, None]
-            t.reshape(-1)[flat] = 0.0
-            self.d[block], self.gap[block] = t, gap
-
-    def _blocks(self):
-        """``(rows, flat index of their top entries within the block)``."""
-        n, n_classes = self.d.shape
-        for start in range(0, n, self.step):
-            block = slice(start, min(start + self.step, n))
-            rows = np.arange(block.stop - block.start)
-            yield block, self.top[block] + n_classes * rows
-
-    def objective(self, beta: float, right: np.ndarray, weight: np.ndarray):
-        """Weighted binary cross-entropy of the top confidence of
-        ``softmax(beta z)``, and its derivative in ``beta``.
-
-        For a right row the loss is ``softplus(L)``, for a wrong one
-        ``softplus(-L)``; ``dL / dbeta = gap + sum_k q_k d_k`` (``q`` the
-        softmax of the others alone), ``sigmoid(L) = 1 - c``.
-        """
-        loss, grad = 0.0, 0.0
-        buffer = np.empty(min(self.step, len(self.gap)) * self.d.shape[1])
-        for block, flat in self._blocks():
-            d = self.d[block]
-            e = np.multiply(d, beta, out=buffer[: d.size].reshape(d.shape))
-            np.exp(e, out=e)
-            e.reshape(-1)[flat] = 0.0
-            total = row_sum(e)
-            slope = self.gap[block] + np.einsum("ij,ij->i", e, d) / total
-            L = beta * self.gap[block] + np.log(total)
-            softplus = np.logaddexp(0.0, L)  # -log c
-            wrong = 1.0 - right[block]
-            w = weight[block]
-            loss += float(w @ (softplus - wrong * L))
-            grad += float(w @ ((np.exp(L - softplus) - wrong) * slope))
-        return loss, grad
-
-
-def fit_binary_temperature(z, top, right, weight, *, max_iter=100, progress=None):
-    """Inverse temperature minimising the binary cross-entropy of the top
-    confidence of ``softmax(beta * z)`` (the paper's TS with TvA).
-
-    Solved by L-BFGS-B over ``log(beta s)`` (``s`` the logits' scale) in
-    ``[-16, 16]``: the result does not depend on the logits' units. Each
-    iteration advances ``progress`` (a :class:`Progress`) if given.
-    Returns ``(beta, n_iter)``; warns when the optimum is at a bound.
-    """
-    scale = logit_scale(z)
-    gaps = _TopGaps(z, top)
-    state = {"n_iter": 0}
-
-    def fun(theta):
-        beta = math.exp(theta[0]) / scale
-        loss, grad = gaps.objective(beta, right, weight)
-        state["loss"], state["grad"] = loss, beta * grad
-        return loss, np.array([beta * grad])
-
-    def step(x):
-        state["n_iter"] += 1
-        if progress is not None:
-            progress.step(
-                f"TopVersusAll: iteration {state['n_iter']}: loss "
-                f"{state['loss']:.6g}, largest gradient {abs(state['grad']):.3g}",
-                loss=state["loss"],
-            )
-
-    start = min(max(math.log(scale), -_LOG_BETA_BOUND), _LOG_BETA_BOUND)
-    result = minimize(
-        fun,
-        np.array([start]),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=[(-_LOG_BETA_BOUND, _LOG_BETA_BOUND)],
-        callback=step,
-        options={"maxiter": max_iter, "gtol": 1e-12, "ftol": 0.0},
-    )
-    theta = float(result.x[0])
-    if abs(theta) >= _LOG_BETA_BOUND * (1 - 1e-9):
-        warn(
-            f"TopVersusAll: the binary cross-entropy of the top-label confidence "
-            f"has no minimum for a temperature within exp(+-16) of the logits' "
-            f"scale {scale:.4g}; the temperature was set to the bound "
-            f"{scale / math.exp(theta):.4g}. The top-label confidences carry "
-            "(almost) no information about which predictions are right.",
-            ConvergenceWarning,
-        )
-    return math.exp(theta) / scale, int(result.nit)
-
-
-def fit_binary_vector(z, top, right, weight, beta, reg, *, tol, max_iter, verbose):
-    """Vector scaling ``s = z (1 + d) beta + b`` on the binary cross-entropy
-    of the top confidence, plus ``reg (||d||^2 + ||b||^2)`` (a ridge toward
-    the temperature scaling ``beta``), by L-BFGS-B from ``d = b = 0``.
-
-    Returns ``(coef, intercept, result)``.
-    """
-    n_classes = z.shape[1]
-    progress = Progress(verbose, total=max_iter, desc="TopVersusAll", unit="iter")
-    state = {}
-
-    def fun(x):
-        d, b = x[:n_classes], x[n_classes:]
-        loss, gz, g = binary_objective(z, top, right, weight, (1.0 + d) * beta, b)
-        loss += reg * (d @ d + b @ b)
-        state["loss"] = loss
-        return loss, np.concatenate([gz * beta + 2 * reg * d, g + 2 * reg * b])
-
-    def step(x):
-        progress.step(f"loss {state['loss']:.6g}", loss=state["loss"])
-
-    with progress:
-        result = minimize(
-            fun,
-            np.zeros(2 * n_classes),
-            jac=True,
-            method="L-BFGS-B",
-            callback=step,
-            options={"maxiter": max_iter, "gtol": tol, "ftol": 0.0},
-        )
-    d, b = result.x[:n_classes], result.x[n_classes:]
-    return (1.0 + d) * beta, b.copy(), result
+    def __getitem__(self, rows) -> np.ndarray:
+        return np.maximum(self.rows_of[rows], self.log_floor)
 
 
 class TopVersusAll(BaseCalibrator):
@@ -475,13 +393,34 @@ class TopVersusAll(BaseCalibrator):
     a tie broken by the least change; see
     :func:`~skcal.utils._proba.replace_top_label`).
 
+    **The inner calibrator's protocol.** ``calibrator`` is used only
+    through public methods, chosen by the ones it has: ``fit_top_label``
+    (:meth:`TemperatureScaling.fit_top_label`,
+    :meth:`VectorScaling.fit_top_label`: a scaling calibrator's parameters
+    on the binary objective of the whole logits, shifted to a row maximum
+    of 0, then its ``decision_function`` of such logits); else
+    ``fit_confidence`` / ``predict_confidence`` (isotonic regression,
+    centred or not, and histogram binning: one map of the confidence,
+    mirrored for ``1 - c``); else ``fit`` / ``predict_proba`` on the two
+    columns of the binary problem. A skcal calibrator is told the columns'
+    ``classes`` and ``input`` by ``set_params``. No private member of it is
+    read and no fitted attribute of it is written, so that a change of its
+    internals cannot change this estimator unnoticed.
+
     Parameters
     ----------
     calibrator : estimator, default=None
         The binary or scaling calibrator, cloned before fitting. None is
         :class:`TemperatureScaling` (see Notes).
     input : {"logits", "proba"}, default="logits"
-        What ``X`` holds; probabilities become ``log(max(p, 2.2e-308))``.
+        What ``X`` holds. Probabilities are read as given for the binary
+        problem (each row's top entry and the others' sum) and the others'
+        proportions; where their logs are taken (a scaling calibrator, the
+        temperature of the others' shares) they are floored at
+        ``proba_floor_`` first, as by the other calibrators. A binary
+        calibrator with an ``input`` parameter is given the binary
+        problem's probabilities ``[1 - c, c]`` (``input="proba"``) and
+        floors them by its own rule.
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
     redistribution : {"temperature", "proportional"}, default="temperature"
@@ -508,6 +447,13 @@ class TopVersusAll(BaseCalibrator):
         calibrator, whose own map gives the shares.
     scaling_ : bool
         Whether ``calibrator_`` was fitted as a scaling calibrator.
+    proba_floor_ : float
+        With ``input="proba"`` where the fit takes logs of the probabilities
+        (a scaling calibrator, or ``redistribution="temperature"``): their
+        floor before the log, half the smallest positive calibration
+        probability (at least 2.2e-308). ``fit`` warns
+        (:class:`~skcal.exceptions.InputWarning`) with the count of
+        calibration rows whose true class has probability 0.
     classes_ : ndarray of shape (n_classes,)
         Label of each column.
     n_features_in_ : int
@@ -565,9 +511,18 @@ class TopVersusAll(BaseCalibrator):
     _keeps_argmax = "proba"
     _maps_probabilities = True
     _fits_probabilities = True
-    # the others share 1 - c in proportion to their probabilities as given
-    # (a 0 stays 0); the binary calibrator floors what it reads itself
-    _floors_probabilities = False
+
+    @property
+    def _floors_probabilities(self) -> bool:
+        """Whether the fit takes logs of the probabilities (a scaling
+        calibrator, or the temperature of the others' shares): then they
+        are floored at ``proba_floor_`` before their logs, as by every
+        calibrator that takes them, with the warning about calibration rows
+        whose true class has probability 0. The binary problem itself (the
+        top entries and the others' sums) and the others' proportions are
+        read from the probabilities as given (a 0 stays 0), and a binary
+        calibrator floors what it reads itself."""
+        return self.redistribution == "temperature" or self._inner_kind() == "scaling"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -605,76 +560,79 @@ class TopVersusAll(BaseCalibrator):
             )
         return clone(self.calibrator)
 
-    @staticmethod
-    def _mirrored(inner) -> bool:
-        """Whether ``inner`` fits the binary problem by one map of the
-        confidence, mirrored for its complement (isotonic regression,
-        histogram binning): the calibrated confidence is that map's value."""
-        return isinstance(inner, BaseCalibrator) and hasattr(inner, "_fit_mirrored")
+    def _inner_kind(self) -> str:
+        """:func:`_kind` of ``calibrator`` (None: temperature scaling)."""
+        return "scaling" if self.calibrator is None else _kind(self.calibrator)
 
-    @staticmethod
-    def _is_scaling(inner) -> bool:
-        return isinstance(inner, (TemperatureScaling, VectorScaling))
+    def _proba_eps(self) -> float:
+        """The floor of the validated probabilities: ``PROBA_EPS`` (the
+        binary problem and the others' proportions read them as given);
+        their logs are floored at ``proba_floor_`` (:meth:`_logs_of`)."""
+        return PROBA_EPS
+
+    def _logs_of(self, P: np.ndarray) -> np.ndarray:
+        """``log(max(P, proba_floor_))`` of validated probabilities ``P``
+        (our copy, overwritten and returned), the rows the floor raised
+        renormalised first: the logits every calibrator that takes logs of
+        probabilities reads (see :func:`~skcal.utils._validation.proba_floor`).
+        """
+        floor = getattr(self, "proba_floor_", PROBA_EPS)
+        if floor > PROBA_EPS:
+            _floor_rows(P, floor)
+        return log_probabilities_inplace(P)
 
     def n_free_parameters(self, n_classes, n_features=None):
         """The inner calibrator's count: on ``n_classes`` columns for a
         scaling calibrator, else on the 2 columns of the binary problem
         (plus the temperature of the others' shares by default)."""
         inner = self._inner()
-        if self._is_scaling(inner):
+        if self._inner_kind() == "scaling":
             return inner.n_free_parameters(n_classes)
         count = inner.n_free_parameters(2) if hasattr(inner, "n_free_parameters") else 2
         return count + (self.redistribution == "temperature")
 
     # ----------------------------------------------------------------- fit
     def _fit(self, logits, y_index, sample_weight):
-        self._fit_top(
-            np.argmax(logits, axis=1),
-            y_index,
-            sample_weight,
-            binary=lambda top: _BinaryProblem(binary_log_proba(logits, top)),
-            logits=lambda: logits,
-        )
+        top = np.argmax(logits, axis=1)
+        binary = None
+        if self._inner_kind() != "scaling":
+            binary = _BinaryProblem(binary_log_proba(logits, top))
+        self._fit_top(top, y_index, sample_weight, binary, logits)
 
     def _check_fit_probabilities(self, X, tol):
         """A binary calibrator with proportional redistribution reads only
         each row's top entry and the sum of the others (or the top entry
-        alone, for one map mirrored): those, without a copy of ``X``;
-        otherwise the copy."""
-        inner = self.calibrator
-        if (
-            self.redistribution != "proportional"
-            or inner is None
-            or self._is_scaling(inner)
-        ):
+        alone, for one map): those, without a copy of ``X``; otherwise the
+        copy."""
+        kind = self._inner_kind()
+        if self.redistribution != "proportional" or kind == "scaling":
             return super()._check_fit_probabilities(X, tol)
-        return _TopRows(X, tol, rest=not self._mirrored(inner))
+        return _TopRows(X, tol, rest=kind != "one_map")
 
     def _fit_probabilities(self, P, y_index, sample_weight):
         """:meth:`_fit` of validated probabilities ``P`` (our copy, or the
         :class:`_TopRows` of :meth:`_check_fit_probabilities`): the binary
-        scores from ``P`` itself (as in the predictions), its logs taken in
-        place only for a scaling calibrator or the others' temperature."""
+        problem read from ``P`` as given (as in the predictions), then the
+        logs of ``P`` taken in place (:meth:`_logs_of`) only for a scaling
+        calibrator or the others' temperature."""
         if isinstance(P, _TopRows):
             binary = _BinaryProblem(None, P.c, P.rest)
-            self._fit_top(
-                P.top, y_index, sample_weight, binary=lambda top: binary, logits=None
-            )
+            self._fit_top(P.top, y_index, sample_weight, binary, None)
             return
-        self._fit_top(
-            np.argmax(P, axis=1),
-            y_index,
-            sample_weight,
-            binary=lambda top: _BinaryProblem.of_probabilities(
-                P, top, rest=not self._mirrored(self.calibrator)
-            ),
-            logits=lambda: log_probabilities_inplace(P),
-        )
+        kind = self._inner_kind()
+        top = np.argmax(P, axis=1)
+        binary = None
+        if kind != "scaling":  # its own arrays: P is overwritten below
+            binary = _BinaryProblem.of_probabilities(P, top, rest=kind != "one_map")
+        logits = None
+        if kind == "scaling" or self.redistribution == "temperature":
+            logits = self._logs_of(P)
+        self._fit_top(top, y_index, sample_weight, binary, logits)
 
-    def _fit_top(self, top, y_index, sample_weight, *, binary, logits):
-        """Fit on the top classes ``top``; ``binary(top)`` gives the binary
-        problem (a :class:`_BinaryProblem`), ``logits()`` the logits (called
-        once, after ``binary``)."""
+    def _fit_top(self, top, y_index, sample_weight, binary, logits):
+        """Fit on the top classes ``top``: a binary calibrator on the
+        :class:`_BinaryProblem` ``binary``, a scaling calibrator on
+        ``logits`` (and the others' temperature on them)."""
         right = (top == y_index).astype(np.float64)
         positive = sample_weight > 0
         n_right = int(right[positive].sum())
@@ -692,101 +650,58 @@ class TopVersusAll(BaseCalibrator):
             )
             self.calibrator_, self.scaling_, self.temperature_ = None, False, 1.0
             return
-        self.scaling_ = self._is_scaling(inner)
+        self.scaling_ = _kind(inner) == "scaling"
         if self.scaling_:
-            inner.set_params(
-                **inner._wrapper_params(classes=self.classes_, input="logits")
+            if _reads_input(inner):
+                inner.set_params(classes=self.classes_, input="logits")
+            inner.fit_top_label(  # the logits of a row maximum of 0, as below
+                _shifted(logits),
+                top,
+                right,
+                sample_weight,
+                verbose=int(self.verbose or 0),
             )
-            self._fit_scaling(inner, logits(), top, right, sample_weight)
             self.temperature_ = None
         else:
-            self._fit_binary(inner, binary(top), right, sample_weight)
+            self._fit_binary(inner, binary, right, sample_weight)
             self.temperature_ = 1.0
             if self.redistribution == "temperature":
-                z = np.asarray(logits(), dtype=np.float64)
+                z = np.asarray(logits, dtype=np.float64)
                 beta = fit_inverse_temperature(z, y_index, sample_weight, "cpu").x
                 self.temperature_ = float(1.0 / beta)
         self.calibrator_ = inner
 
+    def _binary_input(self, inner, binary) -> np.ndarray:
+        """What a binary calibrator is given: the probabilities ``[1 - c,
+        c]`` where ``X`` held probabilities and it reads them
+        (``input="proba"``), else the scores ``[log(1 - c), log c]``."""
+        if self.input == "proba" and _reads_input(inner):
+            return binary.proba()
+        return binary.scores()
+
     def _fit_binary(self, inner, binary, right, sample_weight):
         """Fit ``inner`` on the :class:`_BinaryProblem` ``binary``.
 
-        A skcal calibrator is fitted by its private ``_fit`` on the binary
-        scores as its own validation would give them (finite by
-        construction, shifted if it is shift-invariant), or on their
-        probabilities if it reads only those (isotonic regression and
-        histogram binning on the confidence alone: the paper's one map, see
-        their ``_fit_mirrored``), its parameters validated; any other
-        estimator by its public ``fit`` on the scores.
+        By the one-map protocol (``fit_confidence``: isotonic regression
+        and histogram binning fit the paper's one map of the confidence,
+        mirrored for ``1 - c``) where it has it, else by its public ``fit``
+        on the two columns of :meth:`_binary_input` with labels "right" (1)
+        and "wrong" (0). A skcal calibrator is told the columns' classes
+        and ``input``; its parameters are validated as in a fit of its own.
         """
-        labels = right.astype(np.int64)
-        if isinstance(inner, BaseCalibrator):
-            inner.set_params(
-                **inner._wrapper_params(classes=np.arange(2), input="logits")
-            )
-            inner._validate_params()
-            inner.classes_, inner.n_features_in_ = np.arange(2), 2
-            if self._mirrored(inner):
-                inner._fit_mirrored(binary.confidence(inner), right, sample_weight)
-            elif inner._fits_probabilities:  # it reads their softmax only
-                inner._fit_probabilities(binary.proba(inner), labels, sample_weight)
-            else:
-                inner._fit(_binary_input(inner, binary.scores()), labels, sample_weight)
+        params = {"classes": np.arange(2), "input": "logits"}
+        if _kind(inner) == "one_map":
+            if _reads_input(inner):
+                inner.set_params(**params)
+            inner.fit_confidence(binary.confidence(), right, sample_weight)
         else:
-            inner.fit(binary.scores(), labels, sample_weight=sample_weight)
+            if _reads_input(inner):
+                params["input"] = "proba" if self.input == "proba" else "logits"
+                inner.set_params(**params)
+            X = self._binary_input(inner, binary)
+            with config_context(skip_parameter_validation=False):
+                inner.fit(X, right.astype(np.int64), sample_weight=sample_weight)
         self._right_column_ = int(np.flatnonzero(np.asarray(inner.classes_) == 1)[0])
-
-    def _fit_scaling(self, inner, logits, top, right, sample_weight):
-        """Fit ``inner``'s parameters on the binary objective, set its state."""
-        weight = sample_weight / sample_weight.sum()
-        params = inner.get_params()
-        verbose = max(int(self.verbose or 0), int(params.get("verbose") or 0))
-        max_iter = max(params["max_iter"], 100)
-        progress = Progress(
-            verbose,
-            total=max_iter,
-            desc="TopVersusAll: binary temperature",
-            unit="iter",
-        )
-        with progress:
-            beta, n_iter = fit_binary_temperature(
-                logits, top, right, weight, max_iter=max_iter, progress=progress
-            )
-            progress.end()
-        if isinstance(inner, VectorScaling):
-            logits = _shifted(logits)
-            n_samples = effective_sample_size(sample_weight)
-            reg = (
-                inner._AUTO_RIDGE * logits.shape[1] / n_samples
-                if params["reg_lambda"] == "auto"
-                else float(params["reg_lambda"])
-            )
-            coef, intercept, result = fit_binary_vector(
-                logits,
-                top,
-                right,
-                weight,
-                beta,
-                reg,
-                tol=params["tol"],
-                max_iter=params["max_iter"],
-                verbose=verbose,
-            )
-            if not result.success:
-                warn(
-                    f"TopVersusAll: vector scaling did not converge in "
-                    f"max_iter={params['max_iter']} iterations ({result.message}). "
-                    "Increase the calibrator's max_iter or its reg_lambda.",
-                    ConvergenceWarning,
-                )
-            inner.coef_, inner.intercept_ = coef, intercept
-            inner.temperature_init_, inner.reg_lambda_ = 1.0 / beta, reg
-            n_iter = int(result.nit)
-        else:
-            inner.temperature_ = 1.0 / beta
-        inner.n_iter_ = n_iter
-        inner.classes_ = self.classes_
-        inner.n_features_in_ = logits.shape[1]
 
     # ------------------------------------------------------------- predict
     def _confidence_and_shares(self, logits, top, owned=False, confidence=None):
@@ -802,7 +717,7 @@ class TopVersusAll(BaseCalibrator):
             log_c, log_rest = _top_log_probabilities(logits, top)
             return np.exp(log_c), np.exp(log_rest), logits
         if self.scaling_:
-            scaled = self.calibrator_._calibrated_logits(_shifted(logits))
+            scaled = self.calibrator_.decision_function(_shifted(logits))
             log_c, log_rest = _top_log_probabilities(scaled, top)
             shares = scaled if self.redistribution == "temperature" else logits
             return np.exp(log_c), np.exp(log_rest), shares
@@ -819,22 +734,12 @@ class TopVersusAll(BaseCalibrator):
 
     def _binary_confidence(self, binary):
         """The binary calibrator's probability of "right" for the
-        :class:`_BinaryProblem` ``binary`` (by a skcal calibrator's private
-        path: it is valid by construction)."""
+        :class:`_BinaryProblem` ``binary``, by the protocol it was fitted
+        with (:meth:`_fit_binary`)."""
         inner = self.calibrator_
-        if self._mirrored(inner):  # the paper's one map of the confidence
-            return np.clip(inner._map_column(1, binary.confidence(inner)), 0.0, 1.0)
-        if isinstance(inner, BaseCalibrator):
-            if inner._maps_probabilities:  # it reads their softmax only
-                proba = inner._calibrated_proba_of_probabilities(
-                    binary.proba(inner, predict=True), binary
-                )
-            else:
-                proba = inner._calibrated_proba(
-                    _binary_input(inner, binary.scores(), predict=True)
-                )
-        else:
-            proba = inner.predict_proba(binary.scores())
+        if _kind(inner) == "one_map":  # the paper's one map of the confidence
+            return inner.predict_confidence(binary.confidence())
+        proba = inner.predict_proba(self._binary_input(inner, binary))
         return np.clip(np.asarray(proba)[:, self._right_column_], 0.0, 1.0)
 
     def _calibrated_proba_of_probabilities(self, P, logits):
@@ -842,30 +747,30 @@ class TopVersusAll(BaseCalibrator):
 
         Where the other classes keep their proportions (a binary calibrator
         with ``redistribution="proportional"``, or no binary problem), ``P``
-        is mapped directly: the binary scores from its top entries and the
+        is mapped directly: the binary problem from its top entries and the
         sums of the others, the others rescaled in place. Otherwise the
-        logits ``log(P)`` are taken in place and mapped as logits.
+        logits (:meth:`_logs_of`, at ``proba_floor_``) are taken in place
+        and mapped as logits, a binary calibrator's confidence read from
+        ``P`` first (as in the fit).
         """
         if self._temperature_only():  # softmax(log(P) / T), in P itself
-            return self._temperature_proba(log_probabilities_inplace(P), logits)
+            rows_of = _FlooredLogRows(logits, getattr(self, "proba_floor_", PROBA_EPS))
+            return self._temperature_proba(self._logs_of(P), rows_of)
         if self.scaling_:
-            return self._proba(log_probabilities_inplace(P), owned=True)
+            return self._proba(self._logs_of(P), owned=True)
         top = np.argmax(P, axis=1)
+        one_map = self.calibrator_ is not None and _kind(self.calibrator_) == "one_map"
         if self.temperature_ != 1.0:  # the confidence of P, the shares of logs
-            confidence = None
-            if self._mirrored(self.calibrator_):  # its fit read P's top entries
-                binary = _BinaryProblem.of_probabilities(P, top, rest=False)
-                confidence = self._binary_confidence(binary)
-            logits = log_probabilities_inplace(P)
+            binary = _BinaryProblem.of_probabilities(P, top, rest=not one_map)
+            confidence = self._binary_confidence(binary)
+            logits = self._logs_of(P)
             return self._proba(logits, owned=True, top=top, confidence=confidence)
         complement = None
         if self.calibrator_ is None:
             c, rest = top_and_rest(P, top)
             confidence, complement = c / (c + rest), rest / (c + rest)
         else:
-            binary = _BinaryProblem.of_probabilities(
-                P, top, rest=not self._mirrored(self.calibrator_)
-            )
+            binary = _BinaryProblem.of_probabilities(P, top, rest=not one_map)
             confidence = self._binary_confidence(binary)
         return replace_top_label_inplace(
             P, logits, top, confidence, floor=_FLOOR, keep_argmax=True,

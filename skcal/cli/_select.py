@@ -8,6 +8,8 @@ and the fitted search (``--save``).
 
 from __future__ import annotations
 
+import argparse
+import math
 import textwrap
 import time
 from dataclasses import dataclass
@@ -328,6 +330,7 @@ def _cmd_select(args) -> int:
         cv=args.cv,
         guard=None if args.no_guard else "one_se",
         n_jobs=args.n_jobs,
+        max_time=args.max_time,
         random_state=args.seed,
         verbose=0 if args.quiet else 1,
         input=data.key,
@@ -352,6 +355,19 @@ def _cmd_select(args) -> int:
 
 _at_least_two = int_type(lambda value: value >= 2, "an integer of at least 2 (folds)")
 _n_jobs = int_type(lambda value: value != 0, "a non-zero integer (-1: every CPU)")
+
+
+def _seconds(text: str) -> float:
+    """``--max-time``: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds, 0 or more, got {text!r}"
+        )
+    return value
 
 
 def _select_epilog() -> str:
@@ -447,6 +463,15 @@ def _add_search_options(parser) -> None:
         default=None,
         metavar="N",
         help="candidate x fold fits in parallel (joblib; -1: every CPU; default 1)",
+    )
+    parser.add_argument(
+        "--max-time",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="time budget of the cross-fitting: the candidates not started "
+        "after it are skipped (identity, temperature scaling and the first "
+        "always run; default: no limit)",
     )
 
 

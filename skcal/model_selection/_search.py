@@ -10,7 +10,7 @@ import warnings
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from scipy.stats import rankdata
@@ -28,12 +28,8 @@ from ..base import (
     check_fit_targets,
 )
 from ..calibrators import (
-    BetaCalibrator,
     DirichletCalibratorCV,
     IdentityCalibrator,
-    IsotonicCalibrator,
-    SMARTCalibrator,
-    SplineCalibrator,
     StructuredMatrixScaling,
     StructuredVectorScaling,
     TemperatureScaling,
@@ -42,7 +38,7 @@ from ..calibrators import (
 from ..exceptions import GridEdgeWarning
 from ..metrics._scorer import get_scorer, scorer_name
 from ..utils._dask import lazy_on_dask
-from ..utils._sklearn import StrOptions, _fit_context
+from ..utils._sklearn import Interval, StrOptions, _fit_context
 from ..utils._validation import (
     check_finite,
     check_labels,
@@ -77,6 +73,12 @@ _SIMPLE = (IdentityCalibrator, TemperatureScaling)
 #: this: about a minute on 2 cores (10,000 rows up to about 86 classes, 2,000
 #: rows up to about 190).
 DIRICHLET_CV_MAX_WORK = 1e10
+#: ...and below these rows or classes, where it has never won: on the
+#: benchmark of the user guide (``benchmarks/bench_select_loo.py``) it was
+#: selected only at 10,000 rows of 45 and 66 classes, and took most of the
+#: search's time at 2,000 rows without being selected.
+DIRICHLET_CV_MIN_ROWS = 5000
+DIRICHLET_CV_MIN_CLASSES = 20
 
 
 #: The regularisation grid of the default Dirichlet candidate: every other
@@ -92,7 +94,8 @@ _DIRICHLET_GRID = dict(
 
 
 def _default_candidates() -> list:
-    """The default candidates: one per family, with their own defaults."""
+    """The default candidates, cheapest first: the families that the
+    benchmark of the user guide selected (see "Choosing a calibrator")."""
     return [
         IdentityCalibrator(),
         TemperatureScaling(),
@@ -100,10 +103,6 @@ def _default_candidates() -> list:
         StructuredMatrixScaling(),
         StructuredVectorScaling(),
         DirichletCalibratorCV(**_DIRICHLET_GRID),
-        SMARTCalibrator(),
-        IsotonicCalibrator(),
-        BetaCalibrator(),
-        SplineCalibrator(),
     ]
 
 
@@ -161,6 +160,13 @@ def _head_logits(X: np.ndarray, coef: np.ndarray, intercept: np.ndarray):
     logits = affine_rows(X, coef, intercept)  # inf where it overflows: refused below
     check_finite(logits, "the head's logits X @ coef.T + intercept")
     return logits
+
+
+def _check_weights(sample_weight, n_rows: int):
+    """The user's weights validated once (None stays None: no weights)."""
+    if sample_weight is None:
+        return None
+    return check_sample_weight(sample_weight, n_rows)
 
 
 # ------------------------------------------------------------ parameter count
@@ -316,6 +322,28 @@ def _parallel(n_jobs):
     return Parallel(n_jobs=n_jobs)
 
 
+class _TimeBudget:
+    """``max_time``: whether each candidate starts, in order (its folds are
+    handed to joblib only then). The first candidate and the guard's simple
+    ones always start; the others only while the cross-fitting has taken at
+    most ``max_time`` seconds. ``late``: the candidates held back, with the
+    seconds elapsed when their turn came."""
+
+    def __init__(self, max_time, templates):
+        self.max_time, self.late = max_time, {}
+        self.always = {0} | {c for c, t in enumerate(templates) if type(t) in _SIMPLE}
+        self.started = time.perf_counter()
+
+    def starts(self, c: int) -> bool:
+        if self.max_time is None or c in self.always:
+            return True
+        elapsed = time.perf_counter() - self.started
+        if elapsed <= self.max_time:
+            return True
+        self.late[c] = elapsed
+        return False
+
+
 # -------------------------------------------------------------- the guard
 
 
@@ -355,6 +383,11 @@ class _LiveReport:
         for name, reason in zip(self.names, reasons):
             if reason:
                 self._print(name, reason)
+
+    def skipped(self, name: str, reason: str) -> None:
+        """The line of a candidate skipped while the others ran (``max_time``)."""
+        if self.verbose:
+            self._print(name, reason)
 
     def candidate(self, c: int, line: str) -> None:
         """The line of candidate ``c``, whose folds are done."""
@@ -491,17 +524,19 @@ class CalibratorSearchCV(BaseCalibrator):
         estimator with ``fit(X, y, sample_weight=...)`` and
         ``predict_proba`` that reads the scores ``X``. Names default to the
         class name (``"-1"``, ``"-2"``, ... appended to repeated ones).
-        None is one candidate per family, with its defaults:
+        None is the families that the benchmark of the user guide selected
+        (:ref:`choosing-defaults`), cheapest first, with their defaults:
         :class:`~skcal.IdentityCalibrator`, :class:`~skcal.TemperatureScaling`,
         :class:`~skcal.VectorScaling`, :class:`~skcal.StructuredMatrixScaling`,
-        :class:`~skcal.StructuredVectorScaling`,
+        :class:`~skcal.StructuredVectorScaling` and
         :class:`~skcal.DirichletCalibratorCV` (on every other point of its
         default grid, ``reg_lambdas = reg_mus = (1e-1, 1e-3, 1e-5)``, with
         ``cv=3``: the search scores it again anyway, and the full grid made
-        it 90% of a default search's time), :class:`~skcal.SMARTCalibrator`,
-        :class:`~skcal.IsotonicCalibrator`, :class:`~skcal.BetaCalibrator` and
-        :class:`~skcal.SplineCalibrator`. The default set's own rules (the
-        Dirichlet-CV candidate skipped where its grid would take minutes, its
+        it 90% of a default search's time). SMART, isotonic, beta and spline
+        calibration, never selected there, are no longer default candidates;
+        pass them to compare them. The default set's own rules (the
+        Dirichlet-CV candidate run only from 5,000 rows and 20 classes, where
+        it has won, and skipped where its grid would take minutes; its
         grid-edge warnings hidden) apply to None and to a list of the same
         estimators with the same settings on any ``device`` (what ``skcal
         select`` passes without ``--candidates``). Local calibrators are
@@ -531,6 +566,20 @@ class CalibratorSearchCV(BaseCalibrator):
         Candidate x fold fits run in parallel through :class:`joblib.Parallel`
         (any joblib backend, a Dask cluster included). Results do not
         depend on it.
+    max_time : float or None, default=None
+        A time budget in seconds for the cross-fitting. Candidates start in
+        their order; once the folds run so far have taken more than
+        ``max_time``, the candidates not yet started are skipped, with the
+        reason in ``cv_results_["skipped_reason"]``. The first candidate,
+        :class:`~skcal.IdentityCalibrator` and
+        :class:`~skcal.TemperatureScaling` always run. A candidate already
+        started finishes its folds, and the winner is then refitted: the
+        search can take longer than ``max_time`` by about one candidate's
+        folds and one fit. The default candidates are ordered cheapest
+        first. None (the default) sets no limit, and the selection does not
+        depend on the machine's speed; with a budget it can. The time a
+        default search takes, by rows and classes, is in the user guide
+        (:ref:`choosing-time`).
     random_state : int, RandomState instance or None, default=None
         Shuffling of the folds of an int ``cv``; also the seed given to
         every candidate whose own ``random_state`` parameter is None (one
@@ -680,7 +729,10 @@ class CalibratorSearchCV(BaseCalibrator):
     (16 of them on optdigits, where temperature scaling fitted on the whole
     calibration pool raises the test NLL too, 0.156 to 0.160). With the
     default candidates,
-    :class:`~skcal.DirichletCalibratorCV` is skipped where its inner grid
+    :class:`~skcal.DirichletCalibratorCV` is skipped below
+    :data:`DIRICHLET_CV_MIN_ROWS` rows or :data:`DIRICHLET_CV_MIN_CLASSES`
+    classes (5,000 and 20: on the benchmark it was selected only at 10,000
+    rows of 45 and 66 classes) and where its inner grid
     would take minutes on the CPU (work over the folds above
     :data:`DIRICHLET_CV_MAX_WORK`: 10,000 rows above about 86 classes,
     2,000 rows above about 190; always run on a GPU).
@@ -755,6 +807,7 @@ class CalibratorSearchCV(BaseCalibrator):
         "cv": ["cv_object"],
         "guard": [StrOptions({"one_se"}), None],
         "n_jobs": [Integral, None],
+        "max_time": [Interval(Real, 0, None, closed="left"), None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "coef": ["array-like", None],
@@ -769,6 +822,7 @@ class CalibratorSearchCV(BaseCalibrator):
         cv=5,
         guard="one_se",
         n_jobs=None,
+        max_time=None,
         random_state=None,
         verbose=0,
         input="logits",
@@ -781,6 +835,7 @@ class CalibratorSearchCV(BaseCalibrator):
         self.cv = cv
         self.guard = guard
         self.n_jobs = n_jobs
+        self.max_time = max_time
         self.random_state = random_state
         self.verbose = verbose
         self.input = input
@@ -1038,15 +1093,22 @@ class CalibratorSearchCV(BaseCalibrator):
         X, tol = self._score_array(X, reset=True)
         # the candidates' checks, once, with the search's name in the messages
         scores_to_logits(X, self.input, tol=tol)
+        # the weights are validated once, here; the candidates' fits get them
+        # as float64 arrays (their own check costs 0.24 ms at 100,000 rows)
+        sample_weight = _check_weights(sample_weight, X.shape[0])
         self.classes_, y_index, relative = check_fit_targets(
-            self, y, X.shape[0], X.shape[1], self.classes, sample_weight
+            self,
+            y,
+            X.shape[0],
+            X.shape[1],
+            self.classes,
+            sample_weight,
+            weights_checked=True,
         )
         # columns named after the classes: in their order, once for every fit
         order = class_column_order(names, self.classes_)
         if order is not None:
             X = X[:, order]
-        if sample_weight is not None:
-            sample_weight = check_sample_weight(sample_weight, X.shape[0])
         return X, self.classes_[y_index], sample_weight, relative
 
     def _validate_embedding_inputs(self, X, y, sample_weight):
@@ -1068,11 +1130,16 @@ class CalibratorSearchCV(BaseCalibrator):
             n_columns = len(np.atleast_1d(self.classes))
         else:
             n_columns = 0 if y is None else len(np.unique(check_labels(y)))
+        sample_weight = _check_weights(sample_weight, X.shape[0])
         self.classes_, y_index, relative = check_fit_targets(
-            self, y, X.shape[0], n_columns, self.classes, sample_weight
+            self,
+            y,
+            X.shape[0],
+            n_columns,
+            self.classes,
+            sample_weight,
+            weights_checked=True,
         )
-        if sample_weight is not None:
-            sample_weight = check_sample_weight(sample_weight, X.shape[0])
         return X, head, self.classes_[y_index], sample_weight, relative
 
     # ------------------------------------------------------------------ fit
@@ -1193,6 +1260,7 @@ class CalibratorSearchCV(BaseCalibrator):
         n = len(folds)
         report = _LiveReport(self.verbose, names, len(run), n)
         report.start(len(data.labels), reasons)
+        budget = _TimeBudget(self.max_time, data.templates)
         tasks = (
             delayed(_fit_and_score_at)(
                 c,
@@ -1206,6 +1274,7 @@ class CalibratorSearchCV(BaseCalibrator):
                 scorer,
             )
             for c in run
+            if budget.starts(c)  # asked when joblib reaches the candidate
             for k, fold in enumerate(folds)
         )
         by_candidate = {c: [None] * n for c in run}
@@ -1215,6 +1284,14 @@ class CalibratorSearchCV(BaseCalibrator):
             waiting[c] -= 1
             if not waiting[c]:
                 report.candidate(c, _candidate_line(by_candidate[c]))
+        for c, elapsed in budget.late.items():
+            del by_candidate[c]
+            reasons[c] = (
+                f"skipped: the time budget max_time={self.max_time:g} s was spent "
+                f"before its turn ({elapsed:.3g} s of cross-fitting); raise "
+                "max_time, or None for no limit, to score it"
+            )
+            report.skipped(names[c], reasons[c])
         return by_candidate
 
     def _refit(self, data: _SearchData) -> None:
@@ -1231,11 +1308,22 @@ class CalibratorSearchCV(BaseCalibrator):
         self.refit_time_ = time.perf_counter() - start
 
     def _skip_costly(self, templates, reasons, n_rows, n_splits) -> None:
-        """Skip the default Dirichlet-CV candidate where its CPU work over the
-        folds exceeds :data:`DIRICHLET_CV_MAX_WORK` (set in ``reasons``)."""
+        """Skip the default Dirichlet-CV candidate below
+        :data:`DIRICHLET_CV_MIN_ROWS` rows or :data:`DIRICHLET_CV_MIN_CLASSES`
+        classes, and where its CPU work over the folds exceeds
+        :data:`DIRICHLET_CV_MAX_WORK` (set in ``reasons``)."""
         n_classes = len(self.classes_)
         for c, t in enumerate(templates):
             if not isinstance(t, DirichletCalibratorCV) or reasons[c]:
+                continue
+            if n_rows < DIRICHLET_CV_MIN_ROWS or n_classes < DIRICHLET_CV_MIN_CLASSES:
+                reasons[c] = (
+                    f"skipped: a default candidate run only where it has won on "
+                    f"the benchmark, from {DIRICHLET_CV_MIN_ROWS} rows and "
+                    f"{DIRICHLET_CV_MIN_CLASSES} classes ({n_rows} rows x "
+                    f"{n_classes} classes here); pass your own candidates, e.g. "
+                    "[DirichletCalibratorCV(), ...], to include it"
+                )
                 continue
             work = n_splits * t.cpu_work(n_rows, n_classes)
             if work > DIRICHLET_CV_MAX_WORK:

@@ -203,44 +203,6 @@ def check_probabilities(
     return P, pred, conf.astype(P.dtype, copy=False)
 
 
-def top_rows_of_probabilities(
-    P, name: str = "X", *, tol: float = SUM_TOL, rest: bool = True, eps=PROBA_EPS
-):
-    """Validate ``P`` as ``check_probabilities(P, name, tol=tol, floor=True,
-    eps=eps)``
-    does and return, of each row of that copy (which is never made), its
-    argmax, its entry there and (with ``rest``) the sum of its other
-    entries.
-
-    One read of ``P`` by cache-sized blocks, with the checks: the argmax is
-    that of the row as given (the first on ties; the copy's too, but where
-    the division by the row sum, which keeps the order of a row's entries,
-    rounds two of them into a tie), its entry is the copy's (the same
-    product), and the others' sum is taken from the given entries (the top
-    one masked) times the reciprocal of the row sum: as accurate as the
-    copy's sum of them (``(C - 1) u`` relative), never ``1 - c`` (which
-    rounds to 0 near certainty). Blocks that need clipping, float32 rows,
-    other layouts and (with ``rest``) blocks where the floor can act are
-    summed from their copy, in a scratch block. For a caller that needs
-    only these: the fit of a binary problem on the top label. Without
-    ``rest``, the plain blocks are read once less (the masked sum is half of
-    the read at 100 classes).
-
-    Returns
-    -------
-    top : ndarray of shape (n_samples,) of intp
-    c : ndarray of shape (n_samples,)
-    rest : ndarray of shape (n_samples,), or None without ``rest``
-    """
-    P = np.asarray(P)
-    if P.dtype != np.float32 and P.dtype != np.float64:
-        P = np.asarray(P, dtype=np.float64)
-    scan = _TopRowsScan(P, rest=rest)
-    level = max(eps, PROBA_EPS)
-    _scan_and_check(P, scan, tol, name, renormalize=True, log=False, floor=level)
-    return scan.pred, scan.c, scan.rest
-
-
 def _top_offsets(P: np.ndarray, top: np.ndarray) -> np.ndarray:
     """The flat indices of the entries ``P[i, top[i]]`` (C order)."""
     return np.arange(len(top)) * P.shape[1] + top
@@ -359,62 +321,6 @@ class _Scan:
         else:
             self.conf[rows] = block[np.arange(len(top)), top]
         return self.conf[rows].max()
-
-
-class _TopRowsScan(_Scan):
-    """:class:`_Scan` that keeps, of each row of the renormalised, floored
-    copy, the argmax, its entry and the others' sum (see
-    :func:`top_rows_of_probabilities`) instead of the copy."""
-
-    def __init__(self, P: np.ndarray, rest: bool = True):
-        super().__init__(P, top_label=True, copy=False)
-        n = P.shape[0]
-        self.c, self.rest = np.empty(n), np.empty(n) if rest else None
-        # a scratch block, made when first needed: the copy of a block that
-        # needs it, or else ones with 0 at the top entries, which mask them
-        # out of a row product
-        self.scratch_shape = (min(self.step, n), P.shape[1])
-        self.scratch, self.ones = None, False
-
-    def _scratch(self, n_rows: int, ones: bool) -> np.ndarray:
-        """The scratch block's first ``n_rows``; all ones if ``ones``."""
-        if self.scratch is None:
-            self.scratch = (np.ones if ones else np.empty)(self.scratch_shape)
-        elif ones and not self.ones:
-            self.scratch.fill(1.0)
-        self.ones = ones
-        return self.scratch[:n_rows]
-
-    def _emit(self, block, rows, low, clip, offsets, **options) -> None:
-        top, sums = self.pred[rows], self.sums[rows]
-        # the floor never reaches a row's top entry: only the others' sum
-        # is summed from the copy where it can act
-        if (
-            clip
-            or offsets is None
-            or block.dtype != np.float64
-            or (
-                self.rest is not None
-                and not _above_floor(low, sums, options["floor"], clip=clip)
-            )
-        ):
-            scratch = self._scratch(len(block), ones=False)
-            _copy_block(block, scratch, sums, clip=clip, low=low, **options)
-            if self.rest is None:
-                top_entries(scratch, top, self.c[rows])
-            else:
-                top_and_rest(scratch, top, self.c[rows], self.rest[rows])
-            return
-        reciprocal = _reciprocals(sums, block.shape[1])
-        np.multiply(self.conf[rows], reciprocal, out=self.c[rows])
-        if self.rest is None:
-            return
-        mask = self._scratch(len(block), ones=True)
-        at = offsets[: len(block)] + top
-        mask.reshape(-1)[at] = 0.0
-        rest = np.einsum("ij,ij->i", block, mask, out=self.rest[rows])
-        mask.reshape(-1)[at] = 1.0
-        rest *= reciprocal
 
 
 def _check_range(scan: _Scan, tol: float, name: str) -> None:
@@ -1073,8 +979,8 @@ def check_proba_targets(
     Accepts 2-D ``(n_samples, n_classes)`` probabilities or 1-D probabilities
     of the positive class (the second label) for binary problems. The
     probabilities are checked in one pass, see :func:`check_probabilities`
-    (``copy`` and ``top_label`` are passed on); integer labels already in
-    ``range(n_classes)`` are taken as column indices without sorting them.
+    (``copy`` and ``top_label`` are passed on); the labels are mapped to
+    columns by :func:`resolve_classes`.
     A dataframe whose columns are named after the classes is read by name
     (:func:`proba_in_class_order`).
 
@@ -1112,18 +1018,9 @@ def check_proba_targets(
     )
     proba = checked[0] if top_label else checked
     n_samples, n_classes = proba.shape
-    if (
-        labels is None
-        and y_true.dtype.kind in "iu"
-        and n_samples
-        and y_true.min() >= 0
-        and y_true.max() < n_classes
-    ):  # what resolve_classes returns for these labels, without np.unique
-        y_index = y_true.astype(np.int64)
-    else:
-        _, y_index = resolve_classes(
-            y_true, n_classes, labels, name="labels", y_name="y_true"
-        )
+    _, y_index = resolve_classes(
+        y_true, n_classes, labels, name="labels", y_name="y_true"
+    )
     if sample_weight is None:
         sample_weight = np.ones(n_samples)
     else:
@@ -1161,17 +1058,7 @@ def proba_in_class_order(y_true, y_proba, labels=None):
 
 def check_proba_array(y_proba) -> np.ndarray:
     """``y_proba`` as a float32/float64 array of any dimension checked by
-    scikit-learn's ``check_array`` (not for finiteness). A non-empty 1-D or
-    2-D float32/float64 numpy array is returned as it is, as ``check_array``
-    would, without its search for a dataframe (which costs more than a
-    small metric's work)."""
-    if (
-        type(y_proba) is np.ndarray
-        and y_proba.dtype in (np.float64, np.float32)
-        and y_proba.ndim in (1, 2)
-        and y_proba.size > 0
-    ):
-        return y_proba
+    scikit-learn's ``check_array`` (not for finiteness)."""
     return check_array(
         y_proba,
         ensure_2d=False,

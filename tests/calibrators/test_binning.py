@@ -904,3 +904,50 @@ def test_rows_one_ulp_off_one_are_read_as_given(cls):
         ref = cir_model.CenteredIsotonicRegression().fit(P[:, 0], target)
         mine = np.interp(P[:, 0], est.thresholds_[0], est.values_[0])
         np.testing.assert_allclose(mine, ref.transform(P[:, 0]), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_fit_confidence_is_sklearn_isotonic_of_the_confidence(weighted):
+    """The one-map protocol (what TopVersusAll calls): ``fit_confidence``
+    fits scikit-learn's isotonic regression of ``correct`` on the
+    confidence (weights included), ``predict_confidence`` is its map, and
+    the map of class 0 is the mirror image, ``1 - f(1 - q)``."""
+    rng = np.random.default_rng(3)
+    c = rng.uniform(0.2, 1.0, 2000)
+    correct = (rng.random(2000) < c**2).astype(float)
+    w = rng.uniform(0.5, 2.0, 2000) if weighted else None
+    iso = IsotonicCalibrator().fit_confidence(c, correct, w)
+    ref = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+    ref.fit(c, correct, sample_weight=w)
+    grid = np.linspace(0.0, 1.0, 301)
+    np.testing.assert_allclose(
+        iso.predict_confidence(grid), ref.predict(grid), atol=1e-12
+    )
+    assert iso.classes_.tolist() == [0, 1] and iso.n_features_in_ == 2
+    # the fitted binary calibrator maps the columns [1 - p, p] (its mirror)
+    logits = np.log(np.column_stack([1.0 - grid[1:-1], grid[1:-1]]))
+    P = IsotonicCalibrator().set_params(classes=[0, 1]).fit_confidence(c, correct, w)
+    Q = P.predict_proba(logits)
+    expected1 = ref.predict(grid[1:-1])
+    expected0 = 1.0 - ref.predict(grid[1:-1])  # mirror: 1 - f(1 - (1 - p))
+    expected = np.column_stack([expected0, expected1])
+    expected = np.maximum(expected, 1e-12)
+    np.testing.assert_allclose(
+        Q, expected / expected.sum(axis=1, keepdims=True), atol=1e-9
+    )
+
+
+def test_fit_confidence_refuses_what_is_not_a_confidence():
+    """The declared input: probabilities in [0, 1], one ``correct`` in {0, 1}
+    per row, non-negative weights; each refused with what was expected."""
+    iso = HistogramBinningCalibrator()
+    c, correct = np.array([0.3, 0.8, 0.9]), np.array([0.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match=r"probabilities in \[0, 1\].*not logits"):
+        iso.fit_confidence(np.array([-2.0, 0.5, 3.0]), correct)
+    with pytest.raises(ValueError, match=r"correct as 3 values in \{0, 1\}"):
+        iso.fit_confidence(c, np.array([0.0, 2.0, 1.0]))
+    with pytest.raises(ValueError, match="non-negative, finite"):
+        iso.fit_confidence(c, correct, np.array([1.0, -1.0, 1.0]))
+    iso.fit_confidence(c, correct)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        iso.predict_confidence(np.array([np.nan, 0.5]))

@@ -286,6 +286,42 @@ def test_cv_in_a_grid_search_recipe_agrees_on_the_objective():
     }
 
 
+@pytest.mark.filterwarnings("ignore::skcal.exceptions.GridEdgeWarning")
+def test_cv_float32_fold_fits_score_as_grid_search_over_plain_fits():
+    """From 20 classes the fold fits run in float32 alone (preconditioned):
+    their held-out NLLs are those of GridSearchCV over plain float64
+    DirichletCalibrator fits on the same folds, to 1e-4, and the choice is
+    the same."""
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
+    X, y = make_miscalibrated_logits(1000, 20, temperature=2.0, random_state=11)
+    grid = {"reg_lambda": [1e-1, 1e-3], "reg_mu": [1e-1, 1e-3]}
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    search = GridSearchCV(DirichletCalibrator(device="cpu"), grid, cv=cv).fit(X, y)
+    ours = DirichletCalibratorCV(
+        reg_lambdas=grid["reg_lambda"],
+        reg_mus=grid["reg_mu"],
+        include_auto=False,
+        grid_extensions=0,
+        early_stopping=False,
+        cv=3,
+        random_state=0,
+        device="cpu",
+    ).fit(X, y)
+    assert search.best_params_ == {
+        "reg_lambda": ours.reg_lambda_,
+        "reg_mu": ours.reg_mu_,
+    }
+    theirs = {
+        (p["reg_lambda"], p["reg_mu"]): -s
+        for p, s in zip(
+            search.cv_results_["params"], search.cv_results_["mean_test_score"]
+        )
+    }
+    for p, s in zip(ours.cv_results_["params"], ours.cv_results_["mean_test_nll"]):
+        assert s == pytest.approx(theirs[p["reg_lambda"], p["reg_mu"]], rel=1e-4)
+
+
 def test_dirichletcal_reference_if_installed():
     fulldirichlet = pytest.importorskip(
         "dirichletcal.calib.fulldirichlet",

@@ -28,6 +28,7 @@ from skcal import (
     TopVersusAll,
 )
 from skcal.calibrators._one_vs_rest import PROBA_FLOOR
+from skcal.calibrators._top_versus_all import top_rows_of_probabilities
 from skcal.utils._proba import replace_top_label_inplace
 from skcal.utils._testing import make_miscalibrated_logits
 from skcal.utils._validation import (
@@ -35,7 +36,6 @@ from skcal.utils._validation import (
     check_probabilities,
     scores_to_logits,
     sum_tolerance,
-    top_rows_of_probabilities,
 )
 
 EPS = np.finfo(np.float64).eps

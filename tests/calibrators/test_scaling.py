@@ -568,3 +568,32 @@ def test_one_zero_true_class_probability_cannot_drive_the_temperature():
     keep = np.arange(len(y)) != i
     without = _scipy_temperature(np.log(Q[keep]), y[keep])
     assert abs(ts.temperature_ / without - 1) < 0.02
+
+
+def test_fit_top_label_minimises_the_binary_cross_entropy_of_the_top_class():
+    """The top-label protocol of temperature scaling (what TopVersusAll
+    calls): the temperature minimises the paper's loss, the binary
+    cross-entropy of the top class's softmax probability (scipy, written
+    out here); bad input is refused with what was expected."""
+    Z, y = make_miscalibrated_logits(1500, 7, random_state=2)
+    top = Z.argmax(axis=1)
+    right = (top == y).astype(float)
+    rows = np.arange(len(y))
+
+    def loss(log_t):
+        log_p = log_softmax(Z / np.exp(log_t), axis=1)
+        others = log_p.copy()
+        others[rows, top] = -np.inf
+        log_rest = np.log(np.exp(others).sum(axis=1))
+        return -np.mean(right * log_p[rows, top] + (1 - right) * log_rest)
+
+    best = minimize_scalar(
+        loss, bounds=(-5, 5), method="bounded", options={"xatol": 1e-10}
+    )
+    ts = TemperatureScaling().fit_top_label(Z, top, right)
+    np.testing.assert_allclose(ts.temperature_, np.exp(best.x), rtol=1e-6)
+    assert ts.classes_.tolist() == list(range(7)) and ts.n_features_in_ == 7
+    with pytest.raises(ValueError, match="top as 1500 integer column indices"):
+        TemperatureScaling().fit_top_label(Z, top.astype(float), right)
+    with pytest.raises(ValueError, match=r"correct as 1500 values in \{0, 1\}"):
+        TemperatureScaling().fit_top_label(Z, top, right * 2)

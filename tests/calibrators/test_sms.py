@@ -98,6 +98,47 @@ def test_sms_with_a_float32_first_phase_matches_the_papers_formulas(monkeypatch)
     np.testing.assert_allclose(sms.coef_, only64.coef_, atol=2e-5)
 
 
+@pytest.mark.parametrize("row_factors", [True, False])
+@pytest.mark.parametrize("lam", [(1.0, 1.0, 1.0), (0.2, 0.05, 0.1)])
+def test_sms_preconditioned_solve_matches_the_papers_formulas(
+    monkeypatch, row_factors, lam
+):
+    # the map is solved in coordinates whitened by one Cholesky factor per
+    # row (or, above _ROW_FACTORS_MAX_CLASSES classes, one shared factor):
+    # the minimiser is scipy's on the paper's objective in either case
+    import skcal._torch.kernels._affine as affine
+
+    if not row_factors:
+        monkeypatch.setattr(affine, "_ROW_FACTORS_MAX_CLASSES", 0)
+    X, y = make_miscalibrated_logits(700, 22, temperature=2.0, random_state=5)
+    X = X + np.linspace(-1.0, 1.0, 22)  # unequal class frequencies
+    sms = StructuredMatrixScaling(
+        reg_intercept=lam[0], reg_diagonal=lam[1], reg_off_diagonal=lam[2], tol=1e-7
+    ).fit(X, y)
+    beta, W, b, mix = reference_sms(X, y, lam)
+    np.testing.assert_allclose(sms.coef_, W, atol=2e-5)
+    np.testing.assert_allclose(sms.intercept_, b, atol=2e-5)
+
+
+def test_sms_at_many_classes_matches_probmetrics_nll():
+    # issue 51: at 50-100 classes skcal's solve (preconditioned) reaches
+    # probmetrics' test NLL, to 1e-3 relative
+    pytest.importorskip("probmetrics", reason="probmetrics is not installed")
+    from probmetrics.calibrators import get_calibrator
+
+    c = 50
+    X, y = make_miscalibrated_logits(4000, c, temperature=2.0, random_state=7)
+    rng = np.random.default_rng(7)
+    X = X @ (np.eye(c) + 0.3 * rng.random((c, c)) / c).T + rng.normal(0, 0.5, c)
+    P, Pt = softmax(X[:2000], axis=1), softmax(X[2000:], axis=1)
+    y, yt = y[:2000], y[2000:]
+    ref = get_calibrator("sms")
+    ref.fit(P, y)
+    ref_nll = nll(ref.predict_proba(Pt), yt)
+    ours = StructuredMatrixScaling(input="proba", device="cpu").fit(P, y)
+    assert nll(ours.predict_proba(Pt), yt) == pytest.approx(ref_nll, rel=1e-3)
+
+
 def test_sms_from_probabilities_equals_from_logits():
     X, y = make_miscalibrated_logits(600, 3, temperature=2.0, random_state=1)
     a = StructuredMatrixScaling(tol=1e-7, device="cpu").fit(X, y)

@@ -31,8 +31,9 @@ from skcal import (
     TemperatureScaling,
     TopVersusAll,
     VectorScaling,
+    VennAbersCalibrator,
 )
-from skcal.exceptions import ConvergenceWarning, MissingClassWarning
+from skcal.exceptions import ConvergenceWarning, InputWarning, MissingClassWarning
 
 
 def _scores(loader, C=10.0, random_state=0):
@@ -87,6 +88,29 @@ def _assert_top_first(P, top):
     rows = np.arange(len(P))
     assert (P[rows, top] >= P.max(axis=1) * (1 - 1e-12)).all()
     assert (np.argmax(P, axis=1) == top).all()
+
+
+TINY = np.finfo(np.float64).tiny
+
+
+def _floored(P, floor=TINY):
+    """Renormalised rows floored at ``floor``, the rows the floor raised
+    renormalised again (the input contract of the user guide). At the
+    smallest normal float64 (the default), what a binary map of the
+    confidence and the others' proportions read; at :func:`_proba_floor`,
+    what the logs of probabilities are taken of."""
+    Q = P / P.sum(axis=1, keepdims=True)
+    raised = (Q < floor).any(axis=1)
+    Q = np.maximum(Q, floor)
+    Q[raised] /= Q[raised].sum(axis=1, keepdims=True)
+    return Q
+
+
+def _proba_floor(Pc):
+    """The floor of the logs of probabilities, by the rule the other
+    calibrators follow: half the smallest positive calibration probability,
+    at least the smallest normal float64."""
+    return max(TINY, 0.5 * Pc[Pc > 0].min())
 
 
 def _binary_reference(reference, digits):
@@ -163,12 +187,17 @@ def test_histogram_binning_maps_the_confidence_alone_on_bin_edges(redistribution
         input="proba",
         redistribution=redistribution,
     )
-    got = tva.fit(P, y).predict_proba(P)
+    if redistribution == "temperature":  # the logs of the zeros are floored
+        with pytest.warns(InputWarning, match=r"^\d+ of 3000 calibration rows"):
+            got = tva.fit(P, y).predict_proba(P)
+    else:
+        got = tva.fit(P, y).predict_proba(P)
     top = cols[:, 0]
     # the others' shares: their own, or those of softmax(log(P) / T)
     shares = P
     if redistribution == "temperature":
-        shares = softmax(np.log(_floored(P)) / tva.temperature_, axis=1)
+        logs = np.log(_floored(P, _proba_floor(P)))  # zeros: half of 0.05
+        shares = softmax(logs / tva.temperature_, axis=1)
     least = _least_share(shares, top)
     expected = _proportional(shares, top, np.maximum(freq[bins], least))
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
@@ -269,6 +298,7 @@ def test_vector_scaling_minimises_the_regularised_binary_objective():
         IsotonicCalibrator(),
         HistogramBinningCalibrator(),
         PlattCalibrator(),
+        VennAbersCalibrator(),  # its predict_proba failed (no private path)
         VectorScaling(),
         LogisticRegression(),  # any scikit-learn classifier
     ],
@@ -285,10 +315,21 @@ def test_rows_sum_to_one_and_argmax_is_kept_on_real_data(digits, inner):
     _assert_top_first(P, Zt.argmax(axis=1))
     np.testing.assert_array_equal(tva.predict(Zt), Zt.argmax(axis=1))
     np.testing.assert_allclose(np.exp(tva.predict_log_proba(Zt)), P, atol=1e-12)
-    # probabilities are read as their logs: the same fit
-    proba = TopVersusAll(inner, input="proba").fit(softmax(Zc, axis=1), yc)
+    # probabilities are read as their logs floored at half the smallest
+    # calibration probability (no calibration entry is below it: the same
+    # fit); the test rows with entries below it as the logits of the floored
+    # rows
+    Pc, Pt = softmax(Zc, axis=1), softmax(Zt, axis=1)
+    floor = _proba_floor(Pc)
+    proba = TopVersusAll(inner, input="proba").fit(Pc, yc)
+    expected = tva.predict_proba(np.log(_floored(Pt, floor)))
+    rows = np.ones(len(Pt), dtype=bool)
+    if isinstance(inner, PlattCalibrator):  # it floors [1 - c, c] itself
+        rest_c, rest_t = 1 - Pc.max(axis=1), 1 - Pt.max(axis=1)
+        rows = rest_t >= 0.5 * rest_c.min()
+        assert rows.mean() > 0.9
     np.testing.assert_allclose(
-        proba.predict_proba(softmax(Zt, axis=1)), P, rtol=1e-6, atol=1e-9
+        proba.predict_proba(Pt)[rows], expected[rows], rtol=1e-6, atol=1e-9
     )
 
 
@@ -581,8 +622,12 @@ def test_temperature_on_probabilities_is_the_softmax_of_their_scaled_logs(fit_sc
     here), the others of near-certain rows floored as above, and the
     input left as it was. Over-confident training scores give ``T > 1``
     (no share of ``log(p) / T`` can fall below 1e-290), under-confident
-    ones ``T < 1``, where rows of the general path do."""
+    ones ``T < 1``, where rows of the general path do. The calibration
+    rows hold near-certain rows too, so that the floor of the logs (half
+    the smallest calibration probability) is below the test rows' shares."""
     Zc, yc = _synthetic(2000, 6, scale=fit_scale)
+    Zc[:20] = _synthetic(20, 6, seed=7, scale=4.0)[0] * 60.0
+    yc[:20] = Zc[:20].argmax(axis=1)  # right: they leave T as it was
     tva = TopVersusAll(input="proba").fit(softmax(Zc, axis=1), yc)
     T = tva.calibrator_.temperature_
     assert (T > 1.0) == (fit_scale > 1.0)
@@ -592,7 +637,9 @@ def test_temperature_on_probabilities_is_the_softmax_of_their_scaled_logs(fit_sc
     before = Pt.copy()
     P = tva.predict_proba(Pt)
     np.testing.assert_array_equal(Pt, before)
-    log_q = log_softmax(np.log(_floored(Pt)) / T, axis=1)
+    log_q = log_softmax(
+        np.log(_floored(Pt, _proba_floor(softmax(Zc, axis=1)))) / T, axis=1
+    )
     masked = log_q.copy()
     masked[np.arange(len(masked)), log_q.argmax(axis=1)] = -np.inf
     others = logsumexp(masked, axis=1)
@@ -652,12 +699,6 @@ def test_verbose_shows_the_binary_temperature_fit(capsys):
     TopVersusAll(VectorScaling(verbose=1, max_iter=5)).fit(Zc, yc)
     err = capsys.readouterr().err
     assert "TopVersusAll: binary temperature:" in err
-
-
-def _floored(P):
-    """The probabilities skcal's validation hands on: renormalised rows
-    floored at the smallest normal float64."""
-    return np.maximum(P / P.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
 
 
 @pytest.mark.parametrize(
@@ -744,12 +785,16 @@ def test_fit_on_invalid_probabilities_is_refused_as_by_the_other_path():
 def test_fit_on_probabilities_has_the_multiclass_temperature_of_their_logs():
     """With the default redistribution, the temperature of the others'
     shares fitted on probabilities minimises the multiclass log loss of
-    ``softmax(log(p) / T)`` (scipy, written out here)."""
+    ``softmax(log(p) / T)`` (scipy, written out here), ``p`` floored at
+    half the smallest positive calibration probability as by the other
+    calibrators (issue 49)."""
     Zc, yc = _synthetic(2000, 8, scale=4.0)
     Pc = softmax(Zc, axis=1)
     Pc[:30] = np.eye(8)[yc[:30]]  # exact zeros: floored before the log
     tva = TopVersusAll(HistogramBinningCalibrator(), input="proba").fit(Pc, yc)
-    L = np.log(_floored(Pc))
+    floor = _proba_floor(Pc)
+    assert floor > 1e-100 and tva.proba_floor_ == floor
+    L = np.log(_floored(Pc, floor))
     rows = np.arange(len(yc))
 
     def nll(log_t):
@@ -840,3 +885,40 @@ def test_logs_are_finite_on_probabilities_with_exact_zeros(inner, redistribution
     expected = np.log(np.maximum(proba, np.nextafter(0.0, 1.0)))
     np.testing.assert_array_equal(log_proba, expected)
     np.testing.assert_allclose(softmax(logits, axis=1), proba, rtol=1e-12, atol=1e-300)
+
+
+def test_probabilities_are_floored_before_their_logs_as_by_the_others():
+    """Issue 49: with ``input="proba"`` the logs the fit reads were floored
+    at 2.2e-308, so that on probabilities rounded to 3 decimals one row
+    one-hot on a wrong class (a log of -708 for its true class) moved the
+    binary temperature from 4.2 to 7.1. The logs are now floored as by
+    every other calibrator: at half the smallest positive calibration
+    probability (about 0.0005 here, by hand), the rows the floor raised
+    renormalised, with the InputWarning counting the rows whose true class
+    has probability 0. The temperature is the minimiser of the paper's loss
+    on those logs (scipy) and barely moves with the bad row."""
+    from skcal.utils._testing import make_miscalibrated_logits
+
+    Z, y = make_miscalibrated_logits(2000, 10, random_state=0)
+    P = np.round(softmax(Z, axis=1), 3)
+    P /= P.sum(axis=1, keepdims=True)
+    bad = np.eye(10)[[(y[0] + 1) % 10]]  # one-hot on a wrong class
+    Pb, yb = np.vstack([P, bad]), np.append(y, y[0])
+    zeros = int((Pb[np.arange(len(yb)), yb] == 0).sum())
+    assert zeros > 1
+    with pytest.warns(InputWarning, match=rf"^{zeros} of 2001 calibration rows"):
+        tva = TopVersusAll(TemperatureScaling(), input="proba").fit(Pb, yb)
+    with pytest.warns(InputWarning):
+        T0 = TopVersusAll(TemperatureScaling(), input="proba").fit(P, y)
+    T, T0 = tva.calibrator_.temperature_, T0.calibrator_.temperature_
+    floor = _proba_floor(Pb)  # 0.001 of a renormalised row, halved
+    assert abs(floor - 0.0005) < 1e-6 and tva.proba_floor_ == floor
+    with pytest.warns(InputWarning):  # the peer reading the same probabilities
+        peer = TemperatureScaling(input="proba").fit(Pb, yb)
+    assert peer.proba_floor_ == tva.proba_floor_
+    expected = _reference_temperature(np.log(_floored(Pb, floor)), yb)
+    np.testing.assert_allclose(T, expected, rtol=1e-6)
+    np.testing.assert_allclose(T, T0, rtol=0.01)  # the bad row barely counts
+    # the predictions read the logs floored the same way
+    expected = softmax(np.log(_floored(Pb, floor)) / T, axis=1)
+    np.testing.assert_allclose(tva.predict_proba(Pb), expected, rtol=1e-10)

@@ -1,5 +1,6 @@
 """CalibratorSearchCV: cross-validated scores, the small-data guard, the glue."""
 
+import math
 import pickle
 import re
 
@@ -706,17 +707,19 @@ def test_the_default_candidates_fit():
         "StructuredMatrixScaling",
         "StructuredVectorScaling",
         "DirichletCalibratorCV",
-        "SMARTCalibrator",
-        "IsotonicCalibrator",
-        "BetaCalibrator",
-        "SplineCalibrator",
     ]
-    # 600 rows: enough events for every candidate but SMART's 49 weights
+    # 600 rows: enough events for every candidate; Dirichlet-CV only runs
+    # from 5,000 rows and 20 classes
     wrong = X.argmax(axis=1) != y
     events = min(wrong.sum(), (~wrong).sum())
-    assert 60 < events < 490
+    assert 60 < events
     skipped = [bool(reason) for reason in res["skipped_reason"]]
-    assert skipped == [False] * 6 + [True] + [False] * 3
+    assert skipped == [False] * 5 + [True]
+    assert res["skipped_reason"][5] == (
+        "skipped: a default candidate run only where it has won on the benchmark, "
+        "from 5000 rows and 20 classes (600 rows x 4 classes here); pass your own "
+        "candidates, e.g. [DirichletCalibratorCV(), ...], to include it"
+    )
     assert np.isfinite(res["mean_test_score"][~np.array(skipped)]).all()
     assert search.selected_ != "IdentityCalibrator"  # temperature 2 is corrected
     P = search.predict_proba(X)
@@ -802,11 +805,11 @@ def test_temperature_scaling_needs_five_events_other_parameters_ten(n_wrong):
     )
 
 
-def test_default_dirichlet_cv_is_skipped_above_its_cpu_budget(monkeypatch):
+def _fast_defaults(monkeypatch):
+    """The default candidates, with short fits, on the CPU (patched in)."""
     from skcal.model_selection import _search as module
 
-    X, y = make_miscalibrated_logits(600, 21, temperature=2.0, random_state=0)
-    fast = [  # the defaults, with short fits, on the CPU
+    fast = [
         c.set_params(max_iter=5) if "max_iter" in c.get_params() else c
         for c in module._default_candidates()
     ]
@@ -814,6 +817,41 @@ def test_default_dirichlet_cv_is_skipped_above_its_cpu_budget(monkeypatch):
         if "device" in c.get_params():
             c.set_params(device="cpu")
     monkeypatch.setattr(module, "_default_candidates", lambda: fast)
+    return fast
+
+
+def test_default_dirichlet_cv_runs_only_from_its_rows_and_classes(monkeypatch):
+    from skcal.model_selection import _search as module
+
+    X, y = make_miscalibrated_logits(600, 21, temperature=2.0, random_state=0)
+    fast = _fast_defaults(monkeypatch)
+    dirichlet = [type(c).__name__ for c in fast].index("DirichletCalibratorCV")
+    monkeypatch.setattr(module, "DIRICHLET_CV_MAX_WORK", math.inf)
+    reasons = {}
+    for rows, classes in [(600, 21), (601, 21), (600, 22)]:
+        monkeypatch.setattr(module, "DIRICHLET_CV_MIN_ROWS", rows)
+        monkeypatch.setattr(module, "DIRICHLET_CV_MIN_CLASSES", classes)
+        search = CalibratorSearchCV(cv=2, random_state=0).fit(X, y)
+        reasons[rows, classes] = search.cv_results_["skipped_reason"][dirichlet]
+    assert reasons[600, 21] == ""  # 600 rows x 21 classes: at the thresholds
+    for rows, classes in [(601, 21), (600, 22)]:
+        assert reasons[rows, classes].startswith(
+            "skipped: a default candidate run only where it has won on the "
+            f"benchmark, from {rows} rows and {classes} classes (600 rows x 21 "
+            "classes here)"
+        )
+    # a user's own list is not the default set: it runs
+    own = CalibratorSearchCV([IdentityCalibrator(), fast[dirichlet]], cv=2)
+    assert own.fit(X, y).cv_results_["skipped_reason"][1] == ""
+
+
+def test_default_dirichlet_cv_is_skipped_above_its_cpu_budget(monkeypatch):
+    from skcal.model_selection import _search as module
+
+    X, y = make_miscalibrated_logits(600, 21, temperature=2.0, random_state=0)
+    fast = _fast_defaults(monkeypatch)
+    monkeypatch.setattr(module, "DIRICHLET_CV_MIN_ROWS", 0)
+    monkeypatch.setattr(module, "DIRICHLET_CV_MIN_CLASSES", 0)
     names = [type(c).__name__ for c in fast]
     dirichlet = names.index("DirichletCalibratorCV")
     # its work over 2 folds: 3 x 3 candidates x 3 inner folds x 600 rows x
@@ -903,3 +941,174 @@ def test_the_guard_judges_by_the_users_scoring():
     )
     assert expected in search.selection_reason_, search.selection_reason_
     assert "log loss" not in search.selection_reason_
+
+
+# ====================================== sample weights: validated once per fit
+def _count_weight_checks(monkeypatch):
+    """Count every validation of non-None sample weights in skcal: the
+    lengths of the weights given to ``check_sample_weight``, wherever it is
+    imported."""
+    import sys
+
+    from skcal.utils import _validation
+
+    real, lengths = _validation.check_sample_weight, []
+
+    def counting(sample_weight, *args, **kwargs):
+        if sample_weight is not None:
+            lengths.append(len(sample_weight))
+        return real(sample_weight, *args, **kwargs)
+
+    for name, module in list(sys.modules.items()):
+        if (
+            name.startswith("skcal")
+            and getattr(module, "check_sample_weight", None) is real
+        ):
+            monkeypatch.setattr(module, "check_sample_weight", counting)
+    return lengths
+
+
+def test_sample_weights_are_validated_once_per_public_fit(monkeypatch):
+    """Each public ``fit`` validates the weights it is given once: the
+    wrapper's, the search's, and each candidate's fit (two folds and the
+    refit per candidate); the search used to validate them twice."""
+    X, y = make_miscalibrated_logits(300, 3, temperature=2.0, random_state=0)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(y)).tolist()  # a list
+    lengths = _count_weight_checks(monkeypatch)
+    IdentityCalibrator().fit(X, y, sample_weight=w)
+    assert lengths == [300]  # a calibrator alone: once
+    lengths.clear()
+    candidates = [IdentityCalibrator(), TemperatureScaling(device="cpu")]
+    search = CalibratorSearchCV(candidates, cv=2, random_state=0, guard=None)
+    search.fit(X, y, sample_weight=w)
+    folds = sorted(len(train) for train, _ in search._folds(X, y))
+    # the search once, then 2 candidates x 2 folds, then the refit
+    assert sorted(lengths) == sorted([300, *folds, *folds, 300])
+    # inside the wrapper (a frozen classifier: it gets no weights): one more
+    rng = np.random.default_rng(1)
+    features = rng.normal(size=(300, 4))
+    labels = (features[:, 0] > 0).astype(int) + (features[:, 1] > 1)
+    clf = LogisticRegression().fit(features, labels)
+    lengths.clear()
+    CalibratedClassifier(FrozenEstimator(clf), calibrator=clone(search)).fit(
+        features, labels, sample_weight=w
+    )
+    assert len(lengths) == 1 + 1 + 2 * 2 + 1, lengths
+    assert lengths.count(300) == 3  # wrapper, search, refit
+
+
+def test_weights_validated_once_still_refuse_bad_weights():
+    X, y = make_miscalibrated_logits(100, 3, temperature=2.0, random_state=0)
+    search = CalibratorSearchCV([IdentityCalibrator()], cv=2)
+    with pytest.raises(ValueError, match="(?i)negative"):
+        search.fit(X, y, sample_weight=-np.ones(len(y)))
+    with pytest.raises(ValueError, match="non-zero"):
+        search.fit(X, y, sample_weight=np.zeros(len(y)))
+    with pytest.raises(ValueError, match=r"\(99,\)|99"):
+        search.fit(X, y, sample_weight=np.ones(99))
+    # the weights' scale changes nothing; the user's array is not modified
+    w = np.linspace(1.0, 3.0, len(y))
+    kept = w.copy()
+    a = CalibratorSearchCV([IdentityCalibrator()], cv=2, random_state=0)
+    b = clone(a)
+    a.fit(X, y, sample_weight=w)
+    b.fit(X, y, sample_weight=1e6 * w)
+    np.testing.assert_array_equal(w, kept)
+    np.testing.assert_allclose(
+        a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"]
+    )
+
+
+# ============================================================ max_time
+class _Sleepy(IdentityCalibrator):
+    """The identity map, whose fit takes ``delay`` seconds."""
+
+    def __init__(self, *, input="logits", classes=None, delay=0.05):
+        super().__init__(input=input, classes=classes)
+        self.delay = delay
+
+    def fit(self, X, y, sample_weight=None):
+        import time
+
+        time.sleep(self.delay)
+        return super().fit(X, y, sample_weight=sample_weight)
+
+
+@pytest.mark.parametrize("max_time", [-1.0, "1s", [1.0]])
+def test_max_time_is_validated(max_time):
+    X, y = make_miscalibrated_logits(100, 3, temperature=2.0, random_state=0)
+    search = CalibratorSearchCV([IdentityCalibrator()], max_time=max_time)
+    with pytest.raises(ValueError, match="max_time"):
+        search.fit(X, y)
+
+
+def test_max_time_skips_the_candidates_after_the_budget():
+    X, y = make_miscalibrated_logits(400, 3, temperature=2.0, random_state=0)
+    candidates = [
+        ("sleepy", _Sleepy(delay=0.05)),
+        ("late", _Sleepy(delay=0.0)),
+        TemperatureScaling(device="cpu"),
+        IdentityCalibrator(),
+        ("later", VectorScaling(device="cpu")),
+    ]
+    # 2 folds of 0.05 s: the budget of 0.01 s is spent after the first
+    search = CalibratorSearchCV(candidates, cv=2, max_time=0.01, random_state=0)
+    res = search.fit(X, y).cv_results_
+    reasons = list(res["skipped_reason"])
+    for c in (1, 4):
+        assert reasons[c].startswith(
+            "skipped: the time budget max_time=0.01 s was spent before its turn ("
+        ), reasons[c]
+        assert np.isnan(res["mean_test_score"][c])
+    # the first candidate, temperature scaling and identity always run
+    assert reasons[0] == reasons[2] == reasons[3] == ""
+    assert search.selected_ == "TemperatureScaling"  # temperature 2
+    # max_time=0 keeps only those; a large budget or None runs everything
+    zero = clone(search).set_params(max_time=0).fit(X, y).cv_results_
+    assert [bool(r) for r in zero["skipped_reason"]] == [
+        False,
+        True,
+        False,
+        False,
+        True,
+    ]
+    scores = {}
+    for max_time in (None, 1e6):
+        fitted = clone(search).set_params(max_time=max_time).fit(X, y)
+        assert not any(fitted.cv_results_["skipped_reason"])
+        scores[max_time] = fitted.cv_results_["mean_test_score"]
+    np.testing.assert_array_equal(scores[None], scores[1e6])
+    np.testing.assert_array_equal(
+        zero["mean_test_score"][[0, 2, 3]], scores[None][[0, 2, 3]]
+    )
+
+
+def test_the_default_set_is_the_docs_table():
+    """The table of doc/choosing.rst ("How the default set was chosen")
+    lists the default candidates in order, with the rule of Dirichlet-CV."""
+    from pathlib import Path
+
+    from skcal.model_selection import _search as module
+
+    text = (Path(__file__).parents[2] / "doc" / "choosing.rst").read_text()
+    table = text.split(".. list-table:: The default candidates")[1]
+    rows = []
+    for line in table.split("\n")[3:]:  # after the options and a blank line
+        if line.startswith("   * - "):
+            rows.append([line[len("   * - ") :]])
+        elif line.startswith("     - "):
+            rows[-1].append(line[len("     - ") :])
+        else:
+            break
+    assert rows[0][:2] == ["candidate", "default"]
+    named = {}
+    for cells in rows[1:]:
+        name = re.fullmatch(r":class:`~skcal\.(\w+)`", cells[0])
+        named[name.group(1)] = cells[1]
+    defaults = [type(c).__name__ for c in module._default_candidates()]
+    assert [name for name, cell in named.items() if cell != "no"] == defaults
+    assert named["DirichletCalibratorCV"] == (
+        f"from {module.DIRICHLET_CV_MIN_ROWS:,} rows and "
+        f"{module.DIRICHLET_CV_MIN_CLASSES} classes"
+    )
+    assert {"SMARTCalibrator", "IsotonicCalibrator"} <= set(named)  # and why not
