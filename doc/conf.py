@@ -82,7 +82,10 @@ def _skip_metadata_routing(app, what, name, obj, skip, options):
 
     skcal's own ``set_output`` (calibrators' DataFrame output) is shown.
     """
-    ours = (getattr(obj, "__module__", None) or "").startswith("skcal")
+    module = getattr(obj, "__module__", None) or ""
+    ours = module.startswith("skcal")
+    if name == "score" and module.startswith("sklearn."):
+        return True  # sklearn's mixin docstring links sklearn's own labels
     if (
         name == "get_metadata_routing"
         or (name == "set_output" and not ours)
