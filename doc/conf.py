@@ -78,9 +78,18 @@ sphinx_gallery_conf = {
 
 
 def _skip_metadata_routing(app, what, name, obj, skip, options):
-    """Hide sklearn's generated metadata-routing and set_output methods."""
-    if name in ("get_metadata_routing", "set_output") or (
-        name.startswith("set_") and name.endswith("_request")
+    """Hide sklearn's generated metadata-routing and set_output methods.
+
+    skcal's own ``set_output`` (calibrators' DataFrame output) is shown.
+    """
+    module = getattr(obj, "__module__", None) or ""
+    ours = module.startswith("skcal")
+    if name == "score" and module.startswith("sklearn."):
+        return True  # sklearn's mixin docstring links sklearn's own labels
+    if (
+        name == "get_metadata_routing"
+        or (name == "set_output" and not ours)
+        or (name.startswith("set_") and name.endswith("_request"))
     ):
         return True
     return skip

@@ -74,7 +74,9 @@ X_train, X_rest, y_train, y_rest = train_test_split(
 X_cal, X_test, y_cal, y_test = train_test_split(
     X_rest, y_rest, train_size=600, stratify=y_rest, random_state=0
 )
-model = make_pipeline(StandardScaler(), LogisticRegression(C=1e4, max_iter=5000))
+model = make_pipeline(
+    StandardScaler(), LogisticRegression(C=1e4, max_iter=5000)
+)
 model.fit(X_train, y_train)
 
 logits_train = model.decision_function(X_train)
@@ -118,18 +120,21 @@ print(
 # first four, structured vector scaling and, from 5,000 rows and 20 classes,
 # a cross-validated Dirichlet calibrator; SMART, isotonic, beta and spline
 # calibration, never selected on the user guide's benchmark, are compared
-# here to show what the guard does with them. This list adds an unpenalised full
-# Dirichlet calibrator, 10 x 11 = 110 free parameters, which the small-data
-# guard refuses to fit on 600 rows: it asks for 10 *events* per parameter
-# (rows the classifier gets wrong, or right if those are fewer), and this
-# classifier is wrong on only a few dozen of them.
+# here to show what the guard does with them. This list adds an
+# unpenalised full Dirichlet calibrator, 10 x 11 = 110 free parameters,
+# which the small-data guard refuses to fit on 600 rows: it asks for 10
+# *events* per parameter (rows the classifier gets wrong, or right if those
+# are fewer), and this classifier is wrong on only a few dozen of them.
 candidates = [
     IdentityCalibrator(),
     TemperatureScaling(device="cpu"),
     VectorScaling(device="cpu"),
     StructuredMatrixScaling(device="cpu"),
     DirichletCalibrator(device="cpu"),
-    ("Dirichlet, no penalty", DirichletCalibrator(reg_lambda=0.0, device="cpu")),
+    (
+        "Dirichlet, no penalty",
+        DirichletCalibrator(reg_lambda=0.0, device="cpu"),
+    ),
     SMARTCalibrator(device="cpu"),
     IsotonicCalibrator(),
     BetaCalibrator(),
@@ -141,18 +146,18 @@ candidates = [
 # ----------
 # Five stratified folds of the calibration part: each candidate is fitted
 # on four fifths and scored (negative log loss, higher is better) on the
-# fifth. ``verbose=1`` prints one line per candidate as the search ends,
-# then the selection. Warnings raised by a candidate inside the folds are
-# gathered and raised once per candidate, with the number of folds that
-# raised them; they are printed here rather than left to the warnings
-# machinery. (Beta calibration warns here: its unpenalised per-class fits
-# meet scores that nearly separate the classes.)
-search = CalibratorSearchCV(candidates, cv=5, random_state=0, verbose=1)
+# fifth. (``verbose=1`` would print a long line per candidate as it
+# finishes; the table below gives the same numbers.) Warnings raised by a
+# candidate inside the folds are gathered and raised once per candidate,
+# with the number of folds that raised them; they are printed here rather
+# than left to the warnings machinery. (Beta calibration warns here: its
+# unpenalised per-class fits meet scores that nearly separate the classes.)
+search = CalibratorSearchCV(candidates, cv=5, random_state=0)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     search.fit(logits_cal, y_cal)
 for w in caught:
-    print(f"{w.category.__name__}: {w.message}")
+    print(textwrap.fill(f"{w.category.__name__}: {w.message}", 79))
 
 # %%
 # ``cv_results_`` holds the same keys as scikit-learn's ``GridSearchCV``
@@ -178,7 +183,10 @@ for k, name in enumerate(results["candidate"]):
             "note": reason.split(":")[0] if reason else "",
         }
     )
-print(f"{'candidate':<24} {'params':>6} {'CV NLL':>7} {'std':>6} {'rank':>4}  note")
+print(
+    f"{'candidate':<24} {'params':>6} {'CV NLL':>7} {'std':>6} "
+    f"{'rank':>4}  note"
+)
 for r in rows:
     print(
         f"{r['candidate']:<24} {r['params']:>6} {r['CV NLL']:>7.4f} "
@@ -239,7 +247,9 @@ for title, proba in [
 # :func:`~skcal.metrics.confidence_interval`. The skipped candidate has no
 # score; the selected one is in colour.
 names = list(results["candidate"])
-scored = [k for k, reason in enumerate(results["skipped_reason"]) if not reason]
+scored = [
+    k for k, reason in enumerate(results["skipped_reason"]) if not reason
+]
 estimators = [c[1] if isinstance(c, tuple) else c for c in candidates]
 test_proba, test_ci = {}, {}
 for k in scored:
@@ -262,7 +272,9 @@ for k in scored:
 X_MAX = 1.0  # log losses beyond it are written at the right edge
 split_keys = [key for key in results if key.startswith("split")]
 positions = np.arange(len(names))[::-1]
-fig, (ax_cv, ax_test) = plt.subplots(1, 2, figsize=(11, 5), sharex=True, sharey=True)
+fig, (ax_cv, ax_test) = plt.subplots(
+    1, 2, figsize=(11, 5), sharex=True, sharey=True
+)
 for k, name in enumerate(names):
     color = "C3" if name == search.selected_ else "0.3"
     if results["skipped_reason"][k]:
@@ -280,7 +292,9 @@ for k, name in enumerate(names):
     mean, std = -results["mean_test_score"][k], results["std_test_score"][k]
     folds = [-results[key][k] for key in split_keys]
     ax_cv.plot(folds, [positions[k]] * len(folds), "|", color=color, alpha=0.6)
-    ax_cv.errorbar(mean, positions[k], xerr=std, fmt="o", color=color, capsize=3)
+    ax_cv.errorbar(
+        mean, positions[k], xerr=std, fmt="o", color=color, capsize=3
+    )
     if mean > X_MAX:
         ax_cv.text(
             X_MAX,
@@ -356,7 +370,11 @@ for baseline in ["IdentityCalibrator", "TemperatureScaling"]:
         else "no clear difference: the interval contains 0"
     )
     print(f"A = {search.selected_}, B = {baseline}")
-    print(f"  {comparison}")
+    print(
+        textwrap.fill(
+            str(comparison), 77, initial_indent="  ", subsequent_indent="  "
+        )
+    )
     print(f"  -> {verdict}")
 
 # %%
@@ -368,6 +386,6 @@ for baseline in ["IdentityCalibrator", "TemperatureScaling"]:
 # The gain over no calibration is usually clear; the gain of a richer map
 # over temperature scaling is usually small, often within the noise of a
 # few hundred test rows, which is why the search asks a richer map to beat
-# the simple ones by more than the noise before choosing it. The interval covers the
-# randomness of the test rows only: the calibration part, and so the fitted
-# calibrators, are held fixed.
+# the simple ones by more than the noise before choosing it. The interval
+# covers the randomness of the test rows only: the calibration part, and so
+# the fitted calibrators, are held fixed.

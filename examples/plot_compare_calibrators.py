@@ -82,16 +82,16 @@ predictions = {"uncalibrated": softmax(logits_test, axis=1)}
 for name, cls in all_estimators():
     calibrator = cls(**SETTINGS.get(name, {}))
     params = calibrator.get_params()
-    calibrator.set_params(
-        **{k: v for k, v in {"device": "cpu", "random_state": 0}.items() if k in params}
-    )
+    fixed = {"device": "cpu", "random_state": 0}
+    calibrator.set_params(**{k: v for k, v in fixed.items() if k in params})
     local = isinstance(calibrator, BaseLocalCalibrator)
     if local and "coef" in params:
         calibrator.set_params(coef=coef, intercept=intercept)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         calibrator.fit(*((emb_cal, y_cal) if local else (logits_cal, y_cal)))
-    predictions[name] = calibrator.predict_proba(emb_test if local else logits_test)
+    X_test_k = emb_test if local else logits_test
+    predictions[name] = calibrator.predict_proba(X_test_k)
 
 # %%
 # The metrics table

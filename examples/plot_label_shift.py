@@ -41,11 +41,15 @@ true_priors = np.full(10, 0.3 / 7)
 true_priors[[1, 4, 7]] = [0.35, 0.2, 0.15]
 counts = rng.multinomial(1000, true_priors)
 rows = np.concatenate(
-    [rng.choice(np.flatnonzero(y_test == k), size=c) for k, c in enumerate(counts)]
+    [
+        rng.choice(np.flatnonzero(y_test == k), size=c)
+        for k, c in enumerate(counts)
+    ]
 )
 X_target, y_target = X_test[rows], y_test[rows]
 logits_target = model.predict_log_proba(X_target)
-print("target class frequencies:", np.round(counts / counts.sum(), 3))
+print("target class frequencies:")
+print(np.round(counts / counts.sum(), 3))
 
 # %%
 # Calibrate, then adapt to the unlabeled target scores
@@ -67,7 +71,8 @@ print(
     f"shift detected: {est.shift_detected} (2 log likelihood ratio "
     f"{est.statistic:.1f}, BIC threshold {est.threshold:.1f})"
 )
-print("estimated priors:", np.round(adapter.priors_, 3))
+print("estimated priors:")
+print(np.round(adapter.priors_, 3))
 
 truth = counts / counts.sum()
 for name, proba in [("calibrated", before), ("calibrated + adapted", after)]:
@@ -88,7 +93,14 @@ classes = np.arange(10)
 fig, (ax, ax_nll) = plt.subplots(
     1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [3, 1]}
 )
-ax.bar(classes - 0.2, truth, width=0.4, label="target (true)", color="C1", alpha=0.6)
+ax.bar(
+    classes - 0.2,
+    truth,
+    width=0.4,
+    label="target (true)",
+    color="C1",
+    alpha=0.6,
+)
 ax.bar(
     classes + 0.2,
     adapter.source_priors_,
@@ -100,7 +112,9 @@ ax.bar(
 ax.errorbar(
     classes - 0.2,
     adapter.priors_,
-    yerr=np.clip([adapter.priors_ - est.low, est.high - adapter.priors_], 0, None),
+    yerr=np.clip(
+        [adapter.priors_ - est.low, est.high - adapter.priors_], 0, None
+    ),
     fmt="o",
     color="k",
     capsize=3,

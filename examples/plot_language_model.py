@@ -33,7 +33,11 @@ import pythonbible as bible
 from scipy.sparse import coo_matrix
 
 from skcal import TemperatureScaling
-from skcal.llm import BatchCalibrator, GroupedTemperatureScaling, read_option_logprobs
+from skcal.llm import (
+    BatchCalibrator,
+    GroupedTemperatureScaling,
+    read_option_logprobs,
+)
 from skcal.metrics import expected_calibration_error, negative_log_likelihood
 
 verses, books = [], []
@@ -52,10 +56,16 @@ held = rng.random(len(verses)) < 0.1
 
 vocab = {w: i for i, w in enumerate(sorted({w for v in verses for w in v}))}
 ids = [np.array([vocab[w] for w in v]) for v in verses]
-pairs = np.concatenate([np.c_[v[:-1], v[1:]] for v, h in zip(ids, held) if not h])
+pairs = np.concatenate(
+    [np.c_[v[:-1], v[1:]] for v, h in zip(ids, held) if not h]
+)
 V = len(vocab)
-counts = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), (V, V)).tocsr()
-unigram = np.bincount(np.concatenate([v for v, h in zip(ids, held) if not h]), None, V)
+counts = coo_matrix(
+    (np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), (V, V)
+).tocsr()
+unigram = np.bincount(
+    np.concatenate([v for v, h in zip(ids, held) if not h]), None, V
+)
 p_word = (unigram + 0.5) / (unigram + 0.5).sum()
 alpha = 20.0
 
@@ -84,7 +94,9 @@ questions = [
     if h
     for i in range(1, len(v))
 ]
-questions = [questions[i] for i in rng.choice(len(questions), 6000, replace=False)]
+questions = [
+    questions[i] for i in rng.choice(len(questions), 6000, replace=False)
+]
 group, prev, answer = (np.array(c) for c in zip(*questions))
 options = np.empty((len(answer), 4), dtype=int)
 for row, a in enumerate(answer):
@@ -97,12 +109,14 @@ letters = ["A", "B", "C", "D"]
 
 
 def records(option_logp, bias):
-    """Chat-completion records: the letters' log-probabilities in top_logprobs."""
+    """Chat-completion records: the letters' log-probabilities in top-k."""
     z = option_logp + np.array([bias, 0.0, 0.0, 0.0])
     letter_lp = z - np.logaddexp.reduce(z, axis=1, keepdims=True) + np.log(0.9)
     out = []
     for row in letter_lp:
-        top = [{"token": t, "logprob": float(lp)} for t, lp in zip(letters, row)]
+        top = [
+            {"token": t, "logprob": float(lp)} for t, lp in zip(letters, row)
+        ]
         top.append({"token": " ", "logprob": float(np.log(0.1))})
         top.sort(key=lambda e: -e["logprob"])
         content = [{**top[0], "top_logprobs": top}]
@@ -112,7 +126,11 @@ def records(option_logp, bias):
 
 read = read_option_logprobs(records(option_logp, bias=0.0), letters)
 biased = read_option_logprobs(records(option_logp, bias=3.0), letters)
-print(read.logprobs[:2].round(3), "accuracy:", np.mean(read.logprobs.argmax(1) == y))
+print(
+    read.logprobs[:2].round(3),
+    "accuracy:",
+    np.mean(read.logprobs.argmax(1) == y),
+)
 
 # %%
 # Calibrate on half the questions, evaluate on the other half
@@ -140,12 +158,17 @@ grouped.fit(X[cal], y[cal], groups=group[cal])
 
 results = {
     "uncalibrated": scores("uncalibrated", read.proba()[test]),
-    "temperature scaling": scores("temperature scaling", ts.predict_proba(X[test])),
+    "temperature scaling": scores(
+        "temperature scaling", ts.predict_proba(X[test])
+    ),
     "per-book temperatures": scores(
-        "per-book temperatures", grouped.predict_proba(X[test], groups=group[test])
+        "per-book temperatures",
+        grouped.predict_proba(X[test], groups=group[test]),
     ),
 }
-print(f"temperature {ts.temperature_:.3f}; shrinkage {grouped.shrinkage_:g} rows")
+print(
+    f"temperature {ts.temperature_:.3f}; shrinkage {grouped.shrinkage_:g} rows"
+)
 scores("prompt bias on 'A', uncalibrated", biased.proba()[test])
 scores(
     "prompt bias, temperature scaling",

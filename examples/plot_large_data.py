@@ -66,11 +66,13 @@ logits = da.concatenate(
 )
 labels = da.concatenate(
     [
-        da.from_delayed(dask.delayed(labels_block)(b), shape=(BLOCK,), dtype=int)
+        da.from_delayed(
+            dask.delayed(labels_block)(b), shape=(BLOCK,), dtype=int
+        )
         for b in range(n_blocks)
     ]
 )
-print(logits)
+print(f"lazy logits: shape {logits.shape}, {logits.numblocks[0]} blocks")
 
 # %%
 # A metric state, chunk by chunk
@@ -83,7 +85,9 @@ for b in range(n_blocks):
     proba_b, y_b = softmax(logits_block(b), axis=1), labels_block(b)
     state.update(y_b, proba_b)
     reliability.update(y_b, proba_b)
-print(f"uncalibrated ECE over {state.n_samples_:,} rows: {state.compute():.4f}")
+print(
+    f"uncalibrated ECE over {state.n_samples_:,} rows: {state.compute():.4f}"
+)
 
 # %%
 # Calibrate lazily and score on a local cluster
@@ -134,7 +138,8 @@ cluster.close()
 # The reliability diagrams from the merged states
 # -----------------------------------------------
 fig, ax = plt.subplots(figsize=(5, 4.5))
-for name, st in [("uncalibrated", reliability), ("temperature scaling", after)]:
+states = [("uncalibrated", reliability), ("temperature scaling", after)]
+for name, st in states:
     stats = st.compute()
     ReliabilityDisplay(
         mean_predicted=stats.mean_score,

@@ -60,9 +60,14 @@ gap = top2[:, 1] - top2[:, 0]
 order = np.argsort(gap)
 
 fig, ax = plt.subplots(figsize=(6, 4))
-ax.scatter(gap, T_test, s=2, alpha=0.2, color="0.5", label="ideal (per sample)")
-ax.plot(gap[order], smart.predict_temperature(X_test)[order], lw=2, label="SMART")
-ax.axhline(ts.temperature_, color="C1", lw=2, ls="--", label="temperature scaling")
+ax.scatter(
+    gap, T_test, s=2, alpha=0.2, color="0.5", label="ideal (per sample)"
+)
+T_smart = smart.predict_temperature(X_test)
+ax.plot(gap[order], T_smart[order], lw=2, label="SMART")
+ax.axhline(
+    ts.temperature_, color="C1", lw=2, ls="--", label="temperature scaling"
+)
 ax.axhline(1.0, color="k", lw=0.8, ls=":")
 ax.set_xlabel("logit gap  $z_{(1)} - z_{(2)}$")
 ax.set_ylabel("temperature")

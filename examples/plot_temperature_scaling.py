@@ -39,7 +39,7 @@ mlp.fit(scaler.transform(X_train), y_train)
 
 
 def mlp_logits(X):
-    """The MLP's pre-softmax outputs: its last hidden layer through its head."""
+    """The MLP's pre-softmax outputs: its last hidden layer, then its head."""
     embeddings, coef, intercept = extract_embeddings(mlp, scaler.transform(X))
     return embeddings @ coef.T + intercept
 

@@ -37,7 +37,8 @@ X, y, coef, intercept, region = make_region_miscalibrated_embeddings(
     6000, 3, n_features=16, random_state=0
 )
 X_cal, y_cal, X_test, y_test = X[:3000], y[:3000], X[3000:], y[3000:]
-logits_cal, logits_test = X_cal @ coef.T + intercept, X_test @ coef.T + intercept
+logits_cal = X_cal @ coef.T + intercept
+logits_test = X_test @ coef.T + intercept
 
 # every method is scored in one space: standardise + PCA, fitted on the
 # calibration embeddings. The paper's bandwidth 10 is an absolute scale, set
@@ -68,7 +69,8 @@ vq = VQLocalCalibrator(
 )
 vq.fit(X_cal, y_cal)
 print(f"VQ cells: {vq.quantize(X_test[:2])}")
-print(f"codeword usage on the calibration set: {vq.codeword_usage_}")
+print("codeword usage on the calibration set:")
+print(vq.codeword_usage_)
 
 predictions = {
     "uncalibrated head": softmax(logits_test, axis=1),
@@ -81,9 +83,9 @@ for name, proba in predictions.items():
         y_test, proba, X_test, space=space, bandwidth=BANDWIDTH
     )
     print(
-        f"{name:>20}: LCE {local.lce:.4f}  MLCE {local.mlce:.4f}  "
-        f"cwECE {classwise_calibration_error(y_test, proba):.4f}  "
-        f"NLL {negative_log_likelihood(y_test, proba):.4f}  "
+        f"{name:>19}: LCE {local.lce:.4f} MLCE {local.mlce:.4f} "
+        f"cwECE {classwise_calibration_error(y_test, proba):.4f} "
+        f"NLL {negative_log_likelihood(y_test, proba):.4f} "
         f"acc {(proba.argmax(1) == y_test).mean():.3f}"
     )
 
@@ -108,7 +110,13 @@ for name, proba in predictions.items():
 fig, ax = plt.subplots(figsize=(6, 4))
 for name, proba in predictions.items():
     ESSProfileDisplay.from_predictions(
-        y_test, proba, X_test, name=name, ax=ax, space=space, bandwidth=BANDWIDTH
+        y_test,
+        proba,
+        X_test,
+        name=name,
+        ax=ax,
+        space=space,
+        bandwidth=BANDWIDTH,
     )
 ax.set_title("ESS profile on the test embeddings")
 fig.tight_layout()

@@ -14,6 +14,7 @@ from sklearn.utils.validation import (
 from ._torch._threads import threaded
 from .exceptions import InputWarning, MissingClassWarning
 from .utils._dask import lazy_on_dask
+from .utils._output import ProbaOutputMixin
 from .utils._proba import argmax_ties_by_scores
 from .utils._sklearn import StrOptions, _fit_context
 from .utils._softmax import softmax_inplace
@@ -216,7 +217,7 @@ def _warn_zero_true_class(X, y_index, sample_weight, floor: float) -> None:
         )
 
 
-class BaseCalibrator(ClassifierMixin, BaseEstimator):
+class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     """Base class for score calibrators.
 
     A score calibrator learns a map from a classifier's scores ``X`` of shape
@@ -733,7 +734,7 @@ class BaseCalibrator(ClassifierMixin, BaseEstimator):
         return tags
 
 
-class BaseLocalCalibrator(ClassifierMixin, BaseEstimator):
+class BaseLocalCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     """Base class for local calibrators, fitted on embeddings.
 
     A local calibrator learns region-dependent corrections over the frozen

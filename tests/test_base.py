@@ -149,7 +149,8 @@ def test_small_label_dtypes_are_widened_to_hold_every_column(dtype, n_columns):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, n_columns))
     y = rng.integers(0, 100, 400).astype(dtype)
-    est = TemperatureScaling(device="cpu").fit(X, y)
+    with pytest.warns(MissingClassWarning):  # labels cover 100 of the columns
+        est = TemperatureScaling(device="cpu").fit(X, y)
     np.testing.assert_array_equal(est.classes_, np.arange(n_columns))
     assert est.classes_.dtype.kind == np.dtype(dtype).kind
     X_test = np.zeros((1, n_columns))
@@ -221,6 +222,29 @@ def test_non_finite_scores_raise(bad, method, data):
         ValueError, match=r"(NaN|inf) values in 1 row\(s\) \(first: row 5"
     ):
         getattr(est, method)(X_bad) if method != "fit" else est.fit(X_bad, y)
+
+
+@pytest.mark.parametrize("n_columns", [9, 20, 35])
+def test_non_finite_message_shows_the_whole_row(n_columns):
+    # a 9-column row used to show its first 6 values, hiding its NaN
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, n_columns))
+    y = np.arange(40) % n_columns
+    X[7, n_columns - 1] = np.nan
+    with pytest.raises(ValueError) as info:
+        TemperatureScaling(device="cpu").fit(X, y)
+    shown = re.search(r"row 7: \[([^\]]*)", str(info.value)).group(1).split()
+    expected = [f"{v:.4g}" for v in X[7]]
+    if n_columns <= 20:  # every value, the NaN last
+        assert len(shown) == n_columns and shown[-1] == "nan"
+        assert all(
+            np.isclose(float(a), float(b), rtol=1e-3)
+            for a, b in zip(shown[:-1], expected[:-1])
+        )
+    else:  # the first 20, then how many are left out and where the NaN is
+        assert shown[:20] and shown[20] == "..." and len(shown) == 21
+        assert f"{n_columns - 20} more values omitted" in str(info.value)
+        assert f"non-finite at columns [{n_columns - 1}]" in str(info.value)
 
 
 def test_shape_errors(data):

@@ -62,6 +62,10 @@ def sum_tolerance(dtype) -> float:
     return max(SUM_TOL, 4.0 * float(np.finfo(dtype).eps))
 
 
+# values of a bad row shown in full by check_finite's message, up to this many
+ROW_TEXT_CAP = 20
+
+
 def check_finite(X: np.ndarray, name: str = "X") -> None:
     """Raise a ValueError naming the first non-finite entry of ``X``."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -79,9 +83,24 @@ def check_finite(X: np.ndarray, name: str = "X") -> None:
         kinds.append("inf")
     raise ValueError(
         f"{name} contains {' and '.join(kinds)} values in {bad_rows.size} row(s) "
-        f"(first: row {first}: {np.asarray(X[first]).ravel()[:6]}). Calibration "
+        f"(first: row {first}: {_row_text(X[first])}). Calibration "
         "needs finite scores: drop or repair those rows before calling skcal."
     )
+
+
+def _row_text(row, cap: int = ROW_TEXT_CAP) -> str:
+    """One row's values for a message: all of them, or the first ``cap``.
+
+    A cut row says how many values it leaves out and at which columns the
+    non-finite ones it leaves out are, so the message always locates them.
+    """
+    row = np.asarray(row).ravel()
+    if row.size <= cap:
+        return np.array2string(row, threshold=cap + 1, max_line_width=10**6)
+    shown = np.array2string(row[:cap], threshold=cap + 1, max_line_width=10**6)
+    hidden = cap + np.flatnonzero(~np.isfinite(row[cap:]))
+    where = f"; non-finite at columns {hidden.tolist()}" if hidden.size else ""
+    return f"{shown[:-1]} ...] ({row.size - cap} more values omitted{where})"
 
 
 def check_probabilities(
