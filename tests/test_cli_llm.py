@@ -217,3 +217,31 @@ def test_bad_alias_is_a_usage_error(data, capsys):
         main(["evaluate", str(test), "--options", *OPTIONS, "--alias", "A"])
     assert exc.value.code == 2
     assert "OPTION=FORM" in capsys.readouterr().err
+
+
+def _step(token, top):
+    return {
+        "token": token,
+        "logprob": dict(top)[token],
+        "top_logprobs": [{"token": t, "logprob": v} for t, v in top],
+    }
+
+
+@pytest.mark.parametrize("position", ["1", "first_match"])
+def test_multi_token_options_at_a_later_position(tmp_path, capsys, position):
+    # "Sure" first, then the answer: Bar+cel followed, Mad+rid did not
+    content = [
+        _step("Sure", [("Sure", -0.05), ("OK", -3.0)]),
+        _step("Bar", [("Bar", -0.3), ("Mad", -1.5)]),
+        _step("cel", [("cel", -0.1), ("x", -2.5)]),
+    ]
+    record = {"choices": [{"logprobs": {"content": content}}]}
+    path = _write(tmp_path / "city.jsonl", [record, record])
+    (tmp_path / "y.txt").write_text("Barcel\nMadrid\n")
+    argv = ["evaluate", str(path), "--options", "Bar+cel", "Mad+rid"]
+    argv += ["--position", position, "--labels", str(tmp_path / "y.txt"), "--json"]
+    assert main(argv) == 0
+    nll = json.loads(capsys.readouterr().out)["metrics"]["NLL"]
+    # sum of the followed option's tokens; the other: its first token only
+    p = softmax([-0.3 + -0.1, -1.5])
+    assert nll == pytest.approx(-np.mean(np.log(p)), rel=1e-12)
