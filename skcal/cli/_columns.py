@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._common import CLIError, difference, listing, reporter
+from ._records import RecordOptions
 
 #: option naming where each per-sample array is read from
 FLAGS = {
@@ -123,6 +124,8 @@ class Columns:
     renormalize: bool = False
     #: prints a note on stderr (what --renormalize did); None: silent
     report: object = field(default=None, compare=False, repr=False)
+    #: how a .jsonl / .json file of language-model records is read
+    records: object = None
 
     @classmethod
     def from_args(cls, args) -> Columns:
@@ -144,6 +147,7 @@ class Columns:
             ),
             renormalize=bool(getattr(args, "renormalize", False)),
             report=None if getattr(args, "quiet", True) else reporter(args),
+            records=RecordOptions.from_args(args),
         )
 
     def spec(self, key: str):

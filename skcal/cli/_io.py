@@ -28,6 +28,7 @@ import numpy as np
 
 from ._columns import FLAGS, SEPARATORS, Columns, number_names, strip_common_prefix
 from ._common import CLIError, did_you_mean, listing
+from ._records import is_records, read_records
 
 #: npz key of each per-sample matrix -> default column prefix
 MATRIX_PREFIXES = {"logits": "logit_", "proba": "proba_", "embeddings": "emb_"}
@@ -58,7 +59,8 @@ def file_format(path: str) -> str:
     if ext not in FORMATS:
         raise CLIError(
             f"cannot tell the format of {path!r} from its extension {ext!r}: "
-            "name the file *.npz, *.csv or *.parquet."
+            "name the file *.npz, *.csv or *.parquet (inputs may also be "
+            "language-model records, *.jsonl or *.json)."
         )
     return FORMATS[ext]
 
@@ -145,10 +147,14 @@ class ArrayFile:
     def __init__(self, path: str, columns: Columns | None = None):
         self.path = path
         self.columns = Columns() if columns is None else columns
-        self.format = file_format(path)
+        self.records = is_records(path)
+        self.format = "npz" if self.records else file_format(path)
         if not os.path.isfile(path):
             raise CLIError(f"cannot read {path}: no such file.")
-        if self.format == "npz":
+        if self.records:  # held as npz arrays
+            self._members = read_records(path, self.columns.records)
+            self.found = list(self._members)
+        elif self.format == "npz":
             # in file order (the order of numpy.savez's keywords)
             self._members = _read_npz(path)
             self.found = sorted(self._members)
@@ -356,7 +362,9 @@ class ArrayFile:
         must be 1-D with ``n_rows`` entries. Call after reading the scores
         and labels.
         """
-        if keep is None:
+        if keep is None and self.records:
+            names = ["id"] if "id" in self._members else []
+        elif keep is None:
             names = (
                 []
                 if self.format == "npz"

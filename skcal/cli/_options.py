@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from ._columns import COLUMNS_HELP
+from ._records import RECORDS_HELP, add_record_options
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -30,8 +31,11 @@ file formats (by extension):
   .csv, .parquet   (pandas; Parquet also pyarrow) one row per sample,
                    columns label, logit_0..logit_{{C-1}} or proba_0..proba_{{C-1}},
                    emb_0..emb_{{D-1}}; other columns are ignored.
+  .jsonl, .json    (inputs only) language-model API records, see below.
 
-{COLUMNS_HELP}"""
+{COLUMNS_HELP}
+
+{RECORDS_HELP}"""
 
 
 def int_type(accepts, expected: str):
@@ -235,3 +239,4 @@ def add_column_options(parser) -> None:
         "refused without it; negative entries and rows summing to 0 are "
         "still refused",
     )
+    add_record_options(parser)
