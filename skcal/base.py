@@ -13,6 +13,7 @@ from sklearn.utils.validation import (
 
 from ._torch._threads import threaded
 from .exceptions import InputWarning, MissingClassWarning
+from .llm._topk import TopKScores
 from .utils._dask import lazy_on_dask
 from .utils._output import ProbaOutputMixin
 from .utils._proba import argmax_ties_by_scores
@@ -453,6 +454,13 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         """``X`` as a float32/float64 array checked by scikit-learn, and the
         row-sum tolerance of its original dtype (see :func:`sum_tolerance`).
         A torch tensor becomes a numpy array here, at the edge."""
+        if isinstance(X, TopKScores):
+            raise TypeError(
+                f"{type(self).__name__} does not take TopKScores input; "
+                "TemperatureScaling does (fit, predict_proba, ...). For dense "
+                "scores pass X.to_dense() (the rest model's log-probabilities, "
+                "refused above max_bytes) with input='logits'."
+            )
         X = as_numpy(X)
         if _is_one_dimensional(X):  # skcal's advice before sklearn's reshape
             check_scores_shape(np.asarray(X))

@@ -149,6 +149,7 @@ ALLOWED = {
         "skcal.utils",
         "skcal._torch",
         "skcal.exceptions",
+        "skcal.llm",
     },
     "skcal.llm": {"skcal.llm", "skcal.utils", "skcal.exceptions"},
 }

@@ -10,6 +10,7 @@ from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
 from .._torch import newton_root_1d
 from .._torch.kernels import (
@@ -19,6 +20,13 @@ from .._torch.kernels import (
 )
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
+from ..llm._topk import TopKScores
+from ..llm._topk_ops import (
+    TopKTemperatureObjective,
+    check_topk_targets,
+    scale_topk,
+    topk_logit_scale,
+)
 from ..utils._constraints import LBFGS_CONSTRAINTS
 from ..utils._parameters import affine_count, is_zero
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
@@ -63,11 +71,18 @@ def fit_inverse_temperature(
     """
     scale = logit_scale(logits)
     objective = TemperatureObjective(logits, y_index, sample_weight, device, scale)
+    return solve_inverse_temperature(objective.derivatives, scale, tol, max_iter)
+
+
+def solve_inverse_temperature(derivatives, scale, tol=1e-12, max_iter=100):
+    """The Newton solve of :func:`fit_inverse_temperature` on an objective's
+    ``derivatives(beta * scale)``, with its bounds and warnings; ``result.x``
+    in the units of the logits."""
     bound = math.exp(_LOG_BETA_BOUND)
     # start at beta = 1 when the logits' scale allows it
     start = min(max(scale, 1.0 / bound), bound)
     result = newton_root_1d(
-        objective.derivatives, start, 1.0 / bound, bound, xtol=tol, max_iter=max_iter
+        derivatives, start, 1.0 / bound, bound, xtol=tol, max_iter=max_iter
     )
     if result.at_bound == "upper":
         # the scores separate the classes: the likelihood has no maximum, and
@@ -127,6 +142,21 @@ class TemperatureScaling(BaseCalibrator):
       anti-correlated with them: ``T`` is the bound ``exp(16) s``.
 
     Temperature scaling never changes the predicted class.
+
+    **Top-k input.** ``X`` may be a :class:`~skcal.llm.TopKScores` (the
+    top-k log-probabilities of a vocabulary-sized distribution) with ``y``
+    its class indices: nothing of size ``n_samples x n_classes`` is built.
+    Its rest model (the leftover mass spread equally over the unlisted
+    classes, each with log-probability ``u``) is scaled as dense logits
+    would be: listed ``v / T - L``, each unlisted ``u / T - L``, with
+    ``L = logaddexp(logsumexp(v / T), log(m) + u / T)`` for ``m`` unlisted
+    classes, so the leftover mass changes with ``T`` too. A label outside
+    a row's top-k counts with the unlisted log-probability ``u / T - L``.
+    The same Newton solve, over row chunks of the ``n x k`` arrays, gives
+    the temperature of the dense rest model; ``predict_proba``,
+    ``predict_log_proba`` and ``decision_function`` return a ``TopKScores``
+    of the calibrated log-probabilities (same indices), ``predict`` the top
+    listed class. ``classes`` must be ``None``; ``input`` does not apply.
 
     Parameters
     ----------
@@ -212,6 +242,100 @@ class TemperatureScaling(BaseCalibrator):
 
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64) / self.temperature_
+
+    # -------------------------------------------------------- top-k input
+    def fit(self, X, y, sample_weight=None):
+        """Fit the temperature on scores ``X`` and labels ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_classes) or TopKScores
+            Scores of the classifier being calibrated, read as logits or as
+            probabilities according to ``input``; or a
+            :class:`~skcal.llm.TopKScores` (see "Top-k input" above).
+        y : array-like of shape (n_samples,)
+            True labels, none missing; with a ``TopKScores``, class indices
+            in ``[0, n_classes)``.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative sample weights; the objective is a weighted mean.
+
+        Returns
+        -------
+        self : TemperatureScaling
+            The fitted calibrator.
+        """
+        if not isinstance(X, TopKScores):
+            return super().fit(X, y, sample_weight)
+        self._validate_params()
+        if self.classes is not None:
+            raise ValueError(
+                "TemperatureScaling(classes=...) with TopKScores input: the "
+                "top-k's class indices are the classes, and y holds them; leave "
+                "classes=None."
+            )
+        y_index, weight = check_topk_targets(X, y, sample_weight)
+        scale = topk_logit_scale(X)
+        objective = TopKTemperatureObjective(X, y_index, weight, scale)
+        result = solve_inverse_temperature(
+            objective.derivatives, scale, self.tol, self.max_iter
+        )
+        self.temperature_ = float(1.0 / result.x)
+        self.n_iter_ = result.n_iter
+        self.classes_ = np.arange(X.n_classes)
+        self.n_features_in_ = X.n_classes
+        return self
+
+    def _scaled_topk(self, X):
+        check_is_fitted(self)
+        if X.n_classes != self.n_features_in_:
+            raise ValueError(
+                f"X has n_classes={X.n_classes}, but TemperatureScaling was "
+                f"fitted on {self.n_features_in_} classes."
+            )
+        return scale_topk(X, 1.0 / self.temperature_)
+
+    def predict_proba(self, X):
+        """Calibrated probabilities of shape (n_samples, n_classes).
+
+        Column ``j`` is the probability of ``classes_[j]``; rows sum to 1.
+        With a :class:`~skcal.llm.TopKScores`, a ``TopKScores`` of the
+        calibrated log-probabilities (same indices; see "Top-k input").
+        """
+        if isinstance(X, TopKScores):
+            return self._scaled_topk(X)
+        return super().predict_proba(X)
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`, computed stably; finite.
+
+        With a :class:`~skcal.llm.TopKScores`, the same ``TopKScores`` as
+        :meth:`predict_proba` (it holds log-probabilities).
+        """
+        if isinstance(X, TopKScores):
+            return self._scaled_topk(X)
+        return super().predict_log_proba(X)
+
+    def decision_function(self, X):
+        """Calibrated logits of shape (n_samples, n_classes).
+
+        With a :class:`~skcal.llm.TopKScores`, the ``TopKScores`` of
+        :meth:`predict_log_proba` (log-probabilities are logits).
+        """
+        if isinstance(X, TopKScores):
+            return self._scaled_topk(X)
+        return super().decision_function(X)
+
+    def predict(self, X):
+        """Most probable class of each sample, as labels from ``classes_``.
+
+        The argmax of ``X`` (temperature scaling keeps it); with a
+        :class:`~skcal.llm.TopKScores`, each row's top listed class index.
+        """
+        if not isinstance(X, TopKScores):
+            return super().predict(X)
+        top = self._scaled_topk(X)
+        best = np.argmax(top.values, axis=1)
+        return self.classes_[top.indices[np.arange(len(top)), best]]
 
     def fit_top_label(self, logits, top, correct, sample_weight=None, *, verbose=0):
         """Fit the temperature on the top-versus-all objective.

@@ -6,6 +6,8 @@ from numbers import Integral
 
 import numpy as np
 
+from ..llm._topk import TopKScores
+from ..llm._topk_ops import topk_top_label
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_class_weight, check_proba_targets
 from ._binning import (
@@ -16,6 +18,7 @@ from ._binning import (
     classwise_tables,
 )
 from ._dask import dask_dispatch
+from ._proper import _topk_targets
 
 __all__ = [
     "classwise_calibration_error",
@@ -75,7 +78,10 @@ def expected_calibration_error(
         True labels.
     y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
         Predicted probabilities; 1-D input is the probability of the second
-        (positive) class of a binary problem.
+        (positive) class of a binary problem. Or a
+        :class:`~skcal.llm.TopKScores` with ``y_true`` its class indices:
+        the confidence is a row's largest probability (its top listed one),
+        and a label outside the top-k counts as a mistake.
     n_bins : int, default=15
         Number of bins.
     strategy : {"uniform", "quantile"}, default="uniform"
@@ -107,18 +113,23 @@ def expected_calibration_error(
     >>> round(expected_calibration_error(y_true, y_proba, n_bins=5), 4)
     0.15
     """
-    # one pass over y_proba: validation, argmax and max together, no copy
-    _, y_index, w, pred, conf = check_proba_targets(
-        y_true,
-        y_proba,
-        labels=labels,
-        sample_weight=sample_weight,
-        copy=False,
-        top_label=True,
-    )
+    if isinstance(y_proba, TopKScores):
+        y_index, w = _topk_targets(y_true, y_proba, sample_weight, labels)
+        conf, correct = topk_top_label(y_proba, y_index)
+    else:
+        # one pass over y_proba: validation, argmax and max together, no copy
+        _, y_index, w, pred, conf = check_proba_targets(
+            y_true,
+            y_proba,
+            labels=labels,
+            sample_weight=sample_weight,
+            copy=False,
+            top_label=True,
+        )
+        correct = pred == y_index
     stats = binned_statistics(
         conf,
-        pred == y_index,
+        correct,
         None if sample_weight is None else w,
         n_bins=n_bins,
         strategy=strategy,

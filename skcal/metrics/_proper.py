@@ -6,6 +6,8 @@ from numbers import Real
 
 import numpy as np
 
+from ..llm._topk import TopKScores
+from ..llm._topk_ops import check_topk_targets, topk_brier, topk_nll
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
@@ -39,7 +41,10 @@ def negative_log_likelihood(
     y_true : array-like of shape (n_samples,)
         True labels.
     y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
-        Predicted probabilities (1-D: positive class of a binary problem).
+        Predicted probabilities (1-D: positive class of a binary problem),
+        or a :class:`~skcal.llm.TopKScores` with ``y_true`` its class
+        indices: a label outside a row's top-k has the rest model's share
+        of the leftover mass (``labels`` must be None).
     eps : float, default=1e-12
         Probabilities are clipped below at ``eps`` before the log.
     sample_weight : array-like of shape (n_samples,), default=None
@@ -58,6 +63,9 @@ def negative_log_likelihood(
     >>> round(negative_log_likelihood([0, 1], [[0.5, 0.5], [0.2, 0.8]]), 4)
     0.4581
     """
+    if isinstance(y_proba, TopKScores):
+        y_index, w = _topk_targets(y_true, y_proba, sample_weight, labels)
+        return float(np.average(topk_nll(y_proba, y_index, eps), weights=w))
     proba, y_index, w = check_proba_targets(
         y_true, y_proba, labels=labels, sample_weight=sample_weight
     )
@@ -86,7 +94,10 @@ def brier_score(y_true, y_proba, *, sample_weight=None, labels=None):
     y_true : array-like of shape (n_samples,)
         True labels.
     y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
-        Predicted probabilities (1-D: positive class of a binary problem).
+        Predicted probabilities (1-D: positive class of a binary problem),
+        or a :class:`~skcal.llm.TopKScores` with ``y_true`` its class
+        indices: the ``m`` unlisted classes of a row each have ``rest / m``
+        (the rest model), which adds ``rest**2 / m`` to the sum of squares.
     sample_weight : array-like of shape (n_samples,), default=None
         Sample weights.
     labels : array-like of shape (n_classes,), default=None
@@ -103,9 +114,22 @@ def brier_score(y_true, y_proba, *, sample_weight=None, labels=None):
     >>> round(brier_score([0, 1], [[0.5, 0.5], [0.2, 0.8]]), 4)
     0.29
     """
+    if isinstance(y_proba, TopKScores):
+        y_index, w = _topk_targets(y_true, y_proba, sample_weight, labels)
+        return float(np.average(topk_brier(y_proba, y_index), weights=w))
     proba, y_index, w = check_proba_targets(
         y_true, y_proba, labels=labels, sample_weight=sample_weight
     )
     onehot = np.zeros_like(proba)
     onehot[np.arange(len(y_index)), y_index] = 1.0
     return float(np.average(((proba - onehot) ** 2).sum(axis=1), weights=w))
+
+
+def _topk_targets(y_true, top, sample_weight, labels):
+    """Class indices and weights of a metric of :class:`TopKScores`."""
+    if labels is not None:
+        raise ValueError(
+            "labels must be None with TopKScores scores: y_true holds the class "
+            "indices the top-k lists."
+        )
+    return check_topk_targets(top, y_true, sample_weight)

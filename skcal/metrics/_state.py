@@ -28,6 +28,8 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..exceptions import ApproximationWarning
+from ..llm._topk import TopKScores
+from ..llm._topk_ops import check_topk_targets, topk_brier, topk_nll, topk_top_label
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import (
     _is_integral,
@@ -229,8 +231,16 @@ class MetricState:
 
     # ------------------------------------------------------------ public
     def update(self, y_true, y_proba, sample_weight=None) -> MetricState:
-        """Add a chunk of rows; an empty chunk changes nothing."""
-        chunk = self._check(y_true, y_proba, sample_weight)
+        """Add a chunk of rows; an empty chunk changes nothing.
+
+        ``y_proba`` may be a :class:`~skcal.llm.TopKScores` (with ``y_true``
+        its class indices) for the NLL, the Brier score and the top-label
+        metrics: they read it under its rest model, never densely.
+        """
+        if isinstance(y_proba, TopKScores):
+            chunk = self._check_topk(y_true, y_proba, sample_weight)
+        else:
+            chunk = self._check(y_true, y_proba, sample_weight)
         if chunk is not None:
             proba, y_index, w = chunk
             if self.pass_ == 1 and self.n_passes == 2:
@@ -340,6 +350,37 @@ class MetricState:
             )
         return proba, y_index, w
 
+    #: Whether the state reads TopKScores chunks (its ``_add_chunk`` and
+    #: ``_sketch_chunk`` then get the TopKScores as ``proba``).
+    _takes_topk = False
+
+    def _check_topk(self, y_true, top, sample_weight):
+        if not self._takes_topk:
+            raise TypeError(
+                f"A metric state of {self.metric} does not take TopKScores; "
+                "negative_log_likelihood, brier_score and the top-label metrics "
+                "(expected_calibration_error, max_calibration_error, "
+                "binned_statistics) do. Dense scores: y_proba.to_dense() (the "
+                "rest model's log-probabilities, refused above max_bytes), "
+                "exponentiated."
+            )
+        if self.labels is not None:
+            raise ValueError(
+                "labels must be None with TopKScores chunks: y_true holds the "
+                "class indices the top-k lists."
+            )
+        if len(top) == 0 and np.asarray(y_true).size == 0:
+            return None
+        y_index, w = check_topk_targets(top, y_true, sample_weight, allow_zero=True)
+        if self.n_classes_ is None:
+            self._init_classes(top.n_classes)
+        elif top.n_classes != self.n_classes_:
+            raise ValueError(
+                f"This TopKScores chunk has n_classes={top.n_classes} but earlier "
+                f"chunks had {self.n_classes_}."
+            )
+        return top, y_index, w
+
     def _check_unlabelled(self, y_true: np.ndarray, y_proba: np.ndarray) -> None:
         """Without ``labels``, only integer labels ``0..C-1`` have a column.
 
@@ -400,9 +441,16 @@ class _ProperState(MetricState):
         super()._init_classes(n_classes)
         self.loss_sum_, self.weight_sum_ = 0.0, 0.0
 
+    _takes_topk = True
+
     def _add_chunk(self, proba, y_index, w):
         rows = np.arange(len(y_index))
-        if self.metric == "negative_log_likelihood":
+        if isinstance(proba, TopKScores):
+            if self.metric == "negative_log_likelihood":
+                loss = topk_nll(proba, y_index, self.params["eps"])
+            else:
+                loss = topk_brier(proba, y_index)
+        elif self.metric == "negative_log_likelihood":
             p_true = proba[rows, y_index]
             loss = -np.log(np.maximum(p_true, self.params["eps"]))
         else:
@@ -433,15 +481,17 @@ class _TopLabelState(MetricState):
         self.sketch_ = _Sketch(1, _TOP_EDGE_BITS) if self.n_passes == 2 else None
         super().__init__(metric, params)
 
+    _takes_topk = True
+
     def _sketch_chunk(self, proba, y_index, w):
-        conf, _ = top_label(proba, y_index)
+        conf, _ = _top_label_of(proba, y_index)
         self.sketch_.add(0, conf, w)
 
     def _freeze_edges(self):
         self.edges_ = self.sketch_.edges(0, self.params["n_bins"])
 
     def _add_chunk(self, proba, y_index, w):
-        conf, correct = top_label(proba, y_index)
+        conf, correct = _top_label_of(proba, y_index)
         idx = assign_bins(conf, self.edges_, self.params.get("closed", "left"))
         n_bins = self.params["n_bins"]
         self.count_ += np.bincount(idx, minlength=n_bins)
@@ -473,6 +523,13 @@ class _TopLabelState(MetricState):
             return self.statistics()
         norm = "max" if self.metric == "max_calibration_error" else self.params["norm"]
         return binned_calibration_error(self.statistics(), norm)
+
+
+def _top_label_of(proba, y_index):
+    """:func:`top_label` of dense probabilities or of a TopKScores."""
+    if isinstance(proba, TopKScores):
+        return topk_top_label(proba, y_index)
+    return top_label(proba, y_index)
 
 
 class _ClasswiseState(MetricState):
