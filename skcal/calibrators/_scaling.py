@@ -207,6 +207,16 @@ class TemperatureScaling(BaseCalibrator):
     True
     >>> ts.predict_proba(3 * logits[:2]).sum(axis=1)
     array([1., 1.])
+
+    Top-k input (the rest of each row's mass spread over its unlisted classes):
+
+    >>> from skcal.llm import TopKScores
+    >>> top = TopKScores.from_logits(3 * logits, k=2)
+    >>> ts_top = TemperatureScaling().fit(top, y)
+    >>> 2.5 < ts_top.temperature_ < 3.5
+    True
+    >>> ts_top.predict_proba(top[:2])
+    TopKScores(n_samples=2, k=2, n_classes=3, rest_logmass=known)
     """
 
     _needs_torch = True  # its fit runs torch kernels

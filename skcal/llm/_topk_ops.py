@@ -49,9 +49,9 @@ def _parts(top: TopKScores):
     row's unlisted share ``u`` and ``log(m)`` (``-inf`` where none is
     unlisted or the leftover mass is 0)."""
     m = top.n_classes - top.n_listed
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         log_m = np.log(m.astype(np.float64))
-    u = top._unlisted_logproba()
+        u = np.where(m > 0, top.leftover_logmass() - log_m, -np.inf)
     log_m = np.where(np.isfinite(u), log_m, -np.inf)
     return top.values, u, log_m
 
