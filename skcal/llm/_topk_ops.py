@@ -85,7 +85,18 @@ class TopKTemperatureObjective:
         self.z = (v - shift[:, None]) / scale  # padding stays -inf
         self.zu = np.where(np.isfinite(u), (u - shift) / scale, 0.0)
         self.log_m = log_m
-        self.z_true = (top.label_logproba(y_index) - shift) / scale
+        label = top.label_logproba(y_index)
+        zero = np.isneginf(label) & (sample_weight > 0)
+        if zero.any():
+            row = int(np.nonzero(zero)[0][0])
+            raise ValueError(
+                f"Row {row}'s label {y_index[row]} has probability 0: it is not "
+                f"listed and the row leaves no mass to its unlisted classes, so "
+                f"the likelihood is 0 at every temperature. Give the rows' "
+                f"rest_logmass, or drop such rows."
+            )
+        # a zero-weight row of probability 0 does not count
+        self.z_true = np.where(np.isneginf(label), 0.0, label - shift) / scale
         self.weights = sample_weight / sample_weight.sum()
 
     def derivatives(self, beta: float) -> tuple[float, float]:

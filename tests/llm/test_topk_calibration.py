@@ -232,6 +232,9 @@ def test_temperature_scaling_topk_errors():
         TemperatureScaling().fit(top, [3, 5])
     with pytest.raises(ValueError, match="integer class indices"):
         TemperatureScaling().fit(top, ["a", "b"])
+    full = TopKScores([[0, 1], [1, 0]], np.log([[0.6, 0.4], [0.5, 0.5]]), 3)
+    with pytest.raises(ValueError, match="label 2 has probability 0"):
+        TemperatureScaling().fit(full, [0, 2])
     ts = TemperatureScaling().fit(top, y)
     other = TopKScores([[0]], [[-0.1]], 6)
     with pytest.raises(ValueError, match="n_classes=6"):
