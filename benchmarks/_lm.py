@@ -209,3 +209,28 @@ def letter_logprobs(option_logits, remainder) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
     log_soft = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
     return log_soft + np.log1p(-np.asarray(remainder, dtype=np.float64))[:, None]
+
+
+def main(argv=None) -> int:
+    """Print what the cache holds: its folder, files and summary figures."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="The language-model cache written by make_lm_data.py: its "
+        "folder, files and summary (vocabulary, sizes, the model's figures)."
+    )
+    parser.add_argument("--dir", default=None, help="cache folder (SKCAL_LM_DIR)")
+    args = parser.parse_args(argv)
+    folder = lm_dir(args.dir)
+    print(f"cache: {folder}")
+    if not folder.exists():
+        print("not built: run python benchmarks/make_lm_data.py")
+        return 1
+    for path in sorted(folder.iterdir()):
+        print(f"  {path.name:<28} {path.stat().st_size / 2**20:10.1f} MiB")
+    print(json.dumps(load_summary(args.dir), indent=2)[:4000])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

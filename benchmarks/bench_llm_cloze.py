@@ -45,14 +45,21 @@ from _lm import (  # noqa: E402
     load_cloze,
 )
 
-from skcal import TemperatureScaling  # noqa: E402
-from skcal.llm import (  # noqa: E402
-    BatchCalibrator,
-    ContextualCalibrator,
-    GroupedTemperatureScaling,
-    read_option_logprobs,
-)
-from skcal.metrics import expected_calibration_error  # noqa: E402
+
+def _import_skcal():
+    """skcal's names, imported after the arguments are parsed (``--help`` stays
+    light)."""
+    global TemperatureScaling, BatchCalibrator, ContextualCalibrator
+    global GroupedTemperatureScaling, read_option_logprobs
+    global expected_calibration_error
+    from skcal import TemperatureScaling
+    from skcal.llm import (
+        BatchCalibrator,
+        ContextualCalibrator,
+        GroupedTemperatureScaling,
+        read_option_logprobs,
+    )
+    from skcal.metrics import expected_calibration_error
 
 
 def nll(y, p):
@@ -217,6 +224,7 @@ def main():
         "--quick", action="store_true", help="5 seeds and 5,000 JSONL records"
     )
     args = parser.parse_args()
+    _import_skcal()
     if args.quick:
         args.seeds = min(args.seeds, 5)
     cloze = load_cloze()
