@@ -288,10 +288,19 @@ def _exports() -> dict[str, Path]:
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
             for alias in node.names:
                 where[alias.asname or alias.name] = node.module
-        elif isinstance(node, ast.Assign) and any(
-            getattr(t, "id", None) == "__all__" for t in node.targets
-        ):
-            names = list(ast.literal_eval(node.value))
+            continue
+        if isinstance(node, ast.AnnAssign):
+            targets, value = [node.target], node.value
+        elif isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        else:
+            continue
+        ids = {getattr(t, "id", None) for t in targets}
+        if "__all__" in ids:
+            names = list(ast.literal_eval(value))
+        elif "_MODULES" in ids:  # the lazy exports: class name -> ".module"
+            for name, module in ast.literal_eval(value).items():
+                where[name] = module.lstrip(".")
     return {n: _SKCAL / "calibrators" / f"{where[n]}.py" for n in names if n in where}
 
 
