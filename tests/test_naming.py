@@ -46,8 +46,10 @@ def test_estimator_parameters_follow_the_scheme(name, cls):
     assert not set(params) & set(RETIRED), name
     if "device" in params:
         assert params["device"].default == "auto", name
-    # every iteration limit is max_iter, and early stopping has sklearn's names
-    assert not [p for p in params if p.startswith("max_") and p != "max_iter"], name
+    # every iteration limit is max_iter (max_time, the search's time budget in
+    # seconds, is not one), and early stopping has sklearn's names
+    limits = [p for p in params if p.startswith("max_")]
+    assert not set(limits) - {"max_iter", "max_time"}, name
     if "validation_fraction" in params:
         assert "n_iter_no_change" in params, name
     # fitted counts: n_iter_ (never n_epochs_)
