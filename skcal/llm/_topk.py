@@ -22,6 +22,22 @@ _MASS_TOL = 1e-5
 PAD = -1
 
 
+def check_class_indices(y: np.ndarray, n_rows: int, n_classes: int) -> np.ndarray:
+    """``y`` checked as ``n_rows`` integer class indices in ``[0, n_classes)``."""
+    if y.shape != (n_rows,) or not (y.size == 0 or np.issubdtype(y.dtype, np.integer)):
+        raise ValueError(
+            f"With TopKScores scores, y must be {n_rows} integer class indices "
+            f"in [0, {n_classes}) (the indices the top-k lists); got an array "
+            f"of shape {y.shape} and dtype {y.dtype}."
+        )
+    if y.size and (y.min() < 0 or y.max() >= n_classes):
+        raise ValueError(
+            f"y holds class indices outside [0, {n_classes}) (n_classes): "
+            f"{y.min()} .. {y.max()}."
+        )
+    return y
+
+
 class TopKScores:
     """The top-k log-probabilities of each row of a many-class distribution.
 
@@ -225,17 +241,7 @@ class TopKScores:
         -------
         ndarray of shape (n_samples,)
         """
-        y = np.asarray(y)
-        if y.shape != (len(self),) or not np.issubdtype(y.dtype, np.integer):
-            raise ValueError(
-                f"y must be {len(self)} integer class indices; got an array of "
-                f"shape {y.shape} and dtype {y.dtype}."
-            )
-        if y.size and (y.min() < 0 or y.max() >= self.n_classes):
-            raise ValueError(
-                f"y holds class indices outside [0, {self.n_classes}): "
-                f"{y.min()} .. {y.max()}."
-            )
+        y = check_class_indices(np.asarray(y), len(self), self.n_classes)
         hit = self.indices == y[:, None]
         listed = hit.any(axis=1)
         out = self._unlisted_logproba()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..utils._validation import check_sample_weight
-from ._topk import PAD, TopKScores
+from ._topk import PAD, TopKScores, check_class_indices
 
 #: Rows handled at once by the chunked loops (k floats each).
 _CHUNK_ROWS = 1 << 16
@@ -27,19 +27,7 @@ def check_topk_targets(top: TopKScores, y, sample_weight, *, allow_zero=False):
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
-    if y.shape != (len(top),) or not (
-        y.size == 0 or np.issubdtype(y.dtype, np.integer)
-    ):
-        raise ValueError(
-            f"With TopKScores scores, y must be {len(top)} integer class indices "
-            f"in [0, {top.n_classes}) (the indices the top-k lists); got an array "
-            f"of shape {y.shape} and dtype {y.dtype}."
-        )
-    if y.size and (y.min() < 0 or y.max() >= top.n_classes):
-        raise ValueError(
-            f"y holds class indices outside [0, n_classes={top.n_classes}): "
-            f"{y.min()} .. {y.max()}."
-        )
+    y = check_class_indices(y, len(top), top.n_classes)
     w = check_sample_weight(sample_weight, len(top), allow_zero=allow_zero)
     return y.astype(np.int64, copy=False), w
 
