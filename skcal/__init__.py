@@ -52,6 +52,7 @@ _SUBMODULES = (
     "llm",
     "metrics",
     "model_selection",
+    "monitor",
     "shift",
     "utils",
     "wrappers",

@@ -152,6 +152,7 @@ ALLOWED = {
         "skcal.llm",
     },
     "skcal.llm": {"skcal.llm", "skcal.utils", "skcal.exceptions"},
+    "skcal.monitor": {"skcal.monitor", "skcal.utils", "skcal.exceptions"},
 }
 #: What no module of a part may import.
 FORBIDDEN = {
