@@ -27,14 +27,8 @@ from pathlib import Path
 
 import numpy as np
 from scipy.special import softmax
-from sklearn.datasets import load_breast_cancer, load_digits, load_wine
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from skcal.metrics import augrc, aurc, coverage_at_risk, eaurc, selective_risk  # noqa: E402
 
 
 def load_tu():
@@ -74,6 +68,8 @@ def tu_values(tu, y, proba, order=None):
 
 
 def skcal_values(y, proba):
+    from skcal.metrics import augrc, aurc, coverage_at_risk, eaurc, selective_risk
+
     return {
         "AURC": aurc(y, proba),
         "E-AURC": eaurc(y, proba),
@@ -84,6 +80,11 @@ def skcal_values(y, proba):
 
 
 def sklearn_tasks():
+    from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+
     for name, loader in [
         ("digits", load_digits),
         ("wine", load_wine),

@@ -895,6 +895,10 @@ _NOT_MERGEABLE = {
     "ess_profile": "its kernel compares every pair of rows",
     "maximum_mean_calibration_error": "its kernel compares every pair of rows "
     "(an exact merge would have to keep the rows)",
+    "selective_risk": "it sorts all confidences; compute it in memory (aurc, "
+    "eaurc and augrc have states that keep the rows)",
+    "coverage_at_risk": "it sorts all confidences; compute it in memory (aurc, "
+    "eaurc and augrc have states that keep the rows)",
 }
 
 
