@@ -212,7 +212,8 @@ def aurc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
     sorted by decreasing confidence, with coverage ``c_k = W_k / W`` and
     selective risk ``r_k = L_k / W_k`` (``k / n`` and the error rate of the
     ``k`` most confident rows without weights). Tied confidences count as
-    the mean over their orders (see :mod:`skcal.metrics._selective`).
+    the mean over the orders of the tied rows: each carries its group's
+    mean loss, so the value does not depend on the row order.
     Equals ``torch_uncertainty.metrics.classification.AURC`` without ties.
 
     Parameters
@@ -340,7 +341,8 @@ def augrc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
     Returns
     -------
     float
-        The AUGRC, in [0, 0.5].
+        The AUGRC, in [0, 1]: about half the error rate for a random
+        ranking, and about 0.5 when every row is wrong.
 
     Examples
     --------
