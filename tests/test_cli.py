@@ -27,9 +27,12 @@ from skcal.cli import (
 from skcal.cli._benchmark import _BENCHMARK_COLUMNS
 from skcal.discovery import all_estimators
 from skcal.metrics import (
+    augrc,
+    aurc,
     brier_score,
     classwise_calibration_error,
     cumulative_calibration_error,
+    eaurc,
     expected_calibration_error,
     local_calibration_error,
     max_calibration_error,
@@ -221,6 +224,10 @@ def test_evaluate_command_equals_the_metric_functions(tmp_path):
         "SoftECE": soft_expected_calibration_error(y, proba, n_bins=10),
         "ECCE": cumulative_calibration_error(y, proba),
         "smECE": smooth_expected_calibration_error(y, proba),
+        # selective prediction (tests/test_cli_selective.py)
+        "AURC": aurc(y, proba),
+        "E-AURC": eaurc(y, proba),
+        "AUGRC": augrc(y, proba),
     }
     assert got.keys() == expected.keys()
     for name, value in expected.items():

@@ -353,3 +353,58 @@ def test_reliability_five_models_and_a_title_in_the_users_layout():
         assert inset.get_zorder() < min(lines)
         assert "samples per bin" in inset.texts[0].get_text()
     plt.close("all")
+
+
+# -------------------------------------------------------- risk-coverage
+def test_risk_coverage_points_are_the_selective_risks():
+    from skcal.display import RiskCoverageDisplay
+    from skcal.metrics import aurc
+
+    y, proba = _reliability_problem(n=300)
+    conf = proba.max(1)
+    errors = proba.argmax(1) != y
+    disp = RiskCoverageDisplay.from_predictions(y, proba, name="model")
+    # the curve written here: accept the k most confident rows (no ties)
+    order = np.argsort(-conf)
+    k = np.arange(1, 301)
+    np.testing.assert_allclose(disp.line_.get_xdata(), k / 300)
+    np.testing.assert_allclose(disp.line_.get_ydata(), np.cumsum(errors[order]) / k)
+    np.testing.assert_allclose(disp.thresholds, conf[order])
+    assert disp.line_.get_label() == f"model (AURC {aurc(y, proba):.3f})"
+    assert disp.marker_ is None
+    plt.close("all")
+
+
+def test_risk_coverage_several_models_and_a_marked_point():
+    from sklearn.linear_model import LogisticRegression
+
+    from skcal.display import RiskCoverageDisplay
+
+    y, proba = _reliability_problem(n=400)
+    _, ax = plt.subplots()
+    first = RiskCoverageDisplay.from_predictions(
+        y, proba, name="a", ax=ax, mark_coverage=0.5
+    )
+    threshold, coverage, risk = first.operating_point_
+    assert coverage == 0.5  # 200 of 400 rows, no ties
+    conf = proba.max(1)
+    accepted = conf >= threshold
+    assert accepted.mean() == coverage
+    assert risk == pytest.approx((proba.argmax(1) != y)[accepted].mean())
+    X = np.random.default_rng(1).normal(size=(400, 2))
+    model = LogisticRegression().fit(X, y)
+    middle = float(np.median(model.predict_proba(X).max(1)))
+    second = RiskCoverageDisplay.from_estimator(
+        model, X, y, ax=ax, mark_threshold=middle, show_aurc=False
+    )
+    assert second.line_.get_label() == "LogisticRegression"
+    assert second.operating_point_[0] >= middle
+    assert second.operating_point_[1] == pytest.approx(0.5, abs=0.01)
+    assert second.ax_ is first.ax_
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(labels) == 4  # two curves, two marked points
+    with pytest.raises(ValueError, match="not both"):
+        first.plot(mark_coverage=0.5, mark_threshold=0.5)
+    with pytest.raises(ValueError, match="accepts nothing"):
+        first.plot(mark_threshold=1.5)
+    plt.close("all")

@@ -40,6 +40,58 @@ from ._options import (
 
 #: what the columns LCE and MLCE of ``evaluate --local`` are
 _LOCAL_NOTE = "LCE / MLCE: local calibration error (mean / max), Barbera et al."
+#: what the selective-prediction rows are
+_SELECTIVE_NOTE = (
+    "AURC / E-AURC / AUGRC: area under the risk-coverage curve (Geifman et "
+    "al.), its excess over the best ranking, and the area under the "
+    "generalized risk-coverage curve (Traub et al.), of the most probable "
+    "class ranked by its probability; lower is better."
+)
+_RISK_NOTE = (
+    " Coverage at risk {risk:g}: the largest share of the rows, most confident "
+    "first, whose error rate is at most {risk:g}; higher is better."
+)
+
+
+def _selective_rows(args, file) -> dict:
+    """AURC, E-AURC, AUGRC and, with --risk, the coverage at that risk."""
+    from ..metrics import augrc, aurc, coverage_at_risk, eaurc
+
+    kw = {"labels": file.classes}
+    rows = {
+        "AURC": aurc(file.y, file.proba, **kw),
+        "E-AURC": eaurc(file.y, file.proba, **kw),
+        "AUGRC": augrc(file.y, file.proba, **kw),
+    }
+    if args.risk is not None:
+        rows[_risk_row(args.risk)] = coverage_at_risk(
+            file.y, file.proba, risk=args.risk, **kw
+        )
+    return rows
+
+
+def _risk_row(risk: float) -> str:
+    return f"coverage at risk {risk:g}"
+
+
+def _selective_note(args) -> str:
+    risk = "" if args.risk is None else _RISK_NOTE.format(risk=args.risk)
+    return paragraph(_SELECTIVE_NOTE + risk)
+
+
+def _risk(text: str) -> float:
+    """The value of ``--risk``: an error rate in [0, 1]."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"--risk takes an error rate between 0 and 1 (such as 0.05); got {text!r}."
+        )
+    return value
 
 
 def _evaluate_scores(args, data: ArrayFile, report):
@@ -273,6 +325,7 @@ def _print_one(args, file: _Evaluated) -> None:
     rows = [{"metric": k, "value": v} for k, v in file.metrics.items()]
     print(format_table(rows, ["metric", "value"]))
     print("\n" + METRICS_NOTE.format(n_bins=args.n_bins))
+    print(_selective_note(args))
     if args.local:
         print(_LOCAL_NOTE)
     if args.ci:
@@ -324,6 +377,7 @@ def _print_side_by_side(args, files: list[_Evaluated], paired) -> None:
         )
     )
     print("\n" + paragraph(METRICS_NOTE.format(n_bins=args.n_bins)))
+    print(_selective_note(args))
     if args.local:
         print(_LOCAL_NOTE)
     level = f"{100 * args.confidence_level:g}%"
@@ -412,6 +466,7 @@ def _score_file(args, file: _Evaluated, report) -> None:
         labels=file.classes,
         n_bins=args.n_bins,
     )
+    file.metrics.update(_selective_rows(args, file))
     if args.local:
         report(f"computing the local calibration error of {file.path} ...")
         local = local_calibration_errors(
@@ -498,7 +553,9 @@ def add_evaluate(sub) -> None:
         help="calibration metrics of files of probabilities and labels",
         description=wrap(
             "Print the metrics of the predictions in FILE against its "
-            "labels: accuracy, NLL, Brier, ECE, cwECE, MCE, SoftECE, ECCE, smECE; "
+            "labels: accuracy, NLL, Brier, ECE, cwECE, MCE, SoftECE, ECCE, smECE, "
+            "and the selective-prediction areas AURC, E-AURC and AUGRC; --risk R "
+            "adds the coverage at selective risk R; "
             "--local adds LCE and MLCE; --ci adds bootstrap confidence intervals. "
             "Accuracy uses the file's predict array "
             "when it has one (calibrate writes it), else the most probable class. "
@@ -567,4 +624,12 @@ def _add_metric_options(parser) -> None:
         action="store_true",
         help="also the local calibration errors LCE and MLCE on the file's "
         "embeddings (slower)",
+    )
+    parser.add_argument(
+        "--risk",
+        type=_risk,
+        metavar="R",
+        help="also the coverage at selective risk R: the largest share of the "
+        "rows, most confident first, whose error rate is at most R "
+        "(skcal.metrics.coverage_at_risk)",
     )

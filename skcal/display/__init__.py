@@ -2,5 +2,6 @@
 
 from ._ess import ESSProfileDisplay
 from ._reliability import ReliabilityDisplay
+from ._risk_coverage import RiskCoverageDisplay
 
-__all__ = ["ESSProfileDisplay", "ReliabilityDisplay"]
+__all__ = ["ESSProfileDisplay", "ReliabilityDisplay", "RiskCoverageDisplay"]

@@ -35,6 +35,14 @@ from ._scorer import (
     get_scorer,
     get_scorer_names,
 )
+from ._selective import (
+    augrc,
+    aurc,
+    coverage_at_risk,
+    eaurc,
+    risk_coverage_curve,
+    selective_risk,
+)
 from ._smooth import smooth_expected_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
 from ._spiegelhalter import SpiegelhalterTest, spiegelhalter_test
@@ -90,4 +98,11 @@ __all__ = [
     "soft_binned_calibration_error",
     "soft_expected_calibration_error",
     "spiegelhalter_test",
+    # selective prediction
+    "augrc",
+    "aurc",
+    "coverage_at_risk",
+    "eaurc",
+    "risk_coverage_curve",
+    "selective_risk",
 ]

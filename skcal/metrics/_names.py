@@ -123,6 +123,12 @@ METRIC_NAMES = (
     MetricName(
         "max_local_calibration_error", "MLCE", _neg("max_local_calibration_error")
     ),
+    # selective prediction (skcal.metrics._selective)
+    MetricName("aurc", "AURC", _neg("aurc"), ("area_under_risk_coverage",)),
+    MetricName("eaurc", "E-AURC", _neg("eaurc"), ("excess_aurc",)),
+    MetricName(
+        "augrc", "AUGRC", _neg("augrc"), ("area_under_generalized_risk_coverage",)
+    ),
 )
 
 

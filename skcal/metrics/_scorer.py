@@ -22,6 +22,7 @@ from ._local import local_calibration_error, max_local_calibration_error
 from ._mmce import maximum_mean_calibration_error
 from ._names import did_you_mean, find_metric, names_listing
 from ._proper import brier_score, negative_log_likelihood
+from ._selective import augrc, aurc, eaurc
 from ._smooth import smooth_expected_calibration_error
 from ._soft import soft_binned_calibration_error, soft_expected_calibration_error
 from ._spiegelhalter import spiegelhalter_abs_z
@@ -203,6 +204,10 @@ _SCORERS = {
     "neg_max_local_calibration_error": LocalCalibrationScorer(
         max_local_calibration_error
     ),
+    # selective prediction: the confidence is the top probability
+    "neg_aurc": CalibrationScorer(aurc),
+    "neg_eaurc": CalibrationScorer(eaurc),
+    "neg_augrc": CalibrationScorer(augrc),
 }
 
 

@@ -765,6 +765,30 @@ class _SpiegelhalterState(MetricState):
         )
 
 
+class _SelectiveState(MetricState):
+    """AURC, E-AURC or AUGRC: these sort all the confidences, so the state
+    keeps every row's 0-1 loss, confidence and weight (24 bytes a row,
+    O(n), not fixed-size); exact, whatever the chunking."""
+
+    def _init_classes(self, n_classes):
+        super()._init_classes(n_classes)
+        self.rows_ = []  # (loss, confidence, weight) chunks
+
+    def _add_chunk(self, proba, y_index, w):
+        loss = (np.argmax(proba, axis=1) != y_index).astype(np.float64)
+        conf = np.asarray(proba.max(axis=1), dtype=np.float64)
+        self.rows_.append((loss, conf, np.array(w, dtype=np.float64)))
+
+    def _merge(self, other):
+        self.rows_.extend(other.rows_)
+
+    def _compute(self):
+        from ._selective import AREAS
+
+        loss, conf, w = map(np.concatenate, zip(*self.rows_))
+        return AREAS[self.metric](loss, conf, w)
+
+
 #: metric name -> (state class, parameter names, parameter constraints); the
 #: defaults are the metric function's own (:func:`_defaults`)
 _BINNED = {
@@ -852,6 +876,10 @@ _REGISTRY = {
             "labels": ["array-like", None],
         },
     ),
+    # selective prediction: exact, but the state keeps every row (O(n))
+    "aurc": (_SelectiveState, ("labels",), {"labels": ["array-like", None]}),
+    "eaurc": (_SelectiveState, ("labels",), {"labels": ["array-like", None]}),
+    "augrc": (_SelectiveState, ("labels",), {"labels": ["array-like", None]}),
 }
 #: metrics that no fixed-size state computes exactly, and why
 _NOT_MERGEABLE = {
@@ -867,6 +895,10 @@ _NOT_MERGEABLE = {
     "ess_profile": "its kernel compares every pair of rows",
     "maximum_mean_calibration_error": "its kernel compares every pair of rows "
     "(an exact merge would have to keep the rows)",
+    "selective_risk": "it sorts all confidences; compute it in memory (aurc, "
+    "eaurc and augrc have states that keep the rows)",
+    "coverage_at_risk": "it sorts all confidences; compute it in memory (aurc, "
+    "eaurc and augrc have states that keep the rows)",
 }
 
 
@@ -897,8 +929,12 @@ def metric_state(metric, **params) -> MetricState:
     (equal-mass edges: the reference's midpoints while the sketch keeps the
     scores), :func:`spiegelhalter_test`, and :func:`binned_statistics`
     (the top-label reliability-diagram statistics, returned as a
-    :class:`BinStatistics`). The cumulative (sorting), smooth, local and
-    MMCE (pairwise) metrics have no fixed-size exact state and are refused.
+    :class:`BinStatistics`). The selective-prediction areas :func:`aurc`,
+    :func:`eaurc` and :func:`augrc` are exact too, but sort every
+    confidence: their state keeps each row's loss, confidence and weight
+    (24 bytes a row), so its size grows with the rows. The cumulative
+    (sorting), smooth, local and MMCE (pairwise) metrics have no
+    fixed-size exact state and are refused.
 
     **Equal-mass bins** (``strategy="quantile"``) take two passes over the
     same rows: the first fills a sketch of the scores, ``next_pass()``

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from skcal.exceptions import ApproximationWarning
+from skcal.metrics import _selective as selective
 from skcal.metrics import (
     _state,
     bin_edges,
@@ -45,6 +46,10 @@ CASES = [
     (l2_calibration_error, {"strategy": "uniform"}),
     (l2_calibration_error, {"strategy": "uniform", "mode": "top_label"}),
     (l2_calibration_error, {"strategy": "uniform", "debias": False, "n_bins": 5}),
+    # selective prediction: exact states that keep the rows
+    (selective.aurc, {}),
+    (selective.eaurc, {}),
+    (selective.augrc, {}),
 ]
 
 
