@@ -229,6 +229,20 @@ class PiecewiseLinear(_Lookup):
         return g.op("Where", first, value, self._f64(g, "first_f"))
 
 
+def _onnx_sigmoid(g, x: str) -> str:
+    """``1 / (1 + exp(-x))`` to a few units in the last place, relative:
+    ``e / (1 + e)`` of ``e = exp(-|x|)`` for negative ``x`` (onnxruntime's
+    Sigmoid loses the relative precision of its small values there, which
+    a bin edge near 0 of scaling-binning reads)."""
+    e = g.op("Exp", g.op("Neg", g.op("Abs", x)))
+    one = _const(g, 1.0)
+    denominator = g.op("Add", one, e)
+    positive = g.op("GreaterOrEqual", x, _const(g, 0.0))
+    return g.op(
+        "Where", positive, g.op("Div", one, denominator), g.op("Div", e, denominator)
+    )
+
+
 def _onnx_isfinite(g, x: str) -> str:
     """Whether each entry is finite: not NaN and not infinite."""
     return g.op("Not", g.op("Or", g.op("IsNaN", x), g.op("IsInf", x)))
@@ -409,7 +423,7 @@ class PlattMap(Float64Block):
     def onnx(self, g, x: str) -> str:
         s = self._onnx_logits(g, x) if self.from_logits else self._onnx_proba(g, x)
         s = g.op("Add", g.op("Mul", s, self._f64(g, "coef")), self._f64(g, "intercept"))
-        return g.op("Sigmoid", s)
+        return _onnx_sigmoid(g, s)
 
     @torch.jit.ignore
     def _onnx_proba(self, g, p: str) -> str:
@@ -497,7 +511,7 @@ class BetaMap(Float64Block):
         rest = g.op("Clip", g.op("Sub", _const(g, 1.0), s), eps, high)
         f = g.op("Add", g.op("Mul", log_s, self._f64(g, "a")), self._f64(g, "c"))
         f = g.op("Add", g.op("Mul", g.op("Log", rest), self._f64(g, "minus_b")), f)
-        return g.op("Sigmoid", f)
+        return _onnx_sigmoid(g, f)
 
 
 #: scaling-binning clips probabilities to [1e-12, 1 - 1e-12] before log-odds
@@ -535,7 +549,7 @@ class ScalingBinningMap(Float64Block):
         # p >= 1/2, and for p < 1/2 the difference is below 1e-16 |s|
         s = g.op("Sub", g.op("Log", p), g.op("Log", g.op("Sub", _const(g, 1.0), p)))
         s = g.op("Add", g.op("Mul", s, self._f64(g, "coef")), self._f64(g, "intercept"))
-        return self.steps.onnx(g, g.op("Sigmoid", s))
+        return self.steps.onnx(g, _onnx_sigmoid(g, s))
 
 
 class TopLabelShares(Float64Block):
