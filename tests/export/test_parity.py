@@ -15,6 +15,9 @@ from skcal.export import check_export, to_onnx, to_torch
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
+# torch 2.9+ deprecates scripting; a scripted module is still what runs
+# without Python packages (torch.jit.save / torch.jit.load)
+pytestmark = pytest.mark.filterwarnings("ignore:.*torch.jit.*:DeprecationWarning")
 
 TOL = {np.float64: 1e-6, np.float32: 1e-5}
 INPUTS = ("logits", "proba")
