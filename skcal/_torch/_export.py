@@ -36,6 +36,7 @@ __all__ = [
     "run_module",
 ]
 
+
 def module_dtype(exported) -> type:
     """The numpy float type of the constants of a torch module, scripted
     module or ``torch.export`` program (float64 if it has none)."""
