@@ -26,6 +26,7 @@ __all__ = [
     "EnsembleMix",
     "ExportModule",
     "GapTemperature",
+    "LocalNetLogits",
     "LogSoftmax",
     "ScoresToLogits",
     "SmoothedLogProba",
@@ -400,3 +401,35 @@ class GapTemperature(ExportModule):
         soft = g.op("Log", g.op("Add", g.const(np.array(1.0)), soft))
         t = g.op("Add", g.op("Relu", h), soft)
         return g.op("Div", x, g.op("Add", t, g.const(self._value("t_min"))))
+
+
+class LocalNetLogits(ExportModule):
+    """Local Nets' logits of embeddings ``x``: ``u Wc + bc + a_cls z +
+    b_cls``, with ``u`` the hidden layers of the standardised embeddings
+    ``(x - mean) / scale`` and ``z = x @ coef.T + intercept`` the frozen
+    head's logits."""
+
+    def __init__(self, mean, scale, coef, intercept, hidden, output):
+        super().__init__()
+        self._constant("mean", mean)
+        self._constant("scale", scale)
+        self.head = Affine(coef, intercept)
+        self.hidden = Chain(*(Dense(W, b, True) for W, b in hidden))
+        Wc, bc, a_cls, b_cls = output
+        self.output = Dense(Wc, bc, False)
+        self._constant("a_cls", a_cls)
+        self._constant("b_cls", b_cls)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = (x - self.mean.to(x.dtype)) / self.scale.to(x.dtype)
+        logits = self.output(self.hidden(h))
+        z = self.head(x)
+        return logits + self.a_cls.to(x.dtype) * z + self.b_cls.to(x.dtype)
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        h = g.op("Sub", x, g.const(self._value("mean"), "mean"))
+        h = g.op("Div", h, g.const(self._value("scale"), "scale"))
+        logits = self.output.onnx(g, self.hidden.onnx(g, h))
+        z = g.op("Mul", self.head.onnx(g, x), g.const(self._value("a_cls"), "a_cls"))
+        return g.op("Add", g.op("Add", logits, z), g.const(self._value("b_cls")))
