@@ -21,16 +21,48 @@ from torch import nn
 __all__ = [
     "Affine",
     "Chain",
+    "ClassTemperature",
+    "Dense",
+    "EnsembleMix",
     "ExportModule",
+    "GapTemperature",
+    "LocalNetLogits",
     "LogSoftmax",
     "ScoresToLogits",
+    "SmoothedLogProba",
     "Softmax",
     "Temperature",
+    "TopTemperature",
+    "module_dtype",
+    "run_module",
 ]
 
-#: the smallest normal float32: the floor of probabilities before their logs
-#: in float32 (a float64 floor below it would round to 0, whose log is -inf)
-_FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+
+def module_dtype(exported) -> type:
+    """The numpy float type of the constants of a torch module, scripted
+    module or ``torch.export`` program (float64 if it has none)."""
+    if hasattr(exported, "graph_signature"):  # an ExportedProgram
+        tensors = list(exported.state_dict.values())
+        tensors += list(getattr(exported, "constants", {}).values())
+    else:
+        tensors = list(exported.buffers()) + list(exported.parameters())
+    floats = [t for t in tensors if t.is_floating_point()]
+    if floats and floats[0].dtype == torch.float32:
+        return np.float32
+    return np.float64
+
+
+def run_module(exported, X: np.ndarray) -> np.ndarray:
+    """The output of a torch module (scripted or not) or ``torch.export``
+    program for ``X`` (cast to :func:`module_dtype`), as float64 numpy."""
+    run = exported.module() if hasattr(exported, "graph_signature") else exported
+    x = torch.from_numpy(np.ascontiguousarray(X, dtype=module_dtype(exported)))
+    tensors = list(run.buffers()) if isinstance(run, nn.Module) else []
+    if tensors:  # the module's device
+        x = x.to(tensors[0].device)
+    with torch.no_grad():
+        out = run(x)
+    return out.detach().cpu().double().numpy()
 
 
 class ExportModule(nn.Module):
@@ -75,10 +107,12 @@ class Chain(ExportModule):
 class ScoresToLogits(ExportModule):
     """A calibrator's input handling: scores to the logits it maps.
 
-    ``input="proba"``: rows clipped to [0, 1], divided by their sums,
-    floored at ``proba_floor`` (at least float32's smallest normal number in
-    float32) and logged. ``input="logits"``: the row maximum subtracted
-    with ``shift`` (shift-invariant calibrators), else unchanged.
+    ``input="proba"``: rows clipped to [0, 1], divided by their sums, and
+    ``log(max(p, proba_floor))``, computed as ``max(log(p), log(proba_floor))``
+    (the same numbers, and in float32 too, where ``proba_floor`` may be below
+    the range of the type but its log is not). ``input="logits"``: the row
+    maximum subtracted with ``shift`` (shift-invariant calibrators), else
+    unchanged.
     """
 
     def __init__(self, input: str, proba_floor: float, shift: bool):
@@ -88,15 +122,14 @@ class ScoresToLogits(ExportModule):
         self.input = input
         self.proba = input == "proba"
         self.shift = bool(shift)
-        self._constant("floor64", proba_floor)
-        self._constant("floor32", max(proba_floor, _FLOAT32_TINY))
+        self.proba_floor = float(proba_floor)
+        self._constant("log_floor", np.log(proba_floor))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.proba:
             x = torch.clamp(x, 0.0, 1.0)
-            x = x / x.sum(dim=-1, keepdim=True)
-            floor = self.floor64 if x.dtype == torch.float64 else self.floor32
-            return torch.log(torch.maximum(x, floor.to(x.dtype)))
+            x = torch.log(x / x.sum(dim=-1, keepdim=True))
+            return torch.maximum(x, self.log_floor.to(x.dtype))
         if self.shift:
             return x - torch.amax(x, dim=-1, keepdim=True)
         return x
@@ -105,9 +138,8 @@ class ScoresToLogits(ExportModule):
     def onnx(self, g, x: str) -> str:
         if self.proba:
             x = g.op("Clip", x, g.const(np.array(0.0)), g.const(np.array(1.0)))
-            x = g.op("Div", x, g.reduce("ReduceSum", x))
-            floor = self._value("floor64" if g.dtype == np.float64 else "floor32")
-            return g.op("Log", g.op("Max", x, g.const(floor, "proba_floor")))
+            x = g.op("Log", g.op("Div", x, g.reduce("ReduceSum", x)))
+            return g.op("Max", x, g.const(self._value("log_floor"), "log_floor"))
         if self.shift:
             return g.op("Sub", x, g.reduce("ReduceMax", x))
         return x
@@ -183,3 +215,221 @@ class Affine(ExportModule):
         op = "Mul" if self.diagonal else "MatMul"
         x = g.op(op, x, g.const(self._value("coef"), "coef"))
         return g.op("Add", x, g.const(self._value("intercept"), "intercept"))
+
+
+class Dense(ExportModule):
+    """One layer of a network, ``x @ weight + bias``, then ReLU if ``relu``
+    (``weight`` of shape ``(n_in, n_out)``, as the kernels store it)."""
+
+    def __init__(self, weight, bias, relu: bool):
+        super().__init__()
+        self._constant("weight", weight)
+        self._constant("bias", bias)
+        self.relu = bool(relu)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.matmul(x, self.weight.to(x.dtype)) + self.bias.to(x.dtype)
+        if self.relu:
+            x = torch.relu(x)
+        return x
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        x = g.op("MatMul", x, g.const(self._value("weight"), "weight"))
+        x = g.op("Add", x, g.const(self._value("bias"), "bias"))
+        return g.op("Relu", x) if self.relu else x
+
+
+def _network(coefs, intercepts) -> Chain:
+    """The ReLU network of the layers ``(coefs[i], intercepts[i])``."""
+    last = len(coefs) - 1
+    return Chain(
+        *(Dense(W, b, i < last) for i, (W, b) in enumerate(zip(coefs, intercepts)))
+    )
+
+
+class ClassTemperature(ExportModule):
+    """``x / temperatures[argmax(x)]``: the temperature of each row's top
+    column (the first among tied maxima)."""
+
+    def __init__(self, temperatures):
+        super().__init__()
+        self._constant("temperatures", temperatures)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        top = torch.argmax(x, dim=-1, keepdim=True)
+        return x / self.temperatures.to(x.dtype)[top]
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        top = g.op("ArgMax", x, axis=-1, keepdims=1)
+        t = g.op("Gather", g.const(self._value("temperatures"), "temperatures"), top)
+        return g.op("Div", x, t)
+
+
+class EnsembleMix(ExportModule):
+    """Ensemble temperature scaling's mixture of the logits ``x``:
+    ``w0 softmax(x / T) + w1 softmax(x) + w2 / C``, rows renormalised
+    (probabilities out, no softmax after)."""
+
+    def __init__(self, temperature: float, weights, n_classes: int):
+        super().__init__()
+        self._constant("temperature", temperature)
+        w = np.asarray(weights, dtype=np.float64)
+        self._constant("weights", w[:2])
+        self._constant("uniform", w[2] / n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weights.to(x.dtype)
+        p = torch.softmax(x / self.temperature.to(x.dtype), dim=-1) * w[0]
+        p = p + torch.softmax(x, dim=-1) * w[1] + self.uniform.to(x.dtype)
+        return p / p.sum(dim=-1, keepdim=True)
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        w0, w1 = self._value("weights")
+        tempered = g.op("Div", x, g.const(self._value("temperature"), "temperature"))
+        p = g.op("Mul", g.op("Softmax", tempered, axis=-1), g.const(w0, "w0"))
+        raw = g.op("Mul", g.op("Softmax", x, axis=-1), g.const(w1, "w1"))
+        p = g.op("Add", g.op("Add", p, raw), g.const(self._value("uniform")))
+        return g.op("Div", p, g.reduce("ReduceSum", p))
+
+
+class SmoothedLogProba(ExportModule):
+    """Structured scaling's features of the logits ``x``:
+    ``log((1 - mix) softmax(beta t) + mix / C)`` with ``t = x - max(x)``,
+    first raised to ``floor + log sum exp(t)`` where ``floor`` is finite
+    (the floor of the log-probabilities)."""
+
+    def __init__(self, beta: float, mix: float, n_classes: int, floor: float):
+        super().__init__()
+        self._constant("beta", beta)
+        self._constant("keep", 1.0 - mix)
+        self._constant("uniform", mix / n_classes)
+        self.has_floor = bool(np.isfinite(floor))
+        self._constant("floor", floor if self.has_floor else 0.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = x - torch.amax(x, dim=-1, keepdim=True)
+        if self.has_floor:
+            total = torch.log(torch.exp(t).sum(dim=-1, keepdim=True))
+            t = torch.maximum(t, self.floor.to(x.dtype) + total)
+        p = torch.softmax(t * self.beta.to(x.dtype), dim=-1) * self.keep.to(x.dtype)
+        return torch.log(p + self.uniform.to(x.dtype))
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        t = g.op("Sub", x, g.reduce("ReduceMax", x))
+        if self.has_floor:
+            total = g.op("Log", g.reduce("ReduceSum", g.op("Exp", t)))
+            floor = g.const(self._value("floor"), "floor")
+            t = g.op("Max", t, g.op("Add", floor, total))
+        t = g.op("Mul", t, g.const(self._value("beta"), "beta"))
+        p = g.op("Mul", g.op("Softmax", t, axis=-1), g.const(self._value("keep")))
+        return g.op("Log", g.op("Add", p, g.const(self._value("uniform"))))
+
+
+class TopTemperature(ExportModule):
+    """Parameterized temperature scaling: ``z / |net(top_k(z))|`` with
+    ``z = clip(x / temperature, -clip, clip)``, the network's temperature
+    clamped to [1e-12, 1e12]."""
+
+    def __init__(self, temperature, coefs, intercepts, k: int, clip: float):
+        super().__init__()
+        self._constant("temperature", temperature)
+        self._constant("clip", clip)
+        self.k = int(k)
+        self.net = _network(coefs, intercepts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        clip = self.clip.to(x.dtype)
+        z = torch.minimum(torch.maximum(x / self.temperature.to(x.dtype), -clip), clip)
+        top = torch.topk(z, self.k, dim=-1).values
+        t = torch.clamp(torch.abs(self.net(top)), 1e-12, 1e12)
+        return z / t
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        clip = self._value("clip")
+        z = g.op("Div", x, g.const(self._value("temperature"), "temperature"))
+        z = g.op("Clip", z, g.const(-clip), g.const(clip))
+        k = g.const(np.array([self.k], dtype=np.int64), "k")
+        top = g.op_multi("TopK", [z, k], 2, axis=-1, largest=1, sorted=1)[0]
+        t = g.op("Abs", self.net.onnx(g, top))
+        t = g.op("Clip", t, g.const(np.array(1e-12)), g.const(np.array(1e12)))
+        return g.op("Div", z, t)
+
+
+class GapTemperature(ExportModule):
+    """SMART: ``x / (softplus(net(g_hat)) + t_min)``, ``g_hat`` the gap
+    between the two largest entries of the row (clipped to ``gap_range``
+    if given), standardised as ``(g - mean) / scale``."""
+
+    def __init__(self, coefs, intercepts, mean, scale, t_min, gap_range=None):
+        super().__init__()
+        self._constant("mean", mean)
+        self._constant("scale", scale)
+        self._constant("t_min", t_min)
+        self.clipped = gap_range is not None
+        self._constant("gap_range", (0.0, 0.0) if gap_range is None else gap_range)
+        self.net = _network(coefs, intercepts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        top = torch.topk(x, 2, dim=-1).values
+        gap = top[:, 0:1] - top[:, 1:2]
+        if self.clipped:
+            bounds = self.gap_range.to(x.dtype)
+            gap = torch.minimum(torch.maximum(gap, bounds[0]), bounds[1])
+        g_hat = (gap - self.mean.to(x.dtype)) / self.scale.to(x.dtype)
+        h = self.net(g_hat)
+        # softplus, written as the graph computes it
+        t = torch.relu(h) + torch.log(1.0 + torch.exp(-torch.abs(h)))
+        return x / (t + self.t_min.to(x.dtype))
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        k = g.const(np.array([2], dtype=np.int64), "k")
+        top = g.op_multi("TopK", [x, k], 2, axis=-1, largest=1, sorted=1)[0]
+        gap = g.op("MatMul", top, g.const(np.array([[1.0], [-1.0]]), "difference"))
+        if self.clipped:
+            low, high = self._value("gap_range")
+            gap = g.op("Clip", gap, g.const(low), g.const(high))
+        g_hat = g.op("Sub", gap, g.const(self._value("mean"), "gap_mean"))
+        g_hat = g.op("Div", g_hat, g.const(self._value("scale"), "gap_scale"))
+        h = self.net.onnx(g, g_hat)
+        soft = g.op("Exp", g.op("Neg", g.op("Abs", h)))
+        soft = g.op("Log", g.op("Add", g.const(np.array(1.0)), soft))
+        t = g.op("Add", g.op("Relu", h), soft)
+        return g.op("Div", x, g.op("Add", t, g.const(self._value("t_min"))))
+
+
+class LocalNetLogits(ExportModule):
+    """Local Nets' logits of embeddings ``x``: ``u Wc + bc + a_cls z +
+    b_cls``, with ``u`` the hidden layers of the standardised embeddings
+    ``(x - mean) / scale`` and ``z = x @ coef.T + intercept`` the frozen
+    head's logits."""
+
+    def __init__(self, mean, scale, coef, intercept, hidden, output):
+        super().__init__()
+        self._constant("mean", mean)
+        self._constant("scale", scale)
+        self.head = Affine(coef, intercept)
+        self.hidden = Chain(*(Dense(W, b, True) for W, b in hidden))
+        Wc, bc, a_cls, b_cls = output
+        self.output = Dense(Wc, bc, False)
+        self._constant("a_cls", a_cls)
+        self._constant("b_cls", b_cls)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = (x - self.mean.to(x.dtype)) / self.scale.to(x.dtype)
+        logits = self.output(self.hidden(h))
+        z = self.head(x)
+        return logits + self.a_cls.to(x.dtype) * z + self.b_cls.to(x.dtype)
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        h = g.op("Sub", x, g.const(self._value("mean"), "mean"))
+        h = g.op("Div", h, g.const(self._value("scale"), "scale"))
+        logits = self.output.onnx(g, self.hidden.onnx(g, h))
+        z = g.op("Mul", self.head.onnx(g, x), g.const(self._value("a_cls"), "a_cls"))
+        return g.op("Add", g.op("Add", logits, z), g.const(self._value("b_cls")))

@@ -9,7 +9,20 @@ from __future__ import annotations
 
 from .._torch.kernels import affine_rows
 
-__all__ = ["AffineMap"]
+__all__ = ["AffineMap", "affine_module"]
+
+
+def affine_module(calibrator, *, log_softmax: bool):
+    """The torch module of a fitted affine map of ``calibrator``'s logits
+    (``coef_``, ``intercept_``; of their log-softmax with ``log_softmax``):
+    its input handling, the map, a softmax."""
+    from .._torch._export import Affine, Chain, LogSoftmax, Softmax
+
+    blocks = [calibrator._export_input()]
+    if log_softmax:
+        blocks.append(LogSoftmax())
+    blocks += [Affine(calibrator.coef_, calibrator.intercept_), Softmax()]
+    return Chain(*blocks)
 
 
 class AffineMap:
@@ -33,3 +46,26 @@ class AffineMap:
             log_softmax=self._log_softmax_first,
             **kwargs,
         )
+
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        The input handling, the log-softmax for Dirichlet calibration, the
+        affine map ``coef_``, ``intercept_`` (a diagonal one for a 1-D
+        ``coef_``), a softmax. See :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import MatrixScaling
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=200, random_state=0)
+        >>> cal = MatrixScaling().fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        return affine_module(self, log_softmax=self._log_softmax_first)
