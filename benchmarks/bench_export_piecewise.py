@@ -13,7 +13,8 @@ the rest):
 2. Every exported skcal calibrator x form (torch eager, torch.jit.script,
    torch.export, ONNX under onnxruntime) x dtype (float64, float32) x input
    (logits, proba): ``max |exported(X) - predict_proba(X)|`` on the test
-   rows.
+   rows; then the same on a real task of ``_datasets.py`` (``--task``,
+   default letter: a network's held-out logits, from the benchmarks' cache).
 
 Usage::
 
@@ -114,21 +115,39 @@ def skl2onnx_table():
         print(f"| {name} | {model_name} | {dtype} | {worst:.3g} | {frac:.1%} |")
 
 
-def parity_table():
-    import numpy as np
-    import torch
-    from scipy.special import softmax
+def _digits_logits():
     from sklearn.linear_model import LogisticRegression
-
-    import skcal
-    from skcal.export import to_onnx, to_torch
 
     (X_fit, y_fit), (X_cal, y_cal), (X_test, _) = _digits()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         clf = LogisticRegression(max_iter=300).fit(X_fit, y_fit)
-    Z_cal, Z_test = clf.decision_function(X_cal), clf.decision_function(X_test)
-    print("\nmax |exported(X) - predict_proba(X)| on the digits test rows\n")
+    return clf.decision_function(X_cal), y_cal, clf.decision_function(X_test)
+
+
+def _task_logits(name):
+    """The network's calibration and test logits of a real task of
+    ``_datasets.py`` (from its cache), or None where it is not available."""
+    from _lib.datasets import MissingDataError, load_task
+
+    try:
+        task = load_task(name)
+    except MissingDataError as error:
+        print(f"\n(task {name} not available here: {error})")
+        return None
+    return task.cal_logits, task.cal_labels, task.test_logits
+
+
+def parity_table(title, data):
+    import numpy as np
+    import torch
+    from scipy.special import softmax
+
+    import skcal
+    from skcal.export import to_onnx, to_torch
+
+    Z_cal, y_cal, Z_test = data
+    print(f"\nmax |exported(X) - predict_proba(X)| on {title}\n")
     print("| calibrator | input | dtype | eager | script | torch.export | onnx |")
     print("|---|---|---|---|---|---|---|")
     for name, params in CALIBRATORS:
@@ -161,10 +180,22 @@ def parity_table():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args()
+    parser.add_argument(
+        "--task",
+        default="letter",
+        help="a real task of _datasets.py for a second parity table (default "
+        "letter; 'none' to skip)",
+    )
+    args = parser.parse_args()
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     skl2onnx_table()
-    parity_table()
+    parity_table("the digits test rows (540 x 10)", _digits_logits())
+    task = None if args.task == "none" else _task_logits(args.task)
+    if task is not None:
+        n, k = task[2].shape
+        parity_table(
+            f"the {args.task} test rows ({n} x {k}, the network's logits)", task
+        )
 
 
 if __name__ == "__main__":

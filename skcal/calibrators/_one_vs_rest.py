@@ -399,8 +399,17 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         probabilities themselves with ``input="proba"``), each class's map,
         and the renormalisation of the rows (values floored at 1e-12; a row
         whose values are all 0 keeps its probabilities), computed as
-        :meth:`predict_proba` computes them. See
-        :func:`skcal.export.to_torch` and :func:`skcal.export.to_onnx`.
+        :meth:`predict_proba` computes them, in float64 whatever the input's
+        dtype. See :func:`skcal.export.to_torch` and
+        :func:`skcal.export.to_onnx`.
+
+        With ``input="logits"``, a softmax probability that lands exactly on
+        a bin edge (a test row whose logits equal a calibration row's, under
+        quantile bins) can fall in the neighbouring bin: numpy's, torch's
+        and onnxruntime's ``exp`` differ in the last place on some entries
+        (one row of 4,000 on the letter task). Scaling-binning's ``q``
+        (``log``, ``log1p``, ``expit``) can likewise cross an edge it is
+        within a few units in the last place of.
 
         Returns
         -------
