@@ -227,6 +227,19 @@ class SplineCalibrator(BaseCalibrator):
         ------
         NotExportableError
             Always, with the reason.
+
+        Examples
+        --------
+        >>> from skcal import SplineCalibrator
+        >>> from skcal.exceptions import NotExportableError
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(300, 3, random_state=0)
+        >>> cal = SplineCalibrator().fit(X, y)
+        >>> try:
+        ...     cal.to_torch()
+        ... except NotExportableError as error:
+        ...     print(str(error).split(":")[0])
+        SplineCalibrator cannot be exported to torch or ONNX yet
         """
         from ..exceptions import NotExportableError
 
