@@ -679,13 +679,8 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             scales = self.slot_scales_ if self.learn_variance else np.ones(self.n_slots)
             params = (self.receivers_, self.senders_, log_prior, scales,
                       self.identity_shift)  # fmt: skip
-        kind = (
-            "compositional"
-            if self.calibration not in ("none", "dirichlet")
-            else (self.calibration)
-        )
         logits = VQLogits(self.codebook_, self.head_coef_, self.head_intercept_,
-                          self.n_slots, kind, params)  # fmt: skip
+                          self.n_slots, self.calibration, params)  # fmt: skip
         return Chain(logits, Softmax())
 
     def quantize(self, X) -> np.ndarray:
