@@ -12,17 +12,14 @@ from .._torch.kernels import affine_rows
 __all__ = ["AffineMap", "affine_module"]
 
 
-def affine_module(calibrator, *, log_softmax: bool):
-    """The torch module of a fitted affine map of ``calibrator``'s logits
-    (``coef_``, ``intercept_``; of their log-softmax with ``log_softmax``):
-    its input handling, the map, a softmax."""
+def affine_module(scores, coef, intercept, *, log_softmax: bool):
+    """The torch module of a fitted affine map ``coef``, ``intercept`` of
+    the logits (of their log-softmax with ``log_softmax``): the input block
+    ``scores`` (a calibrator's input handling), the map, a softmax."""
     from .._torch._export import Affine, Chain, LogSoftmax, Softmax
 
-    blocks = [calibrator._export_input()]
-    if log_softmax:
-        blocks.append(LogSoftmax())
-    blocks += [Affine(calibrator.coef_, calibrator.intercept_), Softmax()]
-    return Chain(*blocks)
+    blocks = [scores, LogSoftmax()] if log_softmax else [scores]
+    return Chain(*blocks, Affine(coef, intercept), Softmax())
 
 
 class AffineMap:
@@ -68,4 +65,9 @@ class AffineMap:
         >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
         True
         """
-        return affine_module(self, log_softmax=self._log_softmax_first)
+        return affine_module(
+            self._export_input(),
+            self.coef_,
+            self.intercept_,
+            log_softmax=self._log_softmax_first,
+        )

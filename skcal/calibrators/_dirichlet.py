@@ -890,7 +890,9 @@ class DirichletCalibratorCV(BaseCalibrator):
         >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
         True
         """
-        return affine_module(self, log_softmax=True)
+        return affine_module(
+            self._export_input(), self.coef_, self.intercept_, log_softmax=True
+        )
 
     def _calibrated_logits(self, logits):
         return self.calibrator_._calibrated_logits(logits)

@@ -23,11 +23,12 @@ __all__ = ["check_export", "to_onnx", "to_torch"]
 def to_torch(estimator):
     """The fitted calibrator's prediction as a torch module.
 
-    The module maps a batch of scores of shape ``(n_samples, n_classes)``
-    (what the calibrator's ``predict_proba`` takes: logits or probabilities
-    as it was fitted) to calibrated probabilities, in the float dtype of its
-    input. Its constants are float64 buffers: call ``.float()`` for a
-    float32 module, ``.to(device)`` to move it.
+    The module maps a batch of what the calibrator's ``predict_proba``
+    takes (scores of shape ``(n_samples, n_classes)``, logits or
+    probabilities as it was fitted; embeddings for a local calibrator) to
+    calibrated probabilities, in the float dtype of its input. Its
+    constants are float64 buffers: call ``.float()`` for a float32 module,
+    ``.to(device)`` to move it.
 
     Parameters
     ----------
@@ -97,9 +98,10 @@ def to_onnx(estimator, path=None, *, input=None, dtype=np.float32, opset=None):
     """The fitted calibrator's prediction as an ONNX graph.
 
     The graph is written op by op from the blocks of :func:`to_torch`'s
-    module, so it computes what the module computes. Its input ``scores`` has
-    shape ``(batch, n_classes)`` with a dynamic batch, its output
-    ``probabilities`` the same shape.
+    module, so it computes what the module computes. Its input ``scores``
+    has shape ``(batch, n_features_in_)`` with a dynamic batch (the scores
+    of a score calibrator, the embeddings of a local one), its output
+    ``probabilities`` shape ``(batch, n_classes)``.
 
     Parameters
     ----------
