@@ -449,6 +449,16 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         """
         return {"classes": classes, "input": input}
 
+    # ---------------------------------------------------------------- export
+    def _export_input(self):
+        """The torch block of this calibrator's input handling, for its
+        ``to_torch``: the logits :meth:`_validate_scores` gives (see
+        :class:`skcal._torch._export.ScoresToLogits`)."""
+        from ._torch._export import ScoresToLogits
+
+        check_is_fitted(self)
+        return ScoresToLogits(self.input, self._proba_eps(), self._shift_invariant)
+
     # ------------------------------------------------------------ validation
     def _score_array(self, X, *, reset: bool) -> tuple[np.ndarray, float]:
         """``X`` as a float32/float64 array checked by scikit-learn, and the

@@ -11,6 +11,7 @@ __all__ = [
     "GridEdgeWarning",
     "InputWarning",
     "MissingClassWarning",
+    "NotExportableError",
     "NotFittedError",
     "UntrustedTypesError",
 ]
@@ -117,3 +118,13 @@ class UntrustedTypesError(ValueError):
     def __init__(self, message: str, types: list[str]):
         super().__init__(message)
         self.types = list(types)
+
+
+class NotExportableError(ValueError):
+    """A fitted estimator cannot be exported as a torch module or ONNX graph.
+
+    Raised by :func:`skcal.export.to_torch` and :func:`skcal.export.to_onnx`
+    (and an estimator's own ``to_torch``) before anything is built; the
+    message says why, e.g. a calibrator whose state grows with its
+    calibration set, or an estimator with no ``to_torch`` method.
+    """

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from .._torch.kernels import affine_rows
 
-__all__ = ["AffineMap"]
+__all__ = ["AffineMap", "affine_module"]
+
+
+def affine_module(scores, coef, intercept, *, log_softmax: bool):
+    """The torch module of a fitted affine map ``coef``, ``intercept`` of
+    the logits (of their log-softmax with ``log_softmax``): the input block
+    ``scores`` (a calibrator's input handling), the map, a softmax."""
+    from .._torch._export import Affine, Chain, LogSoftmax, Softmax
+
+    blocks = [scores, LogSoftmax()] if log_softmax else [scores]
+    return Chain(*blocks, Affine(coef, intercept), Softmax())
 
 
 class AffineMap:
@@ -32,4 +42,32 @@ class AffineMap:
             self.intercept_,
             log_softmax=self._log_softmax_first,
             **kwargs,
+        )
+
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        The input handling, the log-softmax for Dirichlet calibration, the
+        affine map ``coef_``, ``intercept_`` (a diagonal one for a 1-D
+        ``coef_``), a softmax. See :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import MatrixScaling
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=200, random_state=0)
+        >>> cal = MatrixScaling().fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        return affine_module(
+            self._export_input(),
+            self.coef_,
+            self.intercept_,
+            log_softmax=self._log_softmax_first,
         )

@@ -175,6 +175,35 @@ class ClassTemperatureScaling(BaseCalibrator):
             verbose=self.verbose,
         )
 
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        The input handling, the division by the temperature of each column
+        (``mode="column"``) or of each row's top column (``mode="predicted"``),
+        a softmax. See :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import ClassTemperatureScaling
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=200, random_state=0)
+        >>> cal = ClassTemperatureScaling().fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        from .._torch._export import Chain, ClassTemperature, Softmax, Temperature
+
+        if self.mode == "column":
+            block = Temperature(self.temperatures_)
+        else:
+            block = ClassTemperature(self.temperatures_)
+        return Chain(self._export_input(), block, Softmax())
+
     def _calibrated_logits(self, logits):
         logits = np.asarray(logits, dtype=np.float64)
         if self.mode == "column":

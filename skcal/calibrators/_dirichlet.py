@@ -20,7 +20,7 @@ from ..utils._parameters import dirichlet_count
 from ..utils._sklearn import Interval, StrOptions
 from ..utils._validation import count_events, effective_sample_size
 from ..utils._warnings import warn, warn_unconverged
-from ._affine_map import AffineMap
+from ._affine_map import AffineMap, affine_module
 from ._scaling import (
     fit_inverse_temperature,
 )
@@ -868,6 +868,30 @@ class DirichletCalibratorCV(BaseCalibrator):
             f"Extend {name}s beyond {value:g} (e.g. add "
             f"{value * value / neighbour:.3g}), or raise grid_extensions.",
             GridEdgeWarning,
+        )
+
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        The input handling, the log-softmax, the selected affine map ``coef_``,
+        ``intercept_``, a softmax. See :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import DirichletCalibratorCV
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=200, random_state=0)
+        >>> cal = DirichletCalibratorCV(cv=2).fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        return affine_module(
+            self._export_input(), self.coef_, self.intercept_, log_softmax=True
         )
 
     def _calibrated_logits(self, logits):

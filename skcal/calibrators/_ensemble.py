@@ -576,5 +576,31 @@ class EnsembleTemperatureScaling(BaseCalibrator):
             p0 /= p0.sum(axis=1, keepdims=True)
         return out
 
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        The input handling and the mixture of ``softmax(z / temperature_)``,
+        ``softmax(z)`` and the uniform distribution with ``weights_``. See
+        :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import EnsembleTemperatureScaling
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=200, random_state=0)
+        >>> cal = EnsembleTemperatureScaling().fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        from .._torch._export import Chain, EnsembleMix
+
+        mix = EnsembleMix(self.temperature_, self.weights_, self.n_features_in_)
+        return Chain(self._export_input(), mix)
+
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), PROBA_EPS))

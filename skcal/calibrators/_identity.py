@@ -90,6 +90,29 @@ class IdentityCalibrator(BaseCalibrator):
     def _fit(self, logits, y_index, sample_weight):
         """Nothing to learn: the base class validated the data and set ``classes_``."""
 
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        The input handling and a softmax. See :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import IdentityCalibrator
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=200, random_state=0)
+        >>> cal = IdentityCalibrator().fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        from .._torch._export import Chain, Softmax
+
+        return Chain(self._export_input(), Softmax())
+
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64)
 

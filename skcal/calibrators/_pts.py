@@ -216,6 +216,36 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
         labels = np.unique(self.classes_[y_index], return_inverse=True)[1]
         return split_rows(labels, np.arange(n_samples), n_samples - n_val, seed)
 
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        The input handling, the temperature network on the sorted top logits,
+        the division by its temperature, a softmax. See
+        :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import ParameterizedTemperatureScaling
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=200, random_state=0)
+        >>> cal = ParameterizedTemperatureScaling(max_iter=5, random_state=0).fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        from .._torch._export import Chain, Softmax, TopTemperature
+        from .._torch.kernels._pts import LOGIT_CLIP
+
+        network = TopTemperature(
+            self.temperature_init_, self.coefs_, self.intercepts_, self.n_top_,
+            LOGIT_CLIP,
+        )  # fmt: skip
+        return Chain(self._export_input(), network, Softmax())
+
     def _calibrated_logits(self, logits):
         return pts_predict_logits(
             self.coefs_,

@@ -253,6 +253,33 @@ class TemperatureScaling(BaseCalibrator):
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64) / self.temperature_
 
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        See :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+            Input handling, division by ``temperature_``, softmax.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skcal import TemperatureScaling
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=300, random_state=0)
+        >>> ts = TemperatureScaling().fit(X, y)
+        >>> module = ts.to_torch()
+        >>> import torch
+        >>> P = module(torch.from_numpy(X)).numpy()
+        >>> bool(np.abs(P - ts.predict_proba(X)).max() < 1e-12)
+        True
+        """
+        from .._torch._export import Chain, Softmax, Temperature
+
+        return Chain(self._export_input(), Temperature(self.temperature_), Softmax())
+
     # -------------------------------------------------------- top-k input
     def fit(self, X, y, sample_weight=None):
         """Fit the temperature on scores ``X`` and labels ``y``.
@@ -980,6 +1007,31 @@ class BiasCorrectedTemperatureScaling(BaseCalibrator):
             warn_unconverged(name, fit.result, self.max_iter)
             self.temperature_ = 1.0 / beta
             self.intercept_ = bias
+
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        The input handling, ``x / temperature_ + intercept_``, a softmax. See
+        :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import BiasCorrectedTemperatureScaling
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=200, random_state=0)
+        >>> cal = BiasCorrectedTemperatureScaling().fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        from .._torch._export import Chain, Softmax, Temperature
+
+        block = Temperature(self.temperature_, self.intercept_)
+        return Chain(self._export_input(), block, Softmax())
 
     def _calibrated_logits(self, logits):
         return (

@@ -430,6 +430,37 @@ class SMARTCalibrator(BaseCalibrator):
     def _calibrated_proba(self, logits):
         return smart_predict_proba(logits, **self._network())
 
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        The input handling, the temperature network on the standardised gap
+        between the two largest logits, the division by its temperature, a
+        softmax. See :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import SMARTCalibrator
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=200, random_state=0)
+        >>> cal = SMARTCalibrator(max_iter=5, random_state=0).fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        from .._torch._export import Chain, GapTemperature, Softmax
+        from .._torch.kernels._smart import GAP_EPS
+
+        network = GapTemperature(
+            self.coefs_, self.intercepts_, self.gap_mean_,
+            self.gap_std_ + GAP_EPS, float(self.t_min),
+            self.gap_range_ if self.clip_gap else None,
+        )  # fmt: skip
+        return Chain(self._export_input(), network, Softmax())
+
     def _calibrated_logits(self, logits):
         # only the temperatures need torch; dividing in numpy saves a
         # round trip of the whole score matrix

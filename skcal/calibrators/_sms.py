@@ -135,6 +135,35 @@ class _StructuredScaling(BaseCalibrator):
         self.coef_, self.intercept_ = fit.coef, fit.intercept
         self.n_iter_ = fit.result.n_iter
 
+    def to_torch(self):
+        """The fitted map as a torch module: scores to calibrated probabilities.
+
+        The input handling, the smoothed log-probabilities the map reads, the
+        affine map ``coef_``, ``intercept_``, a softmax. See
+        :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import StructuredMatrixScaling
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=200, random_state=0)
+        >>> cal = StructuredMatrixScaling().fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        from .._torch._export import Affine, Chain, SmoothedLogProba, Softmax
+
+        features = SmoothedLogProba(
+            self.beta_, self.mix_, self.n_features_in_, self._floor()
+        )
+        affine = Affine(self.coef_, self.intercept_)
+        return Chain(self._export_input(), features, affine, Softmax())
+
     def _calibrated_logits(self, logits):
         return self._predict(logits, proba=False)
 

@@ -677,6 +677,42 @@ class VennAbersCalibrator(BaseCalibrator):
         the given probabilities themselves (see :meth:`_columns`)."""
         return self._proba_of_columns(self._columns(X))
 
+    def to_torch(self):
+        """Not exportable yet: raises :class:`~skcal.exceptions.NotExportableError`.
+
+        Its prediction merges the pair of isotonic fits of every binary problem
+        (per class or per pair of classes, and per fold) whose tables hold one
+        step per calibration score; that merge is not written as torch and ONNX
+        blocks yet.
+
+        Raises
+        ------
+        NotExportableError
+            Always, with the reason.
+
+        Examples
+        --------
+        >>> from skcal import VennAbersCalibrator
+        >>> from skcal.exceptions import NotExportableError
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(300, 3, random_state=0)
+        >>> cal = VennAbersCalibrator().fit(X, y)
+        >>> try:
+        ...     cal.to_torch()
+        ... except NotExportableError as error:
+        ...     print(str(error).split(":")[0])
+        VennAbersCalibrator cannot be exported to torch or ONNX yet
+        """
+        from ..exceptions import NotExportableError
+
+        raise NotExportableError(
+            f"VennAbersCalibrator cannot be exported to torch or ONNX yet: its "
+            f"predict_proba merges the Venn-Abers pair (p0, p1) of every binary "
+            f"problem (strategy={self.strategy!r}), from tables with a step per "
+            "calibration score, and that merge has no exported blocks. Use "
+            "predict_proba, or export IsotonicCalibrator."
+        )
+
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), FLOOR_BEFORE_LOG))
 
