@@ -734,6 +734,7 @@ _COMMANDS = [
     "select",
     "benchmark",
     "demo",
+    "export",
 ]
 
 
