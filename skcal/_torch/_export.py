@@ -32,11 +32,36 @@ __all__ = [
     "Softmax",
     "Temperature",
     "TopTemperature",
+    "module_dtype",
+    "run_module",
 ]
 
-#: the smallest normal float32: the floor of probabilities before their logs
-#: in float32 (a float64 floor below it would round to 0, whose log is -inf)
-_FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+
+def module_dtype(exported) -> type:
+    """The numpy float type of the constants of a torch module, scripted
+    module or ``torch.export`` program (float64 if it has none)."""
+    if hasattr(exported, "graph_signature"):  # an ExportedProgram
+        tensors = list(exported.state_dict.values())
+        tensors += list(getattr(exported, "constants", {}).values())
+    else:
+        tensors = list(exported.buffers()) + list(exported.parameters())
+    floats = [t for t in tensors if t.is_floating_point()]
+    if floats and floats[0].dtype == torch.float32:
+        return np.float32
+    return np.float64
+
+
+def run_module(exported, X: np.ndarray) -> np.ndarray:
+    """The output of a torch module (scripted or not) or ``torch.export``
+    program for ``X`` (cast to :func:`module_dtype`), as float64 numpy."""
+    run = exported.module() if hasattr(exported, "graph_signature") else exported
+    x = torch.from_numpy(np.ascontiguousarray(X, dtype=module_dtype(exported)))
+    tensors = list(run.buffers()) if isinstance(run, nn.Module) else []
+    if tensors:  # the module's device
+        x = x.to(tensors[0].device)
+    with torch.no_grad():
+        out = run(x)
+    return out.detach().cpu().double().numpy()
 
 
 class ExportModule(nn.Module):
@@ -81,10 +106,12 @@ class Chain(ExportModule):
 class ScoresToLogits(ExportModule):
     """A calibrator's input handling: scores to the logits it maps.
 
-    ``input="proba"``: rows clipped to [0, 1], divided by their sums,
-    floored at ``proba_floor`` (at least float32's smallest normal number in
-    float32) and logged. ``input="logits"``: the row maximum subtracted
-    with ``shift`` (shift-invariant calibrators), else unchanged.
+    ``input="proba"``: rows clipped to [0, 1], divided by their sums, and
+    ``log(max(p, proba_floor))``, computed as ``max(log(p), log(proba_floor))``
+    (the same numbers, and in float32 too, where ``proba_floor`` may be below
+    the range of the type but its log is not). ``input="logits"``: the row
+    maximum subtracted with ``shift`` (shift-invariant calibrators), else
+    unchanged.
     """
 
     def __init__(self, input: str, proba_floor: float, shift: bool):
@@ -94,15 +121,14 @@ class ScoresToLogits(ExportModule):
         self.input = input
         self.proba = input == "proba"
         self.shift = bool(shift)
-        self._constant("floor64", proba_floor)
-        self._constant("floor32", max(proba_floor, _FLOAT32_TINY))
+        self.proba_floor = float(proba_floor)
+        self._constant("log_floor", np.log(proba_floor))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.proba:
             x = torch.clamp(x, 0.0, 1.0)
-            x = x / x.sum(dim=-1, keepdim=True)
-            floor = self.floor64 if x.dtype == torch.float64 else self.floor32
-            return torch.log(torch.maximum(x, floor.to(x.dtype)))
+            x = torch.log(x / x.sum(dim=-1, keepdim=True))
+            return torch.maximum(x, self.log_floor.to(x.dtype))
         if self.shift:
             return x - torch.amax(x, dim=-1, keepdim=True)
         return x
@@ -111,9 +137,8 @@ class ScoresToLogits(ExportModule):
     def onnx(self, g, x: str) -> str:
         if self.proba:
             x = g.op("Clip", x, g.const(np.array(0.0)), g.const(np.array(1.0)))
-            x = g.op("Div", x, g.reduce("ReduceSum", x))
-            floor = self._value("floor64" if g.dtype == np.float64 else "floor32")
-            return g.op("Log", g.op("Max", x, g.const(floor, "proba_floor")))
+            x = g.op("Log", g.op("Div", x, g.reduce("ReduceSum", x)))
+            return g.op("Max", x, g.const(self._value("log_floor"), "log_floor"))
         if self.shift:
             return g.op("Sub", x, g.reduce("ReduceMax", x))
         return x

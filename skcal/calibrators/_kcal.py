@@ -356,6 +356,41 @@ class KCalCalibrator(BaseLocalCalibrator):
         var = np.average((dev_train / top) ** 2, axis=0, weights=sample_weight)
         self.scale_ = np.where(var > 0, top * np.sqrt(var), 1.0)
 
+    def to_torch(self):
+        """Refused: KCal's prediction reads its whole calibration memory.
+
+        Raises
+        ------
+        NotExportableError
+            Always, with the size of the memory (``memory_``: projected
+            calibration rows with their labels and weights), which grows
+            with the calibration set: an export would ship the data itself.
+            Keep the calibrator in Python (:func:`skcal.utils.persistence.dump`).
+
+        Examples
+        --------
+        >>> from skcal import KCalCalibrator
+        >>> KCalCalibrator().to_torch()
+        Traceback (most recent call last):
+        ...
+        skcal.exceptions.NotExportableError: KCalCalibrator ...
+        """
+        from ..exceptions import NotExportableError
+
+        size = "its calibration rows"
+        if hasattr(self, "memory_"):
+            size = (
+                f"{self.memory_.shape[0]} calibration rows of "
+                f"{self.memory_.shape[1]} projected features"
+            )
+        raise NotExportableError(
+            f"KCalCalibrator cannot be exported: each prediction is a kernel "
+            f"sum over its memory ({size}, with their labels and weights), "
+            "state that grows with the calibration set. Keep it in Python "
+            "(skcal.utils.persistence.dump), or export a parametric "
+            "calibrator such as TemperatureScaling."
+        )
+
     def _predict_proba(self, X):
         return kcal_proba(
             self.projection_,

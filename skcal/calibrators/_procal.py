@@ -235,6 +235,40 @@ class ProCalCalibrator(BaseLocalCalibrator):
             device=self.device,
         )
 
+    def to_torch(self):
+        """Refused: ProCal's prediction reads its calibration embeddings.
+
+        Raises
+        ------
+        NotExportableError
+            Always, with the size of the state (``embeddings_`` for the
+            proximity of each sample, and the density points of the correct
+            and wrong predictions), which grows with the calibration set.
+
+        Examples
+        --------
+        >>> from skcal import ProCalCalibrator
+        >>> ProCalCalibrator().to_torch()
+        Traceback (most recent call last):
+        ...
+        skcal.exceptions.NotExportableError: ProCalCalibrator ...
+        """
+        from ..exceptions import NotExportableError
+
+        size = "its calibration rows"
+        if hasattr(self, "embeddings_"):
+            n, d = self.embeddings_.shape
+            points = len(self.points_correct_) + len(self.points_wrong_)
+            size = f"{n} calibration embeddings of {d} features and {points} "
+            size += "density points"
+        raise NotExportableError(
+            f"ProCalCalibrator cannot be exported: each prediction searches "
+            f"the nearest neighbours among its calibration embeddings and sums "
+            f"kernels over its density points ({size}), state that grows "
+            "with the calibration set. Keep it in Python "
+            "(skcal.utils.persistence.dump)."
+        )
+
     def _predict_proba(self, X):
         logits = self._logits(X)
         proba = softmax_inplace(logits.copy())

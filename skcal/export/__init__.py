@@ -90,7 +90,7 @@ def _with_input(module, estimator, input):
             "probabilities are not the logits it maps. Export it with "
             "input='logits'."
         )
-    floor = float(first.floor64)
+    floor = first.proba_floor
     return Chain(ScoresToLogits("proba", floor, shift=False), *rest)
 
 
@@ -180,27 +180,9 @@ def _run(exported, X: np.ndarray) -> np.ndarray:
         dtype = np.float64 if first.type == "tensor(double)" else np.float32
         out = session.run(None, {first.name: np.asarray(X, dtype=dtype)})[0]
         return np.asarray(out, dtype=np.float64)
-    import torch
+    from .._torch._export import run_module
 
-    run = exported.module() if hasattr(exported, "graph_signature") else exported
-    dtype = _torch_dtype(exported)
-    with torch.no_grad():
-        out = run(torch.from_numpy(np.ascontiguousarray(X, dtype=dtype)))
-    return out.detach().cpu().double().numpy()
-
-
-def _torch_dtype(exported):
-    """The numpy float type of a torch module's (or program's) buffers."""
-    if hasattr(exported, "graph_signature"):
-        tensors = list(exported.state_dict.values()) + list(
-            getattr(exported, "constants", {}).values()
-        )
-    else:
-        tensors = list(exported.buffers()) + list(exported.parameters())
-    floats = [t for t in tensors if getattr(t, "is_floating_point", lambda: 0)()]
-    if floats and str(floats[0].dtype) == "torch.float32":
-        return np.float32
-    return np.float64
+    return run_module(exported, X)
 
 
 def check_export(estimator, X, exported) -> float:
@@ -260,4 +242,6 @@ def _input_dtype(exported):
         if model is None:
             model = onnx.load_from_string(exported)
         return _input_dtype(model)
-    return _torch_dtype(exported)
+    from .._torch._export import module_dtype
+
+    return module_dtype(exported)
