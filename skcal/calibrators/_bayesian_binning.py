@@ -283,6 +283,11 @@ class _AveragedStepMaps(OneVsRestCalibrator):
     def _calibrated_proba_of_probabilities(self, P, logits):
         return map_transposed(P, logits, self._map_column)
 
+    def _torch_map(self):
+        from .._torch._export_piecewise import StepMap
+
+        return StepMap(self.bin_edges_, self.bin_values_, closed="right"), False
+
     def _map_column(self, k, p):
         return _step_map(self.bin_edges_[k], self.bin_values_[k], p)
 

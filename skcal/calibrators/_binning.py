@@ -610,6 +610,11 @@ class IsotonicCalibrator(ConfidenceMapMixin, OneVsRestCalibrator):
     def _calibrated_proba_of_probabilities(self, P, logits):
         return map_transposed(P, logits, self._map_column)
 
+    def _torch_map(self):
+        from .._torch._export_piecewise import PiecewiseLinear
+
+        return PiecewiseLinear(self.thresholds_, self.values_), False
+
     def _map_column(self, k, p):
         x, v = self.thresholds_[k], self.values_[k]
         if x.size == 1:
@@ -736,6 +741,11 @@ class HistogramBinningCalibrator(ConfidenceMapMixin, OneVsRestCalibrator):
         if not shared:  # quantile bins: each class has its own edges
             return super()._map_columns(P)
         _step_map_inplace(P, edges[0], np.asarray(self.bin_values_))
+
+    def _torch_map(self):
+        from .._torch._export_piecewise import StepMap
+
+        return StepMap(self.bin_edges_, self.bin_values_, closed="left"), False
 
     def _map_column(self, k, p):
         return self.bin_values_[k][assign_bins(p, self.bin_edges_[k], "left")]
@@ -1023,6 +1033,14 @@ class ScalingBinningCalibrator(OneVsRestCalibrator):
                 f"the top-label map in 100 iterations{self._unconverged_hint}.",
                 ConvergenceWarning,
             )
+
+    def _torch_map(self):
+        from .._torch._export_piecewise import ScalingBinningMap, TopLabelShares
+
+        mapping = ScalingBinningMap(
+            self.coef_, self.intercept_, self.bin_edges_, self.bin_values_
+        )
+        return (mapping if self.mode == "marginal" else TopLabelShares(mapping)), False
 
     def _map_column(self, k, p):
         a, b = self.coef_[k], self.intercept_[k]

@@ -392,6 +392,45 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         """
         return np.log(self.predict_proba(X))
 
+    def to_torch(self):
+        """The fitted maps as a torch module: scores to calibrated probabilities.
+
+        The probabilities of the scores (their softmax, or the validated
+        probabilities themselves with ``input="proba"``), each class's map,
+        and the renormalisation of the rows (values floored at 1e-12; a row
+        whose values are all 0 keeps its probabilities), computed as
+        :meth:`predict_proba` computes them. See
+        :func:`skcal.export.to_torch` and :func:`skcal.export.to_onnx`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> from skcal import IsotonicCalibrator
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(300, 3, random_state=0)
+        >>> iso = IsotonicCalibrator().fit(X, y)
+        >>> P = iso.to_torch()(torch.from_numpy(X)).numpy()
+        >>> bool(np.abs(P - iso.predict_proba(X)).max() < 1e-12)
+        True
+        """
+        from .._torch._export import Chain
+        from .._torch._export_piecewise import OneVsRest, Probabilities
+
+        check_is_fitted(self)
+        mapping, reads_scores = self._torch_map()
+        n_classes = int(self.n_features_in_)
+        scores = Probabilities(self.input, n_classes, self._proba_eps())
+        return Chain(OneVsRest(scores, mapping, PROBA_FLOOR, reads_scores))
+
+    def _torch_map(self):
+        """The torch block of the per-class maps (see :meth:`to_torch`), and
+        whether it reads the scores (else their probabilities)."""
+        raise NotImplementedError
+
     def _map_columns(self, P):
         """Replace each column ``P[:, k]`` by its one-vs-rest value, in place."""
         for k in range(P.shape[1]):

@@ -206,6 +206,12 @@ class PlattCalibrator(OneVsRestCalibrator):
         self.coef_[~present] = self.coef_[present].mean()
         self.intercept_[~present] = self.intercept_[present].mean()
 
+    def _torch_map(self):
+        from .._torch._export_piecewise import PlattMap
+
+        logits = self.input == "logits"
+        return PlattMap(self.coef_, self.intercept_, from_logits=logits), logits
+
     def _calibrated_proba(self, logits):
         Q = _class_log_odds(logits, out=np.empty(logits.shape))
         affine_columns(Q, self.coef_, self.intercept_, out=Q)
@@ -442,6 +448,12 @@ class BetaCalibrator(OneVsRestCalibrator):
     def _fill_absent(self, present):
         self.coef_[~present] = self.coef_[present].mean(axis=0)
         self.intercept_[~present] = self.intercept_[present].mean()
+
+    def _torch_map(self):
+        from .._torch._export_piecewise import BetaMap
+
+        logits = self.input == "logits"
+        return BetaMap(self.coef_, self.intercept_, from_logits=logits), logits
 
     def _calibrated_proba(self, logits):
         """The beta map of each class's softmax probability, renormalised.

@@ -215,6 +215,29 @@ class SplineCalibrator(BaseCalibrator):
             )
         )
 
+    def to_torch(self):
+        """Not exportable yet: raises :class:`~skcal.exceptions.NotExportableError`.
+
+        Its prediction keeps the top class strictly first by moving the confidence
+        to the next float above the largest other probability, and recomputes
+        rows whose other probabilities underflow from the logits; neither is
+        written as torch and ONNX blocks yet.
+
+        Raises
+        ------
+        NotExportableError
+            Always, with the reason.
+        """
+        from ..exceptions import NotExportableError
+
+        raise NotExportableError(
+            "SplineCalibrator cannot be exported to torch or ONNX yet: its "
+            "top-label replacement keeps the top class strictly first by one unit "
+            "in the last place (np.nextafter, which ONNX lacks) and recomputes "
+            "rows with underflowing probabilities from the logits. Use "
+            "predict_proba, or export IsotonicCalibrator or TemperatureScaling."
+        )
+
     def _calibrated_confidence(self, s: np.ndarray) -> np.ndarray:
         if self.scores_.size == 1:
             out = np.full_like(s, self.calibrated_scores_[0])

@@ -702,6 +702,28 @@ class TopVersusAll(BaseCalibrator):
         self._right_column_ = int(np.flatnonzero(np.asarray(inner.classes_) == 1)[0])
 
     # ------------------------------------------------------------- predict
+    def to_torch(self):
+        """Not exportable yet: raises :class:`~skcal.exceptions.NotExportableError`.
+
+        Its prediction replaces the top class's probability by the inner
+        calibrator's map of the confidence and shares the rest among the other
+        classes; that replacement is not written as torch and ONNX blocks yet.
+
+        Raises
+        ------
+        NotExportableError
+            Always, with the reason.
+        """
+        from ..exceptions import NotExportableError
+
+        raise NotExportableError(
+            "TopVersusAll cannot be exported to torch or ONNX yet: its top-label "
+            "replacement (the inner calibrator's map of the confidence, the "
+            "others sharing the rest, the top class kept strictly first) has no "
+            "exported blocks. Use predict_proba, or export the one-vs-rest "
+            "calibrator itself (e.g. IsotonicCalibrator().to_torch())."
+        )
+
     def _confidence_and_shares(self, logits, top, owned=False, confidence=None):
         """The calibrated confidence ``c`` of the argmax ``top`` of
         ``logits``, its complement where known more accurately than ``1 -

@@ -677,6 +677,29 @@ class VennAbersCalibrator(BaseCalibrator):
         the given probabilities themselves (see :meth:`_columns`)."""
         return self._proba_of_columns(self._columns(X))
 
+    def to_torch(self):
+        """Not exportable yet: raises :class:`~skcal.exceptions.NotExportableError`.
+
+        Its prediction merges the pair of isotonic fits of every binary problem
+        (per class or per pair of classes, and per fold) whose tables hold one
+        step per calibration score; that merge is not written as torch and ONNX
+        blocks yet.
+
+        Raises
+        ------
+        NotExportableError
+            Always, with the reason.
+        """
+        from ..exceptions import NotExportableError
+
+        raise NotExportableError(
+            f"VennAbersCalibrator cannot be exported to torch or ONNX yet: its "
+            f"predict_proba merges the Venn-Abers pair (p0, p1) of every binary "
+            f"problem (strategy={self.strategy!r}), from tables with a step per "
+            "calibration score, and that merge has no exported blocks. Use "
+            "predict_proba, or export IsotonicCalibrator."
+        )
+
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), FLOOR_BEFORE_LOG))
 
