@@ -249,6 +249,8 @@ def test_what_skl2onnx_cannot_convert_skcal_exports(
             pytest.skip("IsotonicCalibrator has no export in this version")
     model = CalibratedClassifier(FrozenEstimator(clf), calibrator=calibrator)
     model.fit(X[700:1300], y[700:1300])
-    proba, label = _run(model_to_onnx(model, dtype=np.float64), X[1300:])
-    assert np.abs(proba - model.predict_proba(X[1300:])).max() <= 1e-6
-    assert np.array_equal(label, model.predict(X[1300:]))
+    # in float64 on both sides (scikit-learn computes float32 rows in float32)
+    test = X[1300:].astype(np.float64)
+    proba, label = _run(model_to_onnx(model, dtype=np.float64), test)
+    assert np.abs(proba - model.predict_proba(test)).max() <= 1e-6
+    assert np.array_equal(label, model.predict(test))
