@@ -8,7 +8,6 @@ onnx|torchscript] [--dtype float32|float64] [--check scores.csv]``
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
@@ -50,7 +49,7 @@ def _check_model(model, path: str) -> str:
 
 
 def _export(model, args):
-    """Write the model to ``args.out``; return the exported object."""
+    """Write the model to ``args.out`` (ONNX or TorchScript)."""
     from ..exceptions import NotExportableError
     from ..export import to_onnx, to_torch
 
@@ -64,16 +63,10 @@ def _export(model, args):
                 "is no torch module: export it with --format onnx (skl2onnx "
                 "converts the classifier), or export its calibrator alone."
             )
-        import torch
+        from .._torch._export_deploy import save_script
 
-        module = to_torch(model).to(
-            torch.float64 if args.dtype == "float64" else torch.float32
-        )
-        with warnings.catch_warnings():  # TorchScript's deprecation notice
-            warnings.simplefilter("ignore", DeprecationWarning)
-            scripted = torch.jit.script(module)
-        scripted.save(args.out)
-        return scripted
+        save_script(to_torch(model), args.out, dtype)
+        return None
     except NotExportableError as exc:
         raise CLIError(f"--model {args.model}: {exc}") from None
 
@@ -128,11 +121,9 @@ def _run_file(args, X: np.ndarray) -> np.ndarray:
         name = "probabilities" if "probabilities" in outputs else outputs[0]
         out = session.run([name], {session.get_inputs()[0].name: X})[0]
     else:
-        import torch
+        from .._torch._export_deploy import run_script
 
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            out = torch.jit.load(args.out)(torch.from_numpy(X)).numpy()
+        out = run_script(args.out, X)
     return np.asarray(out, dtype=np.float64)
 
 

@@ -420,7 +420,7 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         from .._torch._export import Chain
-        from .._torch._export_shift import PriorReweight
+        from .._torch._export_deploy import PriorReweight
         from ..export import to_torch
 
         inner = to_torch(self.calibrator_)
