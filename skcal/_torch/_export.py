@@ -26,12 +26,14 @@ __all__ = [
     "EnsembleMix",
     "ExportModule",
     "GapTemperature",
+    "LocalNetLogits",
     "LogSoftmax",
     "ScoresToLogits",
     "SmoothedLogProba",
     "Softmax",
     "Temperature",
     "TopTemperature",
+    "VQLogits",
     "module_dtype",
     "run_module",
 ]
@@ -400,3 +402,164 @@ class GapTemperature(ExportModule):
         soft = g.op("Log", g.op("Add", g.const(np.array(1.0)), soft))
         t = g.op("Add", g.op("Relu", h), soft)
         return g.op("Div", x, g.op("Add", t, g.const(self._value("t_min"))))
+
+
+class LocalNetLogits(ExportModule):
+    """Local Nets' logits of embeddings ``x``: ``u Wc + bc + a_cls z +
+    b_cls``, with ``u`` the hidden layers of the standardised embeddings
+    ``(x - mean) / scale`` and ``z = x @ coef.T + intercept`` the frozen
+    head's logits."""
+
+    def __init__(self, mean, scale, coef, intercept, hidden, output):
+        super().__init__()
+        self._constant("mean", mean)
+        self._constant("scale", scale)
+        self.head = Affine(coef, intercept)
+        self.hidden = Chain(*(Dense(W, b, True) for W, b in hidden))
+        Wc, bc, a_cls, b_cls = output
+        self.output = Dense(Wc, bc, False)
+        self._constant("a_cls", a_cls)
+        self._constant("b_cls", b_cls)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = (x - self.mean.to(x.dtype)) / self.scale.to(x.dtype)
+        logits = self.output(self.hidden(h))
+        z = self.head(x)
+        return logits + self.a_cls.to(x.dtype) * z + self.b_cls.to(x.dtype)
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        h = g.op("Sub", x, g.const(self._value("mean"), "mean"))
+        h = g.op("Div", h, g.const(self._value("scale"), "scale"))
+        logits = self.output.onnx(g, self.hidden.onnx(g, h))
+        z = g.op("Mul", self.head.onnx(g, x), g.const(self._value("a_cls"), "a_cls"))
+        return g.op("Add", g.op("Add", logits, z), g.const(self._value("b_cls")))
+
+
+#: Lanczos' coefficients (g = 7, n = 9) of ``log Gamma``, for ONNX, which
+#: has no ``lgamma`` (relative error about 1e-15 in float64)
+_LANCZOS = np.array([
+    0.99999999999980993, 676.5203681218851, -1259.1392167224028,
+    771.32342877765313, -176.61502916214059, 12.507343278686905,
+    -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
+])  # fmt: skip
+
+
+def _onnx_lgamma(g, x: str) -> str:
+    """``lgamma(x)`` for ``x > 0`` in ONNX ops: ``lgamma(x + 1) - log(x)``,
+    ``lgamma(x + 1) = log(2 pi) / 2 + (x + 1/2) log(t) - t + log(A(x))``
+    with ``t = x + 7.5`` and ``A(x) = c0 + sum_i c_i / (x + i)``."""
+    shifted = g.op("Add", g.op("Unsqueeze", x, g.const(np.array([-1]))),
+                   g.const(np.arange(1.0, 9.0)))  # fmt: skip
+    series = g.reduce("ReduceSum", g.op("Div", g.const(_LANCZOS[1:]), shifted),
+                      axis=-1, keepdims=0)  # fmt: skip
+    log_a = g.op("Log", g.op("Add", series, g.const(_LANCZOS[0])))
+    t = g.op("Add", x, g.const(np.array(7.5)))
+    power = g.op("Mul", g.op("Add", x, g.const(np.array(0.5))), g.op("Log", t))
+    value = g.op("Add", g.op("Sub", power, t), log_a)
+    value = g.op("Add", value, g.const(np.array(0.5 * np.log(2 * np.pi))))
+    return g.op("Sub", value, g.op("Log", x))
+
+
+class VQLogits(ExportModule):
+    """Divide et Calibra's logits of embeddings ``x``.
+
+    Each of the ``n_slots`` slots of ``x`` is replaced by its nearest
+    codeword (squared distance, the first on ties), the head ``coef``,
+    ``intercept`` gives the log-probabilities ``log_p`` of the quantized
+    vector, and the calibration map ``kind`` maps them: ``"none"``
+    (``log_p``), ``"dirichlet"`` (``log_p @ W + b``, ``map_params = (W,
+    b)``) or ``"compositional"`` (``map_params = (A, B, log_prior,
+    slot_scales, identity_shift)``: ``alpha = softplus(A^T diag(n) B) +
+    1e-8`` of the codeword counts ``n`` and the Dirichlet log-likelihood
+    terms of the module :mod:`skcal._torch.kernels._vq`). The graph
+    evaluates ``lgamma`` by Lanczos' approximation (ONNX has none).
+    """
+
+    def __init__(self, codebook, coef, intercept, n_slots: int, kind: str, params):
+        super().__init__()
+        codebook = np.asarray(codebook, dtype=np.float64)
+        self._constant("codebook", codebook)
+        self._constant("squares", (codebook * codebook).sum(axis=1))
+        self.n_slots, self.width = int(n_slots), codebook.shape[1]
+        self.n_codewords = codebook.shape[0]
+        self.head = Affine(coef, intercept)
+        self.kind = kind
+        self.dirichlet = (
+            Affine(*params) if kind == "dirichlet" else Affine([0.0], [0.0])
+        )
+        A, B, log_prior, scales, shift = (
+            params if kind == "compositional" else ([[0.0]], [[0.0]], [0.0], [1.0], 0)
+        )
+        self._constant("receivers_t", np.asarray(A, dtype=np.float64).T)
+        self._constant("senders", B)
+        self._constant("log_prior", log_prior)
+        self._constant("slot_scales", np.reshape(scales, (-1, 1)))
+        self.identity_shift = bool(shift)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        codebook = self.codebook.to(x.dtype)
+        S = x.reshape(n, self.n_slots, self.width)
+        dist = self.squares.to(x.dtype) - 2.0 * torch.matmul(S, codebook.T)
+        index = torch.argmin(dist, dim=-1)
+        log_p = torch.log_softmax(self.head(codebook[index].reshape(n, -1)), dim=-1)
+        if self.kind == "none":
+            return log_p
+        if self.kind == "dirichlet":
+            return self.dirichlet(log_p)
+        codes = torch.arange(self.n_codewords, device=x.device)
+        onehot = (index.unsqueeze(-1) == codes).to(x.dtype)
+        counts = (onehot * self.slot_scales.to(x.dtype)).sum(dim=1)
+        receivers = counts.unsqueeze(1) * self.receivers_t.to(x.dtype)
+        M = torch.matmul(receivers, self.senders.to(x.dtype))
+        alpha = torch.relu(M) + torch.log1p(torch.exp(-torch.abs(M))) + 1e-8
+        linear = torch.matmul(log_p.unsqueeze(1), alpha - 1.0).squeeze(1)
+        core = linear - torch.lgamma(alpha).sum(dim=1)
+        logits = core + torch.lgamma(alpha.sum(dim=1)) + self.log_prior.to(x.dtype)
+        if self.identity_shift:
+            logits = logits + log_p
+        return logits
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        shape = np.array([0, self.n_slots, self.width])
+        S = g.op("Reshape", x, g.const(shape, "slots"))
+        codebook = self._value("codebook")
+        product = g.op("MatMul", S, g.const(codebook.T, "codebook_t"))
+        product = g.op("Mul", product, g.const(np.array(2.0)))
+        dist = g.op("Sub", g.const(self._value("squares"), "squares"), product)
+        index = g.op("ArgMin", dist, axis=-1, keepdims=0)
+        q = g.op("Gather", g.const(codebook, "codebook"), index, axis=0)
+        q = g.op("Reshape", q, g.const(np.array([0, -1])))
+        log_p = g.op("LogSoftmax", self.head.onnx(g, q), axis=-1)
+        if self.kind == "none":
+            return log_p
+        if self.kind == "dirichlet":
+            return self.dirichlet.onnx(g, log_p)
+        return self._compositional_onnx(g, index, log_p)
+
+    @torch.jit.ignore
+    def _compositional_onnx(self, g, index: str, log_p: str) -> str:
+        from onnx import TensorProto
+
+        codes = g.const(np.arange(self.n_codewords), "codes")
+        onehot = g.op("Equal", g.op("Unsqueeze", index, g.const(np.array([-1]))), codes)
+        to = TensorProto.DOUBLE if g.dtype == np.float64 else TensorProto.FLOAT
+        onehot = g.op("Cast", onehot, to=to)
+        counts = g.op("Mul", onehot, g.const(self._value("slot_scales"), "scales"))
+        counts = g.reduce("ReduceSum", counts, axis=1, keepdims=0)
+        counts = g.op("Unsqueeze", counts, g.const(np.array([1])))
+        receivers = g.op("Mul", counts, g.const(self._value("receivers_t"), "A_t"))
+        M = g.op("MatMul", receivers, g.const(self._value("senders"), "B"))
+        soft = g.op("Exp", g.op("Neg", g.op("Abs", M)))
+        soft = g.op("Log", g.op("Add", g.const(np.array(1.0)), soft))
+        alpha = g.op("Add", g.op("Add", g.op("Relu", M), soft), g.const(np.array(1e-8)))
+        omega = g.op("Sub", alpha, g.const(np.array(1.0)))
+        lp = g.op("Unsqueeze", log_p, g.const(np.array([1])))
+        linear = g.op("Squeeze", g.op("MatMul", lp, omega), g.const(np.array([1])))
+        terms = g.reduce("ReduceSum", _onnx_lgamma(g, alpha), axis=1, keepdims=0)
+        total = _onnx_lgamma(g, g.reduce("ReduceSum", alpha, axis=1, keepdims=0))
+        logits = g.op("Add", g.op("Sub", linear, terms), total)
+        logits = g.op("Add", logits, g.const(self._value("log_prior"), "log_prior"))
+        return g.op("Add", logits, log_p) if self.identity_shift else logits

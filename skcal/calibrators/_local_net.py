@@ -326,6 +326,45 @@ class LocalNetCalibrator(BaseLocalCalibrator):
     def _predict_proba(self, X):
         return local_net_predict(self.network_, *self._inputs(X), self.device)
 
+    def to_torch(self):
+        """The fitted calibrator as a torch module: embeddings to calibrated
+        probabilities.
+
+        The standardisation of the embeddings, the hidden layers and the
+        logits head of the network, the frozen head's logits ``coef_``,
+        ``intercept_``, a softmax (the similarity embedding, used only in
+        training, is left out). See :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import LocalNetCalibrator
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_region_miscalibrated_embeddings
+        >>> X, y, coef, intercept, _ = make_region_miscalibrated_embeddings(
+        ...     300, 3, random_state=0)
+        >>> cal = LocalNetCalibrator(coef=coef, intercept=intercept, max_iter=5,
+        ...                          random_state=0).fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-12)
+        True
+        """
+        from .._torch._export import Chain, LocalNetLogits, Softmax
+        from .._torch.kernels._local_net import n_hidden_layers
+
+        check_is_fitted(self)
+        net, scaler = self.network_, self.space_.scaler_
+        hidden = [
+            (net[f"W{i}"], net[f"b{i}"]) for i in range(1, n_hidden_layers(net) + 1)
+        ]
+        output = tuple(net[name] for name in ("Wc", "bc", "a_cls", "b_cls"))
+        logits = LocalNetLogits(
+            scaler.mean_, scaler.scale_, self.coef_, self.intercept_, hidden, output
+        )
+        return Chain(logits, Softmax())
+
     def embed(self, X) -> np.ndarray:
         """Similarity embedding ``e`` of each sample (the Local Net's space).
 

@@ -640,6 +640,49 @@ class VQLocalCalibrator(BaseLocalCalibrator):
             head.index, head.log_proba, self._calibration_map(), self.device
         )
 
+    def to_torch(self):
+        """The fitted calibrator as a torch module: embeddings to calibrated
+        probabilities.
+
+        The quantization of the slots by ``codebook_``, the head
+        ``head_coef_``, ``head_intercept_``, the calibration map (none,
+        the global Dirichlet map, or the compositional map of the codeword
+        counts), a softmax: state of a fixed size, whatever the size of the
+        calibration set. See :func:`skcal.export.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> from skcal import VQLocalCalibrator
+        >>> from skcal.export import check_export
+        >>> from skcal.utils._testing import make_region_miscalibrated_embeddings
+        >>> X, y, coef, intercept, _ = make_region_miscalibrated_embeddings(
+        ...     300, 3, random_state=0)
+        >>> cal = VQLocalCalibrator(n_slots=4, n_codewords=8, max_iter=5,
+        ...                         random_state=0).fit(X, y)
+        >>> bool(check_export(cal, X, cal.to_torch()) < 1e-10)
+        True
+        """
+        from .._torch._export import Chain, Softmax, VQLogits
+
+        check_is_fitted(self)
+        params = None
+        if self.calibration == "dirichlet":
+            params = (self.dirichlet_coef_.T, self.dirichlet_intercept_)
+        elif self.calibration != "none":
+            prior = np.asarray(self.prior_logits_, dtype=np.float64)
+            top = prior.max()
+            log_prior = prior - (top + np.log(np.exp(prior - top).sum()))
+            scales = self.slot_scales_ if self.learn_variance else np.ones(self.n_slots)
+            params = (self.receivers_, self.senders_, log_prior, scales,
+                      self.identity_shift)  # fmt: skip
+        logits = VQLogits(self.codebook_, self.head_coef_, self.head_intercept_,
+                          self.n_slots, self.calibration, params)  # fmt: skip
+        return Chain(logits, Softmax())
+
     def quantize(self, X) -> np.ndarray:
         """Codeword index of every slot: the cell of each sample.
 

@@ -150,7 +150,8 @@ def to_onnx(estimator, path=None, *, input=None, dtype=np.float32, opset=None):
     module = _with_input(to_torch(estimator), estimator, input)
     g = GraphBuilder(dtype, opset)
     output = module.onnx(g, "scores")
-    model = g.model("scores", output, int(estimator.n_features_in_))
+    n_outputs = len(estimator.classes_)  # local calibrators read embeddings
+    model = g.model("scores", output, int(estimator.n_features_in_), n_outputs)
     _rename_output(model, "probabilities")
     if path is not None:
         import onnx

@@ -94,8 +94,15 @@ class GraphBuilder:
             return self.op(op_type, x, axes, keepdims=keepdims)
         return self.op(op_type, x, axes=[axis], keepdims=keepdims)
 
-    def model(self, input_name: str, output_name: str, n_columns: int):
-        """The ONNX model of the graph, of input ``(batch, n_columns)``.
+    def model(
+        self,
+        input_name: str,
+        output_name: str,
+        n_columns: int,
+        n_outputs: int | None = None,
+    ):
+        """The ONNX model of the graph, of input ``(batch, n_columns)`` and
+        output ``(batch, n_outputs)`` (``n_columns`` if None).
 
         Returns
         -------
@@ -119,7 +126,13 @@ class GraphBuilder:
             nodes,
             "skcal",
             [helper.make_tensor_value_info(input_name, elem, ["batch", n_columns])],
-            [helper.make_tensor_value_info(output_name, elem, ["batch", n_columns])],
+            [
+                helper.make_tensor_value_info(
+                    output_name,
+                    elem,
+                    ["batch", n_columns if n_outputs is None else n_outputs],
+                )
+            ],
             initializer=[
                 numpy_helper.from_array(value, name)
                 for name, value in self._constants.items()

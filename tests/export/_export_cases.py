@@ -88,3 +88,17 @@ def fitted(name: str, data: str, input: str, variant: bool = False):
 def as_rows(X):
     """``X`` as a writeable float64 array (one row and all of them)."""
     return np.ascontiguousarray(X, dtype=np.float64)
+
+
+@functools.cache
+def digits_embeddings():
+    """Digits pixels (64 features) and a logistic regression's head on the
+    other half: ``(X, y, coef, intercept)`` of 900 held-out rows."""
+    X, y = load_digits(return_X_y=True)
+    X_fit, X_cal, y_fit, y_cal = train_test_split(
+        X / 16.0, y, test_size=0.5, random_state=0, stratify=y
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = LogisticRegression(C=1.0, max_iter=300).fit(X_fit, y_fit)
+    return X_cal, y_cal, clf.coef_, clf.intercept_
