@@ -25,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..utils._constants import SUM_FLOOR as _SUM_FLOOR
 from ._export import ExportModule
 
 __all__ = [
@@ -381,15 +380,16 @@ class PlattMap(Float64Block):
     ``PlattCalibrator._calibrated_proba_of_probabilities``; from logits:
     ``log p_k - log(1 - p_k)`` from the shifted exponentials, the largest's
     as ``-log R`` (``R`` the sum of the others' ``exp(z_j - max)``), or
-    where ``R`` underflows, from the others' own maximum (``_class_log_odds``).
+    where ``R`` is below ``sum_floor``, from the others' own maximum
+    (``_class_log_odds``, whose ``SUM_FLOOR`` the calibrator passes).
     """
 
-    def __init__(self, coef, intercept, from_logits: bool):
+    def __init__(self, coef, intercept, from_logits: bool, sum_floor: float):
         super().__init__()
         self.from_logits = bool(from_logits)
         self._constant("coef", coef)
         self._constant("intercept", intercept)
-        self._constant("sum_floor", _SUM_FLOOR)
+        self._constant("sum_floor", sum_floor)
 
     def _log_odds_of_probabilities(self, p: torch.Tensor) -> torch.Tensor:
         top = _top_mask(p)

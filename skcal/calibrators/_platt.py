@@ -210,7 +210,8 @@ class PlattCalibrator(OneVsRestCalibrator):
         from .._torch._export_piecewise import PlattMap
 
         logits = self.input == "logits"
-        return PlattMap(self.coef_, self.intercept_, from_logits=logits), logits
+        mapping = PlattMap(self.coef_, self.intercept_, logits, SUM_FLOOR)
+        return mapping, logits
 
     def _calibrated_proba(self, logits):
         Q = _class_log_odds(logits, out=np.empty(logits.shape))

@@ -13,6 +13,9 @@ scikit-learn's digits, data shipped in the package).
 """
 
 import functools
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import numpy as np
@@ -308,3 +311,42 @@ def test_calibrators_without_blocks_are_refused_with_the_reason(name):
         to_torch(est)
     with pytest.raises(NotExportableError, match="yet"):
         to_onnx(est)
+
+
+def test_a_saved_float32_script_runs_without_skcal(tmp_path):
+    X, y = _generated()
+    P = softmax(X, axis=1)
+    cal = _fit("IsotonicCalibrator", {}, P, y, "proba")
+    path = tmp_path / "iso.pt"
+    torch.jit.save(torch.jit.script(to_torch(cal).float()), str(path))
+    np.save(tmp_path / "X.npy", P.astype(np.float32))
+    code = f"""
+        import sys
+
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "skcal" or name.startswith("skcal."):
+                    raise ImportError("skcal is blocked in this process")
+
+        sys.meta_path.insert(0, Block())
+        import numpy as np
+        import torch
+
+        module = torch.jit.load({str(path)!r})
+        X = torch.from_numpy(np.load({str(tmp_path / "X.npy")!r}))
+        np.save({str(tmp_path / "P.npy")!r}, module(X).numpy())
+        print("skcal" in sys.modules)
+        """
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", textwrap.dedent(code)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["False"]
+    got = np.load(tmp_path / "P.npy")
+    assert got.dtype == np.float32
+    want = cal.predict_proba(P.astype(np.float32))
+    assert np.abs(got - want).max() <= 1e-5
