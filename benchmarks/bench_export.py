@@ -100,7 +100,7 @@ def _time_pair(session, calibrator, X, repeats):
     try:
         diff = np.abs(run(X) - calibrator.predict_proba(X)).max()
     except Exception as exc:  # noqa: BLE001 - e.g. onnxruntime out of memory
-        text = str(exc)
+        text = " ".join(str(exc).split())
         size = text[text.find("buffer of size") :][:30] if "buffer" in text else text
         return f"ORT failed on {len(X)} rows: {size[:60]}", times + [(np.nan,) * 2]
     times.append(
