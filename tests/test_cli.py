@@ -741,6 +741,8 @@ _COMMANDS = [
     "select",
     "benchmark",
     "demo",
+    "export",
+    "monitor",
 ]
 
 

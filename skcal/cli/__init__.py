@@ -15,6 +15,10 @@
 ``skcal apply``
     Apply a calibrator saved by ``calibrate --save`` or ``select --save``
     (``.skops``, safe to load) to a file of scores or embeddings.
+``skcal export``
+    Write a saved calibrator, search or calibrated classifier as an ONNX
+    graph or a TorchScript module; ``--check`` runs the file on given rows
+    and prints its largest difference from ``predict_proba``.
 ``skcal benchmark``
     Every calibrator (or a chosen few) on a bundled or generated dataset over
     several seeds: a table of test metrics, mean ± std.

@@ -18,6 +18,7 @@ from ._benchmark import add_benchmark, add_demo
 from ._calibrate import add_apply, add_calibrate
 from ._common import CLIError, in_flags
 from ._evaluate import add_evaluate
+from ._export import add_export
 from ._monitor import add_monitor
 from ._select import add_select
 
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_monitor(sub)
     add_benchmark(sub)
     add_demo(sub)
+    add_export(sub)
     return parser
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..exceptions import NotExportableError
+from ._compose import model_to_onnx
 
-__all__ = ["check_export", "to_onnx", "to_torch"]
+__all__ = ["check_export", "model_to_onnx", "to_onnx", "to_torch"]
 
 
 def to_torch(estimator):
@@ -106,7 +107,9 @@ def to_onnx(estimator, path=None, *, input=None, dtype=np.float32, opset=None):
     Parameters
     ----------
     estimator : fitted calibrator
-        One with a ``to_torch`` method.
+        One with a ``to_torch`` method; or a fitted
+        :class:`~skcal.CalibratedClassifier`, exported with its classifier
+        as one graph by :func:`model_to_onnx`.
     path : str or path-like, default=None
         Where to write the model (``.onnx``), if given.
     input : {None, "logits", "proba"}, default=None
@@ -143,6 +146,9 @@ def to_onnx(estimator, path=None, *, input=None, dtype=np.float32, opset=None):
     """
     from ._graph import GraphBuilder
 
+    if hasattr(estimator, "calibrated_classifiers_") and input is None:
+        # a CalibratedClassifier: the classifier and its calibrator, one graph
+        return model_to_onnx(estimator, path, dtype=dtype, opset=opset)
     module = _with_input(to_torch(estimator), estimator, input)
     g = GraphBuilder(dtype, opset)
     output = module.onnx(g, "scores")

@@ -1549,6 +1549,50 @@ class CalibratorSearchCV(BaseCalibrator):
         with np.errstate(divide="ignore"):
             return np.log(np.asarray(best.predict_proba(X), dtype=np.float64))
 
+    def to_torch(self):
+        """The selected calibrator's module (``best_calibrator_.to_torch()``).
+
+        It maps the scores the search reads to :meth:`predict_proba`;
+        :func:`skcal.export.to_onnx` writes the same graph. A search on
+        embeddings whose winner is a score calibrator (fed the head's
+        logits) is not exported: export ``best_calibrator_`` and compute the
+        logits ``X @ coef_.T + intercept_`` before it.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Raises
+        ------
+        NotExportableError
+            If the selected calibrator cannot be exported.
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> from skcal import TemperatureScaling, VectorScaling
+        >>> from skcal.model_selection import CalibratorSearchCV
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=600, random_state=0)
+        >>> search = CalibratorSearchCV(
+        ...     [TemperatureScaling(), VectorScaling(device="cpu")]
+        ... ).fit(X, y)
+        >>> out = search.to_torch()(torch.from_numpy(X)).numpy()
+        >>> bool(np.abs(out - search.predict_proba(X)).max() < 1e-10)
+        True
+        """
+        from ..exceptions import NotExportableError
+        from ..export import to_torch
+
+        check_is_fitted(self)
+        if self.reads_embeddings_ and not _is_local(self.best_calibrator_):
+            raise NotExportableError(
+                f"the search reads embeddings, and its selected {self.selected_} "
+                "is a score calibrator fed the linear head's logits: export "
+                "best_calibrator_ and compute X @ coef_.T + intercept_ before it."
+            )
+        return to_torch(self.best_calibrator_)
+
     @lazy_on_dask("proba")
     def decision_function(self, X) -> np.ndarray:
         """Calibrated logits of the selected calibrator.

@@ -385,6 +385,51 @@ class PriorShiftAdapter(ClassifierMixin, BaseEstimator):
             self.predict_log_proba(X), y, self.classes_, sample_weight
         )
 
+    def to_torch(self):
+        """The inner calibrator's module followed by the prior re-weighting.
+
+        The module maps scores to :meth:`predict_proba`: the fitted
+        calibrator's exported module (``calibrator_.to_torch()``), then, once
+        :meth:`adapt` has moved ``priors_`` away from ``source_priors_``, the
+        rows times ``priors_ / source_priors_`` divided by their sums. The
+        weights are those of the last :meth:`adapt`: export again after
+        adapting to new rows. :func:`skcal.export.to_onnx` writes the same
+        graph.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Raises
+        ------
+        NotExportableError
+            If the inner calibrator cannot be exported.
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> from skcal import TemperatureScaling
+        >>> from skcal.shift import PriorShiftAdapter
+        >>> from skcal.utils._testing import make_miscalibrated_logits
+        >>> X, y = make_miscalibrated_logits(n_samples=400, random_state=0)
+        >>> adapter = PriorShiftAdapter(TemperatureScaling()).fit(X, y)
+        >>> module = adapter.adapt(X[y == 0]).to_torch()
+        >>> out = module(torch.from_numpy(X)).numpy()
+        >>> bool(np.abs(out - adapter.predict_proba(X)).max() < 1e-12)
+        True
+        """
+        check_is_fitted(self)
+        from .._torch._export import Chain
+        from .._torch._export_deploy import PriorReweight
+        from ..export import to_torch
+
+        inner = to_torch(self.calibrator_)
+        source = self.source_priors_
+        if np.array_equal(self.priors_, source):
+            return inner  # not adapted: the calibrator's own probabilities
+        w = np.divide(self.priors_, source, out=np.ones_like(source), where=source > 0)
+        return Chain(inner, PriorReweight(w))
+
     def n_free_parameters(self, n_classes: int, n_features=None) -> float:
         """The inner calibrator's count (the priors are fitted on the
         unlabeled target rows, not on the calibration labels)."""
