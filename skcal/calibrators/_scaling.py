@@ -25,12 +25,13 @@ from ..llm._topk_ops import (
     TopKTemperatureObjective,
     check_topk_targets,
     scale_topk,
+    top_listed,
     topk_logit_scale,
 )
 from ..utils._constraints import LBFGS_CONSTRAINTS
 from ..utils._parameters import affine_count, is_zero
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
-from ..utils._validation import effective_sample_size
+from ..utils._validation import check_sample_weight, effective_sample_size
 from ..utils._warnings import warn, warn_unconverged
 from ._affine_map import AffineMap
 from ._top_label import (
@@ -356,11 +357,14 @@ class TemperatureScaling(BaseCalibrator):
         ``softmax(logits / T)`` against ``correct`` (Le Coz et al. 2024),
         by L-BFGS-B over ``log(scale / T)`` in ``[-16, 16]`` (``scale`` the
         median row range of the logits), in at most ``max(max_iter, 100)``
-        iterations, with a ``ConvergenceWarning`` at a bound.
+        iterations, with a ``ConvergenceWarning`` at a bound. ``logits``
+        may be a :class:`~skcal.llm.TopKScores` (its rest model's binary
+        objective, in ``n x k`` arrays), ``top`` then each row's top listed
+        class index.
 
         Parameters
         ----------
-        logits : array-like of shape (n_samples, n_classes)
+        logits : array-like of shape (n_samples, n_classes) or TopKScores
             Finite logits (log-probabilities are valid logits), read as
             they are: ``input`` is not applied.
         top : array-like of shape (n_samples,)
@@ -392,6 +396,10 @@ class TemperatureScaling(BaseCalibrator):
         True
         """
         self._validate_params()
+        if isinstance(logits, TopKScores):
+            return self._fit_top_label_topk(
+                logits, top, correct, sample_weight, verbose
+            )
         z, top, right, weight = check_top_label_problem(
             logits, top, correct, sample_weight
         )
@@ -403,6 +411,32 @@ class TemperatureScaling(BaseCalibrator):
         self.n_iter_ = n_iter
         self.classes_ = top_label_classes(self.classes, z.shape[1])
         self.n_features_in_ = z.shape[1]
+        return self
+
+    def _fit_top_label_topk(self, X, top, correct, sample_weight, verbose):
+        """:meth:`fit_top_label` of a ``TopKScores``' rest model; ``top``
+        must be each row's top listed class index."""
+        j, index = top_listed(X)
+        if np.shape(top) != index.shape or not np.array_equal(top, index):
+            raise ValueError(
+                "With TopKScores, fit_top_label expects top as each row's top "
+                "listed class index (the indices of the largest values); got "
+                "other indices."
+            )
+        right = np.asarray(correct, dtype=np.float64)
+        if right.shape != index.shape or not np.isin(right, (0.0, 1.0)).all():
+            raise ValueError(
+                f"fit_top_label expects correct as {len(index)} values 0 or 1."
+            )
+        weight = check_sample_weight(sample_weight, len(X))
+        beta, n_iter = top_label_temperature(
+            X, j, right, weight / weight.sum(),
+            max_iter=max(self.max_iter, 100), verbose=verbose,
+        )  # fmt: skip
+        self.temperature_ = 1.0 / beta
+        self.n_iter_ = n_iter
+        self.classes_ = np.arange(X.n_classes)
+        self.n_features_in_ = X.n_classes
         return self
 
 

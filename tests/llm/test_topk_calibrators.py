@@ -8,7 +8,14 @@ References are independent: the dense calibrator on the dense logits
 import numpy as np
 import pytest
 
-from skcal import EnsembleTemperatureScaling
+from skcal import (
+    EnsembleTemperatureScaling,
+    IsotonicCalibrator,
+    PlattCalibrator,
+    TemperatureScaling,
+    TopVersusAll,
+)
+from skcal.calibrators import HistogramBinningCalibrator, VectorScaling
 from skcal.llm import TopKScores
 
 
@@ -109,3 +116,71 @@ def test_ets_topk_map_of_all_three_members(k):
         rest += 0.3 * np.exp(dense)[~listed].reshape(50, -1).sum(axis=1)
         rest += 0.2 * (12 - k) / 12
         np.testing.assert_allclose(np.exp(out.rest_logmass), rest, rtol=1e-12)
+
+
+# ------------------------------------------------------------------- TvA
+INNERS = [None, IsotonicCalibrator(), HistogramBinningCalibrator(), PlattCalibrator()]
+
+
+@pytest.mark.parametrize("k", [12, 4])
+@pytest.mark.parametrize("redistribution", ["temperature", "proportional"])
+@pytest.mark.parametrize("inner", INNERS, ids=lambda c: type(c).__name__)
+def test_tva_topk_equals_dense(k, redistribution, inner):
+    logits, y = _problem(n=300, noise=0.2)
+    top = TopKScores.from_logits(logits, k=k)
+    dense = _log_softmax(logits) if k == 12 else _dense_rest_model(top)
+    ref = TopVersusAll(inner, redistribution=redistribution).fit(dense, y)
+    got = TopVersusAll(inner, redistribution=redistribution).fit(top, y)
+    if inner is None:
+        T = got.calibrator_.temperature_
+        assert T == pytest.approx(ref.calibrator_.temperature_, rel=1e-9)
+    else:
+        assert got.temperature_ == pytest.approx(ref.temperature_, rel=1e-9)
+    out = got.predict_proba(top)
+    np.testing.assert_array_equal(out.indices, top.indices)
+    np.testing.assert_allclose(_densify(out), ref.predict_proba(dense), atol=1e-9)
+    np.testing.assert_array_equal(got.predict(top), ref.predict(dense))
+
+
+def test_tva_topk_leftover_by_hand():
+    """Proportional redistribution: the leftover mass is rescaled like the
+    other listed classes, ``r (1 - c~) / (1 - c)``; the top keeps its lead."""
+    logits, y = _problem(n=300, noise=0.2)
+    top = TopKScores.from_logits(logits, k=3)
+    tva = TopVersusAll(PlattCalibrator(), redistribution="proportional").fit(top, y)
+    out = tva.predict_proba(top)
+    c = np.exp(top.values[:, 0])  # from_logits lists the top class first
+    c_new = np.exp(out.values[:, 0])
+    r = np.exp(top.rest_logmass)
+    plain = c_new >= np.exp(top.values[:, 1]) * (1 - c_new) / (1 - c)
+    assert plain.mean() > 0.5
+    np.testing.assert_allclose(
+        np.exp(out.rest_logmass[plain]), (r * (1 - c_new) / (1 - c))[plain], rtol=1e-9
+    )
+    others = np.exp(out.values[:, 1:]).max(axis=1)
+    assert (c_new >= others).all()
+    total = np.exp(out.values).sum(axis=1) + np.exp(out.rest_logmass)
+    np.testing.assert_allclose(total, 1.0, atol=1e-12)
+
+
+def test_tva_topk_refusals():
+    logits, y = _problem(n=100)
+    top = TopKScores.from_logits(logits, k=3)
+    with pytest.raises(TypeError, match="VectorScaling.*to_dense"):
+        TopVersusAll(VectorScaling()).fit(top, y)
+    with pytest.raises(ValueError, match="input='logits'"):
+        TopVersusAll(input="proba").fit(top, y)
+    with pytest.raises(ValueError, match="classes=None"):
+        TopVersusAll(classes=np.arange(12)).fit(top, y)
+    # a "top-k" whose unlisted share beats its top listed class
+    odd = TopKScores([[0]], np.log([[0.1]]), 3)
+    with pytest.raises(ValueError, match="top listed class"):
+        TopVersusAll().fit(odd, [0])
+
+
+def test_temperature_fit_top_label_topk_checks_top():
+    logits, y = _problem(n=100)
+    top = TopKScores.from_logits(logits, k=3)
+    right = (top.indices[:, 0] == y).astype(float)
+    with pytest.raises(ValueError, match="top listed class index"):
+        TemperatureScaling().fit_top_label(top, top.indices[:, 1], right)
