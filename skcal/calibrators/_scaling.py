@@ -28,6 +28,7 @@ from ..llm._topk_ops import (
     top_listed,
     topk_logit_scale,
 )
+from ..llm._topk_tail import TopKTailTemperatureObjective, scale_topk_tail
 from ..utils._constraints import LBFGS_CONSTRAINTS
 from ..utils._parameters import affine_count, is_zero
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
@@ -158,6 +159,12 @@ class TemperatureScaling(BaseCalibrator):
     ``predict_log_proba`` and ``decision_function`` return a ``TopKScores``
     of the calibrated log-probabilities (same indices), ``predict`` the top
     listed class. ``classes`` must be ``None``; ``input`` does not apply.
+    With ``rest_model="tail"`` the unlisted class of rank ``r`` gets
+    ``v_k - s log(r / k)`` (``v_k`` the smallest listed log-probability,
+    ``s >= 0`` fitted per row so that the unlisted classes hold the
+    leftover mass), so the leftover shrinks faster as ``T`` falls, as a
+    real softmax tail does; an unlisted label then counts by the tail's
+    whole mass (it is known to be unlisted, not which class it is).
 
     Parameters
     ----------
@@ -174,6 +181,13 @@ class TemperatureScaling(BaseCalibrator):
         Relative tolerance on the inverse temperature.
     max_iter : int, default=100
         Maximum number of Newton iterations.
+    rest_model : {"equal", "tail"}, default="equal"
+        With a :class:`~skcal.llm.TopKScores` only: how the leftover mass
+        is spread over the unlisted classes when the temperature changes
+        it. ``"equal"``: an equal share each (the rest model of
+        ``TopKScores``); ``"tail"``: a Zipf-like tail continuing below the
+        k-th listed class, fitted per row to the leftover mass (see
+        "Top-k input"). Dense input ignores it.
 
     Attributes
     ----------
@@ -229,16 +243,25 @@ class TemperatureScaling(BaseCalibrator):
         "device": DEVICE_CONSTRAINT,
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "rest_model": [StrOptions({"equal", "tail"})],
     }
 
     def __init__(
-        self, *, input="logits", classes=None, device="auto", tol=1e-12, max_iter=100
+        self,
+        *,
+        input="logits",
+        classes=None,
+        device="auto",
+        tol=1e-12,
+        max_iter=100,
+        rest_model="equal",
     ):
         self.input = input
         self.classes = classes
         self.device = device
         self.tol = tol
         self.max_iter = max_iter
+        self.rest_model = rest_model
 
     def n_free_parameters(self, n_classes, n_features=None):
         """1: one temperature shared by every class."""
@@ -286,7 +309,10 @@ class TemperatureScaling(BaseCalibrator):
             )
         y_index, weight = check_topk_targets(X, y, sample_weight)
         scale = topk_logit_scale(X)
-        objective = TopKTemperatureObjective(X, y_index, weight, scale)
+        if self.rest_model == "tail":
+            objective = TopKTailTemperatureObjective(X, y_index, weight, scale)
+        else:
+            objective = TopKTemperatureObjective(X, y_index, weight, scale)
         result = solve_inverse_temperature(
             objective.derivatives, scale, self.tol, self.max_iter
         )
@@ -303,6 +329,8 @@ class TemperatureScaling(BaseCalibrator):
                 f"X has n_classes={X.n_classes}, but TemperatureScaling was "
                 f"fitted on {self.n_features_in_} classes."
             )
+        if getattr(self, "rest_model", "equal") == "tail":
+            return scale_topk_tail(X, 1.0 / self.temperature_)
         return scale_topk(X, 1.0 / self.temperature_)
 
     def predict_proba(self, X):
