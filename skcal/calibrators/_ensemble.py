@@ -381,6 +381,16 @@ class EnsembleTemperatureScaling(TopKInputMixin, BaseCalibrator):
     changes nothing. The two modes are one class because ``ts-mix`` is the
     same map with its weights fixed instead of fitted.
 
+    **Top-k input.** ``X`` may be a :class:`~skcal.llm.TopKScores` with
+    ``y`` its class indices (``classes`` must be ``None``). The members are
+    those of its rest model (the leftover mass ``r`` spread equally over the
+    ``m = V - k`` unlisted classes of the ``V``): a listed class gets
+    ``w_0 p_T + w_1 p + w_2 / V`` and the leftover ``w_0 r_T + w_1 r +
+    w_2 m / V`` (the uniform member's exact mass on the unlisted classes),
+    renormalised; the temperatures and weights are fitted by the same
+    solves on the ``n x (k + 1)`` columns of the rest model, never
+    ``n x V``. ``predict_proba`` returns a ``TopKScores`` (same indices).
+
     Parameters
     ----------
     input : {"logits", "proba"}, default="logits"

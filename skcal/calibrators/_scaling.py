@@ -232,6 +232,9 @@ class TemperatureScaling(BaseCalibrator):
     True
     >>> ts_top.predict_proba(top[:2])
     TopKScores(n_samples=2, k=2, n_classes=3, rest_logmass=known)
+    >>> ts_tail = TemperatureScaling(rest_model="tail").fit(top, y)
+    >>> 2.5 < ts_tail.temperature_ < 3.5
+    True
     """
 
     _needs_torch = True  # its fit runs torch kernels

@@ -417,6 +417,20 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
     read and no fitted attribute of it is written, so that a change of its
     internals cannot change this estimator unnoticed.
 
+    **Top-k input.** ``X`` may be a :class:`~skcal.llm.TopKScores` with
+    ``y`` its class indices (``classes`` None, ``input="logits"``). A row's
+    top label is its largest listed class, its confidence ``c`` listed
+    exactly, ``1 - c`` the other listed classes plus the leftover mass; the
+    inner calibrator (a binary one, one of one map, or
+    :class:`TemperatureScaling` by ``fit_top_label`` on the rest model;
+    vector scaling is refused) is fitted on that problem, the others'
+    temperature on the rest model. The calibrated ``c~`` replaces ``c`` and
+    the other listed classes and the leftover mass are scaled by one
+    factor (the leftover stays spread equally), with the same raise of
+    ``c~`` above the largest other share as on dense input.
+    ``predict_proba`` returns a ``TopKScores`` (same indices); nothing of
+    size ``n x V`` is built.
+
     Parameters
     ----------
     calibrator : estimator, default=None
