@@ -16,6 +16,7 @@ from skcal import (
     TopVersusAll,
 )
 from skcal.calibrators import HistogramBinningCalibrator, VectorScaling
+from skcal.exceptions import ConvergenceWarning
 from skcal.llm import TopKScores
 
 
@@ -184,3 +185,14 @@ def test_temperature_fit_top_label_topk_checks_top():
     right = (top.indices[:, 0] == y).astype(float)
     with pytest.raises(ValueError, match="top listed class index"):
         TemperatureScaling().fit_top_label(top, top.indices[:, 1], right)
+
+
+def test_tva_topk_without_a_binary_problem_keeps_the_scores():
+    logits, _ = _problem(n=100)
+    top = TopKScores.from_logits(logits, k=3)
+    y = top.indices[:, 0]  # every top label right
+    with pytest.warns(ConvergenceWarning, match="no binary problem"):
+        tva = TopVersusAll(IsotonicCalibrator()).fit(top, y)
+    out = tva.predict_proba(top)
+    np.testing.assert_allclose(out.values, top.values, atol=1e-15)
+    np.testing.assert_allclose(out.rest_logmass, top.rest_logmass, atol=1e-15)
