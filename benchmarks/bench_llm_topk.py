@@ -6,8 +6,10 @@ Three parts, each in a process of its own (so that its peak RSS is its own):
   12,263-token vocabulary, float32 log-softmax outputs): temperature scaling
   fitted on the first 5,000 rows given as top-20 (``TopKScores.from_logits``)
   against fitted on their full logits; both temperatures evaluated by the
-  NLL of the full logits of the last 5,000 rows. Targets: the NLL ratio
-  within 1%, the temperature ratio within 2%.
+  NLL of the full logits of the last 5,000 rows, with each ``rest_model``
+  (``"equal"``, ``"tail"``), and the bound no rest model can beat: the
+  temperature of the full logits when an unlisted label is known only to be
+  unlisted. Targets: the NLL ratio within 1%, the temperature ratio within 2%.
 * ``fit``: 100,000 rows of a 256,000-token vocabulary as generated top-20
   input (the top-20 are generated directly, never a dense matrix; labels
   drawn from a distribution whose logits are the reported ones divided by
@@ -16,6 +18,9 @@ Three parts, each in a process of its own (so that its peak RSS is its own):
   under 10 s on 2 cores, under 2 GB.
 * ``stream``: 10^7 such rows, 100 chunks of 100,000, through metric states
   of the top-label ECE and the NLL: time (generation excluded) and peak RSS.
+* ``zipf``: a known Zipf-like distribution over 20,000 classes (labels
+  drawn at temperature 1.6): TS on its top-20 with each ``rest_model``
+  against TS on the full logits.
 * ``refuse``: the dense path at the size of ``fit`` is refused up front.
 
 Run:  SKCAL_LM_DIR=... python benchmarks/bench_llm_topk.py [--part PART]
@@ -98,16 +103,21 @@ def part_lm():
     t0 = time.perf_counter()
     ts_top = TemperatureScaling().fit(top, y[:half])
     t_fit_top = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ts_tail = TemperatureScaling(rest_model="tail").fit(top, y[:half])
+    t_fit_tail = time.perf_counter() - t0
     dense = np.asarray(logits[:half], dtype=np.float64)
     t0 = time.perf_counter()
     with warnings.catch_warnings():  # most tokens never occur: expected
         warnings.simplefilter("ignore", MissingClassWarning)
         ts_full = TemperatureScaling(device="cpu").fit(dense, y[:half])
     t_fit_full = time.perf_counter() - t0
+    t_censored = _censored_bound(dense, y[:half], top.indices)
     del dense
     test = np.asarray(logits[half:], dtype=np.float64)
     nll = {}
-    for name, ts in (("full", ts_full), ("top20", ts_top), ("T=1", None)):
+    models = (("full", ts_full), ("top20", ts_top), ("tail", ts_tail), ("T=1", None))
+    for name, ts in models:
         z = test if ts is None else test / ts.temperature_
         high = z.max(axis=1)
         lse = high + np.log(np.exp(z - high[:, None]).sum(axis=1))
@@ -127,6 +137,17 @@ def part_lm():
         f"ratio {ts_top.temperature_ / ts_full.temperature_:.5f}"
     )
     print(
+        f"[lm] T top-{K} rest_model='tail' = {ts_tail.temperature_:.5f}, ratio "
+        f"{ts_tail.temperature_ / ts_full.temperature_:.5f}; the exact tail with "
+        f"the label known only as unlisted: T = {t_censored:.5f}, ratio "
+        f"{t_censored / ts_full.temperature_:.5f} (the limit of a rest model)"
+    )
+    print(
+        f"[lm] test NLL (full logits) of TS top-{K} rest_model='tail': "
+        f"{nll['tail']:.5f}, ratio {nll['tail'] / nll['full']:.5f}; fit "
+        f"{t_fit_tail:.3f} s"
+    )
+    print(
         f"[lm] test NLL (full logits): T=1 {nll['T=1']:.5f}, "
         f"TS full {nll['full']:.5f}, "
         f"TS top-{K} {nll['top20']:.5f}, ratio {nll['top20'] / nll['full']:.5f}"
@@ -136,6 +157,58 @@ def part_lm():
         f"[lm] times: from_logits {t_topk:.2f} s, fit top-{K} {t_fit_top:.3f} s, "
         f"fit full {t_fit_full:.2f} s"
     )
+
+
+def _censored_bound(logits, y, indices, n_iter=60):
+    """The temperature fitted on the full logits when a label outside the
+    top-k is known only to be unlisted (its likelihood the mass of all the
+    unlisted classes): the best any rest model can do, by Newton's method."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    rows = np.arange(len(y))
+    listed = (indices == y[:, None]).any(axis=1)
+    tail = np.ones(z.shape, dtype=bool)
+    np.put_along_axis(tail, indices, False, axis=1)
+    beta = 1.0
+    for _ in range(n_iter):
+        e = np.exp(beta * z)
+        m1 = (e * z).sum(1) / e.sum(1)
+        v = (e * z * z).sum(1) / e.sum(1) - m1**2
+        et = e * tail
+        t1 = (et * z).sum(1) / et.sum(1)
+        tv = (et * z * z).sum(1) / et.sum(1) - t1**2
+        g = np.where(listed, m1 - z[rows, y], m1 - t1).mean()
+        h = np.where(listed, v, v - tv).mean()
+        beta -= g / h
+        if abs(g / h) < 1e-12 * beta:
+            break
+    return 1.0 / beta
+
+
+def part_zipf(n=300, n_vocab=20_000, seed=0):
+    """A known Zipf-like logit distribution (logits -1.1 log(rank) plus
+    noise, ranks shuffled per row), labels drawn at temperature 1.6: TS on
+    the top-20 with each rest model against TS on the full logits."""
+    from skcal import TemperatureScaling
+    from skcal.llm import TopKScores
+
+    rng = np.random.default_rng(seed)
+    rank = np.arange(1, n_vocab + 1)
+    logits = np.empty((n, n_vocab))
+    for i in range(n):
+        row = -1.1 * np.log(rank) + rng.normal(0, 0.3, n_vocab)
+        logits[i, rng.permutation(n_vocab)] = row + rng.normal(0, 1.0) * (rank <= 5)
+    p = np.exp(logits / 1.6 - (logits / 1.6).max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    y = np.array([rng.choice(n_vocab, p=row) for row in p])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t_full = TemperatureScaling(device="cpu").fit(logits, y).temperature_
+    top = TopKScores.from_logits(logits, k=K)
+    print(f"[zipf] {n} rows x {n_vocab}; T full logits = {t_full:.5f}")
+    for rest_model in ("equal", "tail"):
+        t = TemperatureScaling(rest_model=rest_model).fit(top, y).temperature_
+        ratio = t / t_full
+        print(f"[zipf] top-{K} rest_model={rest_model!r} = {t:.5f}, ratio {ratio:.5f}")
 
 
 def part_fit(n=100_000):
@@ -212,17 +285,21 @@ def part_refuse(n=100_000):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["all", "lm", "fit", "stream", "refuse"])
+    parser.add_argument(
+        "--part", choices=["all", "lm", "zipf", "fit", "stream", "refuse"]
+    )
     parser.add_argument("--stream-rows", type=int, default=10_000_000)
     args = parser.parse_args()
     if args.part in (None, "all"):
-        for part in ("lm", "fit", "stream", "refuse"):
+        for part in ("lm", "zipf", "fit", "stream", "refuse"):
             cmd = [sys.executable, __file__, "--part", part]
             cmd += ["--stream-rows", str(args.stream_rows)]
             subprocess.run(cmd, check=True)
         return
     if args.part == "lm":
         part_lm()
+    elif args.part == "zipf":
+        part_zipf()
     elif args.part == "fit":
         part_fit()
     elif args.part == "stream":

@@ -14,6 +14,14 @@ from .._torch.kernels import logit_scale, softmax_inplace
 from .._torch.kernels._softmax import softmax_into
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
+from ..llm._topk import PAD as PAD_INDEX
+from ..llm._topk import TopKScores
+from ..llm._topk_ops import (
+    TopKTemperatureObjective,
+    expanded,
+    scale_topk,
+    topk_logit_scale,
+)
 from ..utils._constants import DIVISOR_FLOOR
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._validation import (
@@ -22,7 +30,8 @@ from ..utils._validation import (
     log_probabilities_inplace,
 )
 from ..utils._warnings import warn
-from ._scaling import fit_inverse_temperature
+from ._scaling import fit_inverse_temperature, solve_inverse_temperature
+from ._topk_input import TopKInputMixin
 
 __all__ = ["EnsembleTemperatureScaling"]
 
@@ -144,9 +153,15 @@ def _brier_inverse_temperature(
     n_iter : int
         Newton iterations in the bracket.
     """
-    tol, max_iter = options
     scale = logit_scale(logits)
     objective = _BrierTemperature(logits, y_index, sample_weight, scale, progress)
+    return _brier_root(objective, scale, beta_nll, options)
+
+
+def _brier_root(objective, scale, beta_nll, options):
+    """:func:`_brier_inverse_temperature` of an objective whose
+    ``derivatives`` take ``beta * scale``."""
+    tol, max_iter = options
     bracket = _bracket_root(objective.derivatives, beta_nll * scale)
     if bracket is None:
         return beta_nll, 0
@@ -163,6 +178,45 @@ def _brier_inverse_temperature(
             ConvergenceWarning,
         )
     return result.x / scale, result.n_iter
+
+
+class _TopKBrierTemperature(_BrierTemperature):
+    """:class:`_BrierTemperature` of the rest model of a
+    :class:`~skcal.llm.TopKScores`: its sums over the classes are weighted
+    sums over the expanded columns (the listed classes, then the unlisted
+    share with the number of unlisted classes as its weight)."""
+
+    def __init__(self, top, y_index, sample_weight, scale):
+        z, self.mult = expanded(top)
+        shift = np.where(self.mult > 0, z, -np.inf).max(axis=1)
+        self.z = np.where(self.mult > 0, z - shift[:, None], 0.0) / scale
+        hit = top.indices == y_index[:, None]
+        self.y = np.where(hit.any(axis=1), np.argmax(hit, axis=1), top.k)
+        self.w = sample_weight / sample_weight.sum()
+        self.rows = np.arange(len(y_index))
+        self.chunks = _chunks(*self.z.shape)
+        self.scale, self.progress, self.n_evaluations = scale, None, 0
+
+    def derivatives(self, beta: float) -> tuple[float, float]:
+        grad = hess = 0.0
+        for rows in self.chunks:
+            z, mult = self.z[rows], self.mult[rows]
+            e = np.where(mult > 0, np.exp(beta * z), 0.0)
+            q = e / _row_dot(mult, e)[:, None]  # each class's probability
+            mq, qz = mult * q, q * z
+            m1 = _row_dot(mq, z)
+            var = np.maximum(_row_dot(mq * z, z) - m1 * m1, 0.0)
+            sq, sqz, sqzz = _row_dot(mq, q), _row_dot(mq, qz), _row_dot(mult * qz, qz)
+            index = self.rows[: len(z)], self.y[rows]
+            py, dy = q[index], z[index] - m1
+            pdy = py * dy
+            g = sqz - m1 * sq - pdy
+            h = 2.0 * (sqzz - m1 * sqz) - var * sq - 2.0 * m1 * (sqz - m1 * sq)
+            h += py * var - pdy * dy
+            w = self.w[rows]
+            grad += 2.0 * float(w @ g)
+            hess += 2.0 * float(w @ h)
+        return grad, hess
 
 
 class _MixtureObjective:
@@ -289,7 +343,7 @@ def _simplex_minimum(objective) -> np.ndarray:
     return edges[int(np.argmin(values))]
 
 
-class EnsembleTemperatureScaling(BaseCalibrator):
+class EnsembleTemperatureScaling(TopKInputMixin, BaseCalibrator):
     """Ensemble temperature scaling (ETS): temperature scaling mixed with the
     uncalibrated prediction and the uniform distribution.
 
@@ -326,6 +380,16 @@ class EnsembleTemperatureScaling(BaseCalibrator):
     logits only through their softmax, so adding a constant to a row
     changes nothing. The two modes are one class because ``ts-mix`` is the
     same map with its weights fixed instead of fitted.
+
+    **Top-k input.** ``X`` may be a :class:`~skcal.llm.TopKScores` with
+    ``y`` its class indices (``classes`` must be ``None``). The members are
+    those of its rest model (the leftover mass ``r`` spread equally over the
+    ``m = V - k`` unlisted classes of the ``V``): a listed class gets
+    ``w_0 p_T + w_1 p + w_2 / V`` and the leftover ``w_0 r_T + w_1 r +
+    w_2 m / V`` (the uniform member's exact mass on the unlisted classes),
+    renormalised; the temperatures and weights are fitted by the same
+    solves on the ``n x (k + 1)`` columns of the rest model, never
+    ``n x V``. ``predict_proba`` returns a ``TopKScores`` (same indices).
 
     Parameters
     ----------
@@ -503,6 +567,77 @@ class EnsembleTemperatureScaling(BaseCalibrator):
         g02, g12, g22 = 1.0 - s @ p0y, 1.0 - s @ p1y, 1.0 - 1.0 / n_classes
         gram = np.array([[g00, g01, g02], [g01, g11, g12], [g02, g12, g22]])
         return _MixtureObjective("mse", gram=gram)
+
+    # -------------------------------------------------------- top-k input
+    def _fit_topk(self, top, y_index, sample_weight):
+        """:meth:`_fit` on the rest model of a ``TopKScores``: the same
+        solves, on its ``n x (k + 1)`` expanded columns."""
+        scale = topk_logit_scale(top)
+        nll = TopKTemperatureObjective(top, y_index, sample_weight, scale)
+        result = solve_inverse_temperature(
+            nll.derivatives, scale, self.tol, self.max_iter
+        )
+        beta, self.n_iter_ = result.x, result.n_iter
+        if self.mixture == "uniform":
+            mix = 1.0 / (effective_sample_size(sample_weight) + 1.0)
+            self.temperature_ = float(1.0 / beta)
+            self.weights_ = np.array([1.0 - mix, 0.0, mix])
+            return
+        if self.loss == "mse":
+            brier = _TopKBrierTemperature(top, y_index, sample_weight, scale)
+            options = (self.tol, self.max_iter)
+            beta, n_iter = _brier_root(brier, scale, beta, options)
+            self.n_iter_ += n_iter
+        self.temperature_ = float(1.0 / beta)
+        objective = self._topk_mixture_objective(top, y_index, sample_weight)
+        weights = np.clip(_simplex_minimum(objective), 0.0, 1.0)
+        self.weights_ = weights / weights.sum()
+
+    def _topk_mixture_objective(self, top, y_index, sample_weight):
+        """:meth:`_mixture_objective` of the rest model: the members'
+        per-class probabilities of the expanded columns, weighted by their
+        number of classes."""
+        s = sample_weight / sample_weight.sum()
+        tempered = scale_topk(top, 1.0 / self.temperature_)
+        true_proba = np.empty((len(top), 3))
+        true_proba[:, 0] = np.exp(tempered.label_logproba(y_index))
+        true_proba[:, 1] = np.exp(top.label_logproba(y_index))
+        true_proba[:, 2] = 1.0 / top.n_classes
+        if self.loss == "log_loss":
+            true_proba = np.maximum(true_proba, PROBA_EPS)
+            return _MixtureObjective("log_loss", true_proba=true_proba, weights=s)
+        z0, mult = expanded(tempered)
+        z1, _ = expanded(top)
+        p0, p1 = np.exp(z0) * (mult > 0), np.exp(z1) * (mult > 0)
+        c00, c01 = _row_dot(mult * p0, p0), _row_dot(mult * p0, p1)
+        c11 = _row_dot(mult * p1, p1)
+        p0y, p1y = true_proba[:, 0], true_proba[:, 1]
+        g00 = s @ (c00 - 2.0 * p0y + 1.0)
+        g01 = s @ (c01 - p0y - p1y + 1.0)
+        g11 = s @ (c11 - 2.0 * p1y + 1.0)
+        g02, g12, g22 = 1.0 - s @ p0y, 1.0 - s @ p1y, 1.0 - 1.0 / top.n_classes
+        gram = np.array([[g00, g01, g02], [g01, g11, g12], [g02, g12, g22]])
+        return _MixtureObjective("mse", gram=gram)
+
+    def _map_topk(self, top):
+        """The mixture of the rest model, as a ``TopKScores``: listed
+        ``w_0 p_T + w_1 p + w_2 / V``, leftover ``w_0 r_T + w_1 r +
+        w_2 m / V`` (``m`` unlisted classes of ``V``), renormalised."""
+        w0, w1, w2 = (float(w) for w in self.weights_)
+        tempered = scale_topk(top, 1.0 / self.temperature_)
+        if (w0, w1, w2) == (1.0, 0.0, 0.0):
+            return tempered
+        n_classes, listed = top.n_classes, top.indices != PAD_INDEX
+        m = n_classes - listed.sum(axis=1)
+        p = w0 * np.exp(tempered.values) + w1 * np.exp(top.values)
+        p += np.where(listed, w2 / n_classes, 0.0)
+        rest = w0 * np.exp(tempered.rest_logmass) + w2 * m / n_classes
+        rest += w1 * np.exp(top.leftover_logmass())
+        total = p.sum(axis=1) + rest
+        with np.errstate(divide="ignore"):
+            values = np.log(p / total[:, None])
+            rest_log = np.log(rest / total)
+        return TopKScores(top.indices, values, n_classes, rest_log, tokens=top.tokens)
 
     def _members(self, logits, raw=True):
         """``softmax(z / T)`` and ``softmax(z)`` (None unless ``raw``) of a

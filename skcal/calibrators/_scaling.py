@@ -25,12 +25,14 @@ from ..llm._topk_ops import (
     TopKTemperatureObjective,
     check_topk_targets,
     scale_topk,
+    top_listed,
     topk_logit_scale,
 )
+from ..llm._topk_tail import TopKTailTemperatureObjective, scale_topk_tail
 from ..utils._constraints import LBFGS_CONSTRAINTS
 from ..utils._parameters import affine_count, is_zero
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
-from ..utils._validation import effective_sample_size
+from ..utils._validation import check_sample_weight, effective_sample_size
 from ..utils._warnings import warn, warn_unconverged
 from ._affine_map import AffineMap
 from ._top_label import (
@@ -157,6 +159,12 @@ class TemperatureScaling(BaseCalibrator):
     ``predict_log_proba`` and ``decision_function`` return a ``TopKScores``
     of the calibrated log-probabilities (same indices), ``predict`` the top
     listed class. ``classes`` must be ``None``; ``input`` does not apply.
+    With ``rest_model="tail"`` the unlisted class of rank ``r`` gets
+    ``v_k - s log(r / k)`` (``v_k`` the smallest listed log-probability,
+    ``s >= 0`` fitted per row so that the unlisted classes hold the
+    leftover mass), so the leftover shrinks faster as ``T`` falls, as a
+    real softmax tail does; an unlisted label then counts by the tail's
+    whole mass (it is known to be unlisted, not which class it is).
 
     Parameters
     ----------
@@ -173,6 +181,13 @@ class TemperatureScaling(BaseCalibrator):
         Relative tolerance on the inverse temperature.
     max_iter : int, default=100
         Maximum number of Newton iterations.
+    rest_model : {"equal", "tail"}, default="equal"
+        With a :class:`~skcal.llm.TopKScores` only: how the leftover mass
+        is spread over the unlisted classes when the temperature changes
+        it. ``"equal"``: an equal share each (the rest model of
+        ``TopKScores``); ``"tail"``: a Zipf-like tail continuing below the
+        k-th listed class, fitted per row to the leftover mass (see
+        "Top-k input"). Dense input ignores it.
 
     Attributes
     ----------
@@ -217,6 +232,9 @@ class TemperatureScaling(BaseCalibrator):
     True
     >>> ts_top.predict_proba(top[:2])
     TopKScores(n_samples=2, k=2, n_classes=3, rest_logmass=known)
+    >>> ts_tail = TemperatureScaling(rest_model="tail").fit(top, y)
+    >>> 2.5 < ts_tail.temperature_ < 3.5
+    True
     """
 
     _needs_torch = True  # its fit runs torch kernels
@@ -228,16 +246,25 @@ class TemperatureScaling(BaseCalibrator):
         "device": DEVICE_CONSTRAINT,
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "rest_model": [StrOptions({"equal", "tail"})],
     }
 
     def __init__(
-        self, *, input="logits", classes=None, device="auto", tol=1e-12, max_iter=100
+        self,
+        *,
+        input="logits",
+        classes=None,
+        device="auto",
+        tol=1e-12,
+        max_iter=100,
+        rest_model="equal",
     ):
         self.input = input
         self.classes = classes
         self.device = device
         self.tol = tol
         self.max_iter = max_iter
+        self.rest_model = rest_model
 
     def n_free_parameters(self, n_classes, n_features=None):
         """1: one temperature shared by every class."""
@@ -312,7 +339,10 @@ class TemperatureScaling(BaseCalibrator):
             )
         y_index, weight = check_topk_targets(X, y, sample_weight)
         scale = topk_logit_scale(X)
-        objective = TopKTemperatureObjective(X, y_index, weight, scale)
+        if self.rest_model == "tail":
+            objective = TopKTailTemperatureObjective(X, y_index, weight, scale)
+        else:
+            objective = TopKTemperatureObjective(X, y_index, weight, scale)
         result = solve_inverse_temperature(
             objective.derivatives, scale, self.tol, self.max_iter
         )
@@ -329,6 +359,8 @@ class TemperatureScaling(BaseCalibrator):
                 f"X has n_classes={X.n_classes}, but TemperatureScaling was "
                 f"fitted on {self.n_features_in_} classes."
             )
+        if getattr(self, "rest_model", "equal") == "tail":
+            return scale_topk_tail(X, 1.0 / self.temperature_)
         return scale_topk(X, 1.0 / self.temperature_)
 
     def predict_proba(self, X):
@@ -383,11 +415,14 @@ class TemperatureScaling(BaseCalibrator):
         ``softmax(logits / T)`` against ``correct`` (Le Coz et al. 2024),
         by L-BFGS-B over ``log(scale / T)`` in ``[-16, 16]`` (``scale`` the
         median row range of the logits), in at most ``max(max_iter, 100)``
-        iterations, with a ``ConvergenceWarning`` at a bound.
+        iterations, with a ``ConvergenceWarning`` at a bound. ``logits``
+        may be a :class:`~skcal.llm.TopKScores` (its rest model's binary
+        objective, in ``n x k`` arrays), ``top`` then each row's top listed
+        class index.
 
         Parameters
         ----------
-        logits : array-like of shape (n_samples, n_classes)
+        logits : array-like of shape (n_samples, n_classes) or TopKScores
             Finite logits (log-probabilities are valid logits), read as
             they are: ``input`` is not applied.
         top : array-like of shape (n_samples,)
@@ -419,6 +454,10 @@ class TemperatureScaling(BaseCalibrator):
         True
         """
         self._validate_params()
+        if isinstance(logits, TopKScores):
+            return self._fit_top_label_topk(
+                logits, top, correct, sample_weight, verbose
+            )
         z, top, right, weight = check_top_label_problem(
             logits, top, correct, sample_weight
         )
@@ -430,6 +469,32 @@ class TemperatureScaling(BaseCalibrator):
         self.n_iter_ = n_iter
         self.classes_ = top_label_classes(self.classes, z.shape[1])
         self.n_features_in_ = z.shape[1]
+        return self
+
+    def _fit_top_label_topk(self, X, top, correct, sample_weight, verbose):
+        """:meth:`fit_top_label` of a ``TopKScores``' rest model; ``top``
+        must be each row's top listed class index."""
+        j, index = top_listed(X)
+        if np.shape(top) != index.shape or not np.array_equal(top, index):
+            raise ValueError(
+                "With TopKScores, fit_top_label expects top as each row's top "
+                "listed class index (the indices of the largest values); got "
+                "other indices."
+            )
+        right = np.asarray(correct, dtype=np.float64)
+        if right.shape != index.shape or not np.isin(right, (0.0, 1.0)).all():
+            raise ValueError(
+                f"fit_top_label expects correct as {len(index)} values 0 or 1."
+            )
+        weight = check_sample_weight(sample_weight, len(X))
+        beta, n_iter = top_label_temperature(
+            X, j, right, weight / weight.sum(),
+            max_iter=max(self.max_iter, 100), verbose=verbose,
+        )  # fmt: skip
+        self.temperature_ = 1.0 / beta
+        self.n_iter_ = n_iter
+        self.classes_ = np.arange(X.n_classes)
+        self.n_features_in_ = X.n_classes
         return self
 
 

@@ -19,6 +19,8 @@ from .._torch._progress import Progress
 from .._torch.kernels import logit_scale
 from .._torch.kernels._softmax import row_max, row_sum
 from ..exceptions import ConvergenceWarning
+from ..llm._topk import TopKScores
+from ..llm._topk_ops import expanded, topk_logit_scale
 from ..utils._validation import check_finite, check_sample_weight
 from ..utils._warnings import warn
 
@@ -96,6 +98,22 @@ class _TopGaps:
     exponential pass per evaluation, no log-sum-exp of the whole row.
     """
 
+    #: per-class weights of the columns (a TopKScores' expanded columns:
+    #: the unlisted share counts ``m`` times), or None (one class each)
+    mult = None
+
+    @classmethod
+    def of_topk(cls, top_k, j: np.ndarray):
+        """The objective of a :class:`~skcal.llm.TopKScores`' rest model,
+        its top label the listed column ``j``: the same sums, over its
+        expanded columns weighted by their numbers of classes."""
+        z, mult = expanded(top_k)
+        z = np.where(mult > 0, z, -np.inf)
+        gaps = cls(z, j)
+        gaps.d[mult == 0] = 0.0
+        gaps.mult = mult
+        return gaps
+
     def __init__(self, z: np.ndarray, top: np.ndarray):
         n, n_classes = z.shape
         self.d = np.empty((n, n_classes))
@@ -133,6 +151,8 @@ class _TopGaps:
             e = np.multiply(d, beta, out=buffer[: d.size].reshape(d.shape))
             np.exp(e, out=e)
             e.reshape(-1)[flat] = 0.0
+            if self.mult is not None:
+                e *= self.mult[block]
             total = row_sum(e)
             slope = self.gap[block] + np.einsum("ij,ij->i", e, d) / total
             L = beta * self.gap[block] + np.log(total)
@@ -153,8 +173,10 @@ def fit_binary_temperature(z, top, right, weight, *, max_iter=100, progress=None
     iteration advances ``progress`` (a :class:`Progress`) if given.
     Returns ``(beta, n_iter)``; warns when the optimum is at a bound.
     """
-    scale = logit_scale(z)
-    gaps = _TopGaps(z, top)
+    if isinstance(z, TopKScores):  # ``top``: each row's listed column
+        scale, gaps = topk_logit_scale(z), _TopGaps.of_topk(z, top)
+    else:
+        scale, gaps = logit_scale(z), _TopGaps(z, top)
     state = {"n_iter": 0}
 
     def fun(theta):

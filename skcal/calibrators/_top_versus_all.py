@@ -24,6 +24,14 @@ from .._torch.kernels._softmax import (
 )
 from ..base import BaseCalibrator, BaseLocalCalibrator
 from ..exceptions import ConvergenceWarning
+from ..llm._topk import TopKScores
+from ..llm._topk_ops import (
+    TopKTemperatureObjective,
+    scale_topk,
+    top_listed,
+    topk_logit_scale,
+)
+from ..llm._topk_top_label import replace_top_topk, topk_binary_scores
 from ..utils._constants import FLOOR_BEFORE_LOG, SUM_FLOOR
 from ..utils._proba import (
     _hold_top,
@@ -45,8 +53,13 @@ from ..utils._validation import (
     top_entries,
 )
 from ..utils._warnings import warn
-from ._scaling import TemperatureScaling, fit_inverse_temperature
+from ._scaling import (
+    TemperatureScaling,
+    fit_inverse_temperature,
+    solve_inverse_temperature,
+)
 from ._top_label import BLOCK
+from ._topk_input import TopKInputMixin
 
 __all__ = ["TopVersusAll"]
 
@@ -342,7 +355,7 @@ class _FlooredLogRows:
         return np.maximum(self.rows_of[rows], self.log_floor)
 
 
-class TopVersusAll(BaseCalibrator):
+class TopVersusAll(TopKInputMixin, BaseCalibrator):
     """Top-versus-all calibration: one binary calibrator for the top label.
 
     The multiclass calibration problem is reduced to a single binary one
@@ -403,6 +416,20 @@ class TopVersusAll(BaseCalibrator):
     ``classes`` and ``input`` by ``set_params``. No private member of it is
     read and no fitted attribute of it is written, so that a change of its
     internals cannot change this estimator unnoticed.
+
+    **Top-k input.** ``X`` may be a :class:`~skcal.llm.TopKScores` with
+    ``y`` its class indices (``classes`` None, ``input="logits"``). A row's
+    top label is its largest listed class, its confidence ``c`` listed
+    exactly, ``1 - c`` the other listed classes plus the leftover mass; the
+    inner calibrator (a binary one, one of one map, or
+    :class:`TemperatureScaling` by ``fit_top_label`` on the rest model;
+    vector scaling is refused) is fitted on that problem, the others'
+    temperature on the rest model. The calibrated ``c~`` replaces ``c`` and
+    the other listed classes and the leftover mass are scaled by one
+    factor (the leftover stays spread equally), with the same raise of
+    ``c~`` above the largest other share as on dense input.
+    ``predict_proba`` returns a ``TopKScores`` (same indices); nothing of
+    size ``n x V`` is built.
 
     Parameters
     ----------
@@ -632,21 +659,8 @@ class TopVersusAll(BaseCalibrator):
         :class:`_BinaryProblem` ``binary``, a scaling calibrator on
         ``logits`` (and the others' temperature on them)."""
         right = (top == y_index).astype(np.float64)
-        positive = sample_weight > 0
-        n_right = int(right[positive].sum())
         inner = self._inner()
-        if n_right in (0, int(positive.sum())):
-            warn(
-                f"TopVersusAll fits a binary calibrator of whether the top class "
-                f"(the argmax of X) is the label, but the top class of every "
-                f"calibration row with positive weight is "
-                f"{'right' if n_right else 'wrong'}: there is no binary problem "
-                "to fit, and the classifier's own probabilities were kept "
-                "(calibrator_ is None). A calibration set with both right and "
-                "wrong predictions lets the confidence be calibrated.",
-                ConvergenceWarning,
-            )
-            self.calibrator_, self.scaling_, self.temperature_ = None, False, 1.0
+        if self._no_binary_problem(right, sample_weight):
             return
         self.scaling_ = _kind(inner) == "scaling"
         if self.scaling_:
@@ -668,6 +682,93 @@ class TopVersusAll(BaseCalibrator):
                 beta = fit_inverse_temperature(z, y_index, sample_weight, "cpu").x
                 self.temperature_ = float(1.0 / beta)
         self.calibrator_ = inner
+
+    def _no_binary_problem(self, right, sample_weight) -> bool:
+        """Whether the top classes of the rows of positive weight are all
+        right or all wrong: then the classifier's probabilities are kept
+        (``calibrator_`` None), with a ``ConvergenceWarning``."""
+        positive = sample_weight > 0
+        n_right = int(right[positive].sum())
+        if n_right in (0, int(positive.sum())):
+            warn(
+                f"TopVersusAll fits a binary calibrator of whether the top class "
+                f"(the argmax of X) is the label, but the top class of every "
+                f"calibration row with positive weight is "
+                f"{'right' if n_right else 'wrong'}: there is no binary problem "
+                "to fit, and the classifier's own probabilities were kept "
+                "(calibrator_ is None). A calibration set with both right and "
+                "wrong predictions lets the confidence be calibrated.",
+                ConvergenceWarning,
+            )
+            self.calibrator_, self.scaling_, self.temperature_ = None, False, 1.0
+            return True
+        return False
+
+    # -------------------------------------------------------- top-k input
+    def _fit_topk(self, top, y_index, sample_weight):
+        """:meth:`_fit_top` on a ``TopKScores``: the top label is each row's
+        top listed class; the binary problem, temperature scaling's binary
+        objective and the others' temperature read the rest model."""
+        if self.input != "logits":
+            raise ValueError(
+                "TopVersusAll(input='proba') with TopKScores input: a top-k holds "
+                "log-probabilities; leave input='logits'."
+            )
+        inner = self._inner()
+        kind = _kind(inner)
+        if kind == "scaling" and type(inner) is not TemperatureScaling:
+            raise TypeError(
+                f"TopVersusAll with TopKScores input takes temperature scaling, a "
+                f"binary calibrator or a calibrator of one map, not "
+                f"{type(inner).__name__}: its per-class parameters would act on "
+                "the unlisted classes, which a top-k does not tell apart. Pass "
+                "X.to_dense() for it."
+            )
+        j, index = top_listed(top)
+        right = (index == y_index).astype(np.float64)
+        if self._no_binary_problem(right, sample_weight):
+            return
+        self.scaling_ = kind == "scaling"
+        if self.scaling_:
+            inner.fit_top_label(
+                top, index, right, sample_weight, verbose=int(self.verbose or 0)
+            )
+            self.temperature_ = None
+        else:
+            binary = _BinaryProblem(topk_binary_scores(top, j))
+            self._fit_binary(inner, binary, right, sample_weight)
+            self.temperature_ = 1.0
+            if self.redistribution == "temperature":
+                scale = topk_logit_scale(top)
+                nll = TopKTemperatureObjective(top, y_index, sample_weight, scale)
+                beta = solve_inverse_temperature(nll.derivatives, scale).x
+                self.temperature_ = float(1.0 / beta)
+        self.calibrator_ = inner
+
+    def _map_topk(self, top):
+        """The calibrated ``TopKScores`` (same indices): the calibrated
+        confidence on each row's top listed class, the other listed classes
+        and the leftover mass scaled by one factor to share the rest
+        (:func:`~skcal.llm._topk_top_label.replace_top_topk`)."""
+        j, _ = top_listed(top)
+        if self.calibrator_ is None:  # no binary problem: the identity
+            return TopKScores(
+                top.indices, top.values, top.n_classes, top.leftover_logmass(),
+                tokens=top.tokens,
+            )  # fmt: skip
+        if self.scaling_:
+            scaled = self.calibrator_.decision_function(top)
+            if self.redistribution == "temperature":
+                return scaled
+            binary = topk_binary_scores(scaled, j)
+            confidence, complement = np.exp(binary[:, 1]), np.exp(binary[:, 0])
+            return replace_top_topk(top, j, confidence, complement)
+        binary = _BinaryProblem(topk_binary_scores(top, j))
+        confidence = self._binary_confidence(binary)
+        shares = top
+        if self.temperature_ != 1.0:
+            shares = scale_topk(top, 1.0 / self.temperature_)
+        return replace_top_topk(shares, j, confidence)
 
     def _binary_input(self, inner, binary) -> np.ndarray:
         """What a binary calibrator is given: the probabilities ``[1 - c,

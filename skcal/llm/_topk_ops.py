@@ -162,3 +162,40 @@ def topk_brier(top: TopKScores, y_index: np.ndarray) -> np.ndarray:
 def topk_nll(top: TopKScores, y_index: np.ndarray, eps: float) -> np.ndarray:
     """Each row's ``-log(max(p_y, eps))``, ``p_y`` listed or the unlisted share."""
     return -np.maximum(top.label_logproba(y_index), np.log(eps))
+
+
+def expanded(top: TopKScores):
+    """The rest model as weighted columns: ``(z, mult)`` of shape
+    ``(n, k + 1)``, the listed log-probabilities then the unlisted share
+    ``u``, each with its number of classes (1 listed, 0 padding, ``m`` for
+    ``u``; 0 where ``u`` is ``-inf``); entries of weight 0 hold 0.
+
+    A sum over the dense classes of ``f(z_c)`` is ``sum(mult * f(z))``; the
+    dense probability of each class of column ``j`` is
+    ``exp(z_j) / sum(mult * exp(z))``.
+    """
+    v, u, log_m = _parts(top)
+    z = np.concatenate([v, u[:, None]], axis=1)
+    mult = np.concatenate(
+        [np.isfinite(v).astype(np.float64), np.exp(log_m)[:, None]], axis=1
+    )
+    z[mult == 0] = 0.0
+    return z, mult
+
+
+def top_listed(top: TopKScores):
+    """``(j, index)``: the column of each row's largest listed value and its
+    class index (the rest model's argmax, unless the unlisted share is
+    larger: refused with a ValueError naming the row)."""
+    v, u, _ = _parts(top)
+    j = np.argmax(v, axis=1)
+    rows = np.arange(len(top))
+    above = u > v[rows, j]
+    if above.any():
+        row = int(np.nonzero(above)[0][0])
+        raise ValueError(
+            f"Row {row}'s unlisted classes each have a larger probability than "
+            f"its top listed class, so its top label is not listed; a top-k "
+            f"must list each row's most probable class."
+        )
+    return j, top.indices[rows, j]

@@ -215,7 +215,9 @@ def test_an_unlisted_share_above_the_listed_top_is_the_confidence():
 def test_other_calibrators_refuse_topk_with_the_way_out(cls):
     logits, y = _problem(n=200, n_classes=5)
     top = TopKScores.from_logits(logits, k=2)
-    with pytest.raises(TypeError, match=r"TemperatureScaling does.*to_dense\(\)"):
+    with pytest.raises(
+        TypeError, match=r"TemperatureScaling does.*TopVersusAll.*to_dense\(\)"
+    ):
         cls().fit(top, y)
     fitted = cls().fit(logits, y)
     with pytest.raises(TypeError, match=cls.__name__):
