@@ -142,16 +142,23 @@ def _softmax2(scores: np.ndarray) -> np.ndarray:
     return np.maximum(out, PROBA_EPS, out=out)
 
 
-def _replace_top(shares, top, confidence, complement=None) -> np.ndarray:
+def _replace_top(shares, top, confidence, complement=None, ahead=None) -> np.ndarray:
     """``confidence`` on the top class, the others sharing ``complement``
     (``1 - confidence`` if None) in the proportions of the softmax of
     ``shares`` (see :func:`replace_top_label_inplace`); the top class at
-    least ties with every other."""
+    least ties with every other, strictly above them in the rows ``ahead``
+    (where the scores put it strictly first)."""
     P = softmax_into(shares, np.empty(shares.shape))
     return replace_top_label_inplace(
         P, shares, top, confidence, floor=FLOOR_BEFORE_LOG, keep_argmax=True,
-        complement=complement,
+        complement=complement, ahead=ahead,
     )  # fmt: skip
+
+
+def _strictly_first(scores: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """Whether column ``top`` of each row is its only maximum."""
+    best = scores[np.arange(len(top)), top]
+    return np.count_nonzero(scores == best[:, None], axis=1) == 1
 
 
 def binary_log_proba(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
@@ -963,10 +970,11 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
             return self._temperature_proba(logits)
         if top is None:
             top = np.argmax(logits, axis=1)
+        ahead = _strictly_first(logits, top)  # before shares may overwrite logits
         confidence, complement, shares = self._confidence_and_shares(
             logits, top, owned, confidence
         )
-        return _replace_top(shares, top, confidence, complement)
+        return _replace_top(shares, top, confidence, complement, ahead)
 
     def _calibrated_proba(self, logits):
         return self._proba(logits, owned=False)

@@ -96,6 +96,7 @@ def replace_top_label_inplace(
     floor: float = 0.0,
     keep_argmax: bool = False,
     complement=None,
+    ahead=None,
 ) -> np.ndarray:
     """:func:`replace_top_label` of ``logits``, computed over their softmax.
 
@@ -103,7 +104,10 @@ def replace_top_label_inplace(
     gives the softmax of ``replace_top_label(..., log=True)``);
     ``complement`` as for :func:`replace_top_label`;
     ``keep_argmax`` as for :func:`replace_top_label` (the same floor of
-    ``c``, the same strict top class).
+    ``c``, the same strict top class); ``ahead`` (boolean, one per row)
+    says where the top class must stay strictly first, when that is not
+    where it leads the softmax of ``logits`` (the caller's scores rank the
+    classes, ``logits`` only give the others' shares).
 
     ``proba`` (C-contiguous float64, overwritten and returned) holds the
     softmax of ``logits``. The other classes' share of a row is
@@ -148,7 +152,9 @@ def replace_top_label_inplace(
     if keep_argmax:
         # the largest other is now exactly largest * factor (one rounded
         # product, as in the scaling): the top class strictly above it
-        _strict_top(value, largest * factor, p_top > largest)
+        _strict_top(
+            value, largest * factor, p_top > largest if ahead is None else ahead
+        )
     proba.reshape(-1)[flat_top] = value
     if small.any():
         rows = np.flatnonzero(small)
