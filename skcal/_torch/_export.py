@@ -508,15 +508,22 @@ class VQLogits(ExportModule):
             return log_p
         if self.kind == "dirichlet":
             return self.dirichlet(log_p)
-        codes = torch.arange(self.n_codewords, device=x.device)
-        onehot = (index.unsqueeze(-1) == codes).to(x.dtype)
-        counts = (onehot * self.slot_scales.to(x.dtype)).sum(dim=1)
-        receivers = counts.unsqueeze(1) * self.receivers_t.to(x.dtype)
-        M = torch.matmul(receivers, self.senders.to(x.dtype))
+        return self._compositional(index, log_p).to(x.dtype)
+
+    def _compositional(self, index: torch.Tensor, log_p: torch.Tensor):
+        """The compositional map, in float64 whatever the input's dtype: its
+        log-Beta terms are differences of ``lgamma`` values in the hundreds,
+        of which float32 would keep about 1e-4 (1e-5 in the probabilities)."""
+        log_p = log_p.double()
+        codes = torch.arange(self.n_codewords, device=index.device)
+        onehot = (index.unsqueeze(-1) == codes).double()
+        counts = (onehot * self.slot_scales.double()).sum(dim=1)
+        receivers = counts.unsqueeze(1) * self.receivers_t.double()
+        M = torch.matmul(receivers, self.senders.double())
         alpha = torch.relu(M) + torch.log1p(torch.exp(-torch.abs(M))) + 1e-8
         linear = torch.matmul(log_p.unsqueeze(1), alpha - 1.0).squeeze(1)
         core = linear - torch.lgamma(alpha).sum(dim=1)
-        logits = core + torch.lgamma(alpha.sum(dim=1)) + self.log_prior.to(x.dtype)
+        logits = core + torch.lgamma(alpha.sum(dim=1)) + self.log_prior.double()
         if self.identity_shift:
             logits = logits + log_p
         return logits
@@ -537,7 +544,14 @@ class VQLogits(ExportModule):
             return log_p
         if self.kind == "dirichlet":
             return self.dirichlet.onnx(g, log_p)
-        return self._compositional_onnx(g, index, log_p)
+        from onnx import TensorProto
+
+        if g.dtype == np.float64:
+            return self._compositional_onnx(g, index, log_p)
+        with g.precision(np.float64):  # as forward: see _compositional
+            log_p = g.op("Cast", log_p, to=TensorProto.DOUBLE)
+            logits = self._compositional_onnx(g, index, log_p)
+        return g.op("Cast", logits, to=TensorProto.FLOAT)
 
     @torch.jit.ignore
     def _compositional_onnx(self, g, index: str, log_p: str) -> str:

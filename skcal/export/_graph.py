@@ -7,6 +7,8 @@ what its module computes. onnx is imported lazily, when a model is built.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 __all__ = ["DEFAULT_OPSET", "GraphBuilder"]
@@ -60,6 +62,17 @@ class GraphBuilder:
     def _name(self, prefix: str) -> str:
         self._count += 1
         return f"{prefix}_{self._count}"
+
+    @contextlib.contextmanager
+    def precision(self, dtype):
+        """Within the block, :attr:`dtype` is ``dtype``: the float type of
+        the constants of a part of the graph computed in another precision
+        (which casts its input and output itself)."""
+        saved, self.dtype = self.dtype, np.dtype(dtype).type
+        try:
+            yield self
+        finally:
+            self.dtype = saved
 
     def const(self, array, name: str | None = None) -> str:
         """Add a constant; return its name.

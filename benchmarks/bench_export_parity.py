@@ -1,0 +1,166 @@
+"""Parity of exported calibrators with ``predict_proba`` on real tasks.
+
+Every exportable calibrator is fitted on a real task's calibration pool
+(``_lib/datasets``: a trained network's logits, or its embeddings and
+linear head for the local calibrators) with ``input="logits"`` and
+``input="proba"`` (the softmax of the logits), exported with
+``skcal.export``, and run on the task's **test** rows (never seen by the
+fit): the eager torch module (float64 and float32), the module scripted by
+``torch.jit.script``, the ``torch.export`` program (float64, exported on 3
+rows with a dynamic batch), and the ONNX graph under onnxruntime (float64
+and float32). Each cell is ``max |export(X) - predict_proba(X)|`` over the
+tasks, ``predict_proba`` given the rows in the float type the export reads.
+Targets: 1e-6 in float64, 1e-5 in float32.
+
+Run (by hand, from the repository root)::
+
+    python benchmarks/bench_export_parity.py [--tasks letter satimage pendigits]
+        [--n-cal 2000] [--out FILE]
+"""
+
+import argparse
+import sys
+import time
+import warnings
+
+import numpy as np
+
+SCORE = [
+    "TemperatureScaling", "VectorScaling", "MatrixScaling",
+    "BiasCorrectedTemperatureScaling", "DirichletCalibrator",
+    "DirichletCalibratorCV", "StructuredMatrixScaling",
+    "StructuredVectorScaling", "EnsembleTemperatureScaling",
+    "ClassTemperatureScaling", "ParameterizedTemperatureScaling",
+    "SMARTCalibrator", "IdentityCalibrator",
+]  # fmt: skip
+LOCAL = ["LocalNetCalibrator", "VQLocalCalibrator"]
+FORMS = ["eager64", "eager32", "script64", "export64", "onnx64", "onnx32"]
+
+
+def _parse():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--tasks", nargs="+", default=["letter", "satimage", "pendigits"]
+    )
+    parser.add_argument("--n-cal", type=int, default=2000)
+    parser.add_argument("--out", help="also write the table to this file")
+    return parser.parse_args()
+
+
+def _forms(cal, X):
+    import torch
+
+    from skcal.export import to_onnx, to_torch
+
+    program = torch.export.export(
+        to_torch(cal),
+        (torch.from_numpy(np.ascontiguousarray(X[:3], dtype=np.float64)),),
+        dynamic_shapes={"x": {0: torch.export.Dim("batch")}},
+    )
+    return {
+        "eager64": to_torch(cal).double(),
+        "eager32": to_torch(cal).float(),
+        "script64": torch.jit.script(to_torch(cal).double()),
+        "export64": program.module(),
+        "onnx64": to_onnx(cal, dtype=np.float64),
+        "onnx32": to_onnx(cal, dtype=np.float32),
+    }
+
+
+def _calibrator(name, input, task):
+    import skcal
+    from skcal.utils._testing import make_estimator
+
+    params = (
+        {"random_state": 0}
+        if "random_state" in getattr(skcal, name)().get_params()
+        else {}
+    )
+    if name in LOCAL:
+        if name == "LocalNetCalibrator":
+            params.update(coef=task.coef, intercept=task.intercept)
+        else:
+            params.update(n_slots=8, n_codewords=32)
+        return make_estimator(getattr(skcal, name), **params)
+    if name == "DirichletCalibratorCV":
+        params.update(reg_lambdas=[1e-2, 1e-3], reg_mus=[1e-2], cv=3)
+    return make_estimator(getattr(skcal, name), input=input, device="cpu", **params)
+
+
+def _rows(task, n_cal):
+    from scipy.special import softmax
+
+    cal = slice(0, n_cal)
+    return {
+        "logits": (task.cal_logits[cal], task.test_logits),
+        "proba": (
+            softmax(task.cal_logits[cal], axis=1),
+            softmax(task.test_logits, axis=1),
+        ),
+        "embeddings": (
+            task.cal_embeddings[cal].astype(np.float64),
+            task.test_embeddings.astype(np.float64),
+        ),
+    }
+
+
+def main():
+    args = _parse()
+    from _lib.datasets import load_task
+
+    from skcal.export import check_export
+
+    table = {}
+    for task_name in args.tasks:
+        task = load_task(task_name)
+        rows = _rows(task, args.n_cal)
+        y = task.cal_labels[: args.n_cal]
+        cases = [(n, i) for n in SCORE for i in ("logits", "proba")]
+        cases += [(n, "embeddings") for n in LOCAL]
+        for name, input in cases:
+            X_cal, X_test = rows[input]
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cal = _calibrator(name, input, task).fit(X_cal, y)
+                forms = _forms(cal, X_test)
+                diffs = {
+                    form: max(
+                        check_export(cal, X_test, e), check_export(cal, X_test[:1], e)
+                    )
+                    for form, e in forms.items()
+                }
+            row = table.setdefault((name, input), {f: 0.0 for f in FORMS})
+            for form, diff in diffs.items():
+                row[form] = max(row[form], diff)
+            print(f"{task_name} {name} {input}: {time.perf_counter() - start:.1f} s",
+                  file=sys.stderr)  # fmt: skip
+    lines = _format(table, args)
+    print("\n".join(lines))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def _format(table, args):
+    import torch
+
+    import skcal
+
+    head = ["calibrator", "input", *FORMS]
+    body = [[name, input, *(f"{row[f]:.1e}" for f in FORMS)]
+            for (name, input), row in table.items()]  # fmt: skip
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+    rule = "  ".join("=" * w for w in widths)
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [
+        f"skcal {skcal.__version__}, torch {torch.__version__}; tasks "
+        f"{', '.join(args.tasks)} (fit on {args.n_cal} calibration rows, "
+        "max |diff| over each task's test rows and its first row)",
+        "",
+        rule, fmt.format(*head), rule, *(fmt.format(*r) for r in body), rule,
+    ]  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
