@@ -12,8 +12,8 @@ from ..metrics import CalibrationScorer
 from ..utils._sklearn import HasMethods, _fit_context
 from ..utils._validation import (
     check_labels,
-    check_probabilities,
     check_proba_array,
+    check_probabilities,
     check_sample_weight,
 )
 from ._labels import check_abstain_label, labels_with_abstention
