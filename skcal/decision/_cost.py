@@ -6,6 +6,7 @@ from numbers import Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..metrics import CalibrationScorer
@@ -362,9 +363,12 @@ class CostSensitiveClassifier(ClassifierMixin, BaseEstimator):
     ----------
     calibrator : estimator
         Any estimator with ``fit``, ``predict_proba`` and ``classes_``.
-    cost_matrix : array-like of shape (n_classes, n_classes)
+    cost_matrix : array-like of shape (n_classes, n_classes), default=None
         ``cost_matrix[i, j]``: cost of predicting ``classes_[j]`` when the
-        truth is ``classes_[i]`` (see :func:`check_cost_matrix`).
+        truth is ``classes_[i]`` (see :func:`check_cost_matrix`); None: 0-1
+        costs (1 for any error), whose decision is the argmax and, with
+        ``abstain_cost``, Chow's rule (abstain when the largest probability
+        is below ``1 - abstain_cost``).
     abstain_cost : float, default=None
         The cost of abstaining; None: never abstain.
     abstain_label : int, float or str, default=-1
@@ -398,16 +402,23 @@ class CostSensitiveClassifier(ClassifierMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "calibrator": [HasMethods(["fit", "predict_proba"])],
-        "cost_matrix": ["array-like"],
+        "cost_matrix": ["array-like", None],
         "abstain_cost": [Real, None],
         "abstain_label": [Real, str],
     }
 
-    def __init__(self, calibrator, cost_matrix, *, abstain_cost=None, abstain_label=-1):
+    def __init__(
+        self, calibrator, cost_matrix=None, *, abstain_cost=None, abstain_label=-1
+    ):
         self.calibrator = calibrator
         self.cost_matrix = cost_matrix
         self.abstain_cost = abstain_cost
         self.abstain_label = abstain_label
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = get_tags(self.calibrator).input_tags.sparse
+        return tags
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, sample_weight=None):
@@ -429,7 +440,11 @@ class CostSensitiveClassifier(ClassifierMixin, BaseEstimator):
         kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
         self.calibrator_ = clone(self.calibrator).fit(X, y, **kwargs)
         self.classes_ = np.asarray(self.calibrator_.classes_)
-        self.cost_matrix_ = check_cost_matrix(self.cost_matrix, len(self.classes_))
+        n_classes = len(self.classes_)
+        cost = self.cost_matrix
+        if cost is None:
+            cost = np.ones((n_classes, n_classes)) - np.eye(n_classes)
+        self.cost_matrix_ = check_cost_matrix(cost, n_classes)
         _check_abstain_cost(self.abstain_cost)
         if self.abstain_cost is not None:
             check_abstain_label(self.abstain_label, self.classes_)

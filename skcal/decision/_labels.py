@@ -3,10 +3,39 @@
 from __future__ import annotations
 
 import numpy as np
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    check_array,
+    check_consistent_length,
+    column_or_1d,
+)
 
-from ..utils._validation import _kind_of_labels
+from ..utils._validation import _kind_of_labels, check_labels
 
-__all__ = ["check_abstain_label", "labels_with_abstention"]
+__all__ = ["check_abstain_label", "check_rows", "labels_with_abstention"]
+
+
+def check_rows(X, y, name):
+    """``X`` (a dataframe kept as it is, else a dense array) and 1-D labels
+    ``y`` of the same length, for a meta-estimator that indexes rows."""
+    if y is None:
+        raise ValueError(
+            f"{name} requires y to be passed, but the target y is None: give "
+            "the labels of the rows."
+        )
+    if not hasattr(X, "iloc"):
+        X = check_array(
+            X,
+            accept_sparse=False,
+            dtype=None,
+            ensure_all_finite=False,
+            ensure_2d=False,
+            input_name="X",
+        )
+    y = check_labels(column_or_1d(y, warn=True))
+    check_consistent_length(X, y)
+    check_classification_targets(y)
+    return X, y
 
 
 def check_abstain_label(abstain_label, classes) -> None:

@@ -13,10 +13,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..utils._sklearn import HasMethods, Interval, StrOptions, _fit_context
 from ..utils._split import stratified_split
-from ..utils._validation import check_labels, check_sample_weight
+from ..utils._validation import check_sample_weight
 from ..utils._warnings import warn
 from ._bounds import ltt_threshold, sgr_threshold
-from ._labels import check_abstain_label, labels_with_abstention
+from ._labels import check_abstain_label, check_rows, labels_with_abstention
 
 __all__ = ["NoValidThresholdWarning", "SelectiveClassifier"]
 
@@ -218,7 +218,13 @@ class SelectiveClassifier(ClassifierMixin, BaseEstimator):
         -------
         self : SelectiveClassifier
         """
-        y = check_labels(y)
+        X, y = check_rows(X, y, type(self).__name__)
+        if self.threshold_fraction < 1.0 and y.shape[0] < 4:
+            raise ValueError(
+                f"SelectiveClassifier splits the rows in two parts of at least "
+                f"2 samples each, so it needs at least 4; got {y.shape[0]} "
+                "sample(s)."
+            )
         weights = None
         if sample_weight is not None:
             weights = check_sample_weight(sample_weight, y.shape[0])
