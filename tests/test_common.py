@@ -218,6 +218,9 @@ def test_all_estimators_found():
         "BetaCalibrator",
         "SplineCalibrator",
     } <= names
+    decision = {name for name, _ in all_estimators("decision")}
+    checked = {type(e).__name__ for e in _decision_estimators()}
+    assert decision == checked == {"CostSensitiveClassifier", "SelectiveClassifier"}
 
 
 # an expected failure that passes is an error (scikit-learn >= 1.8 offers it;
