@@ -66,9 +66,13 @@ class SelectiveClassifier(ClassifierMixin, BaseEstimator):
       controls the family-wise error at ``delta`` with no union bound.
       Thresholds selecting too few rows for any rejection are passed over.
 
-    The two make the same promise; ``"sgr"`` (the default) has the simpler
-    proof and reached about the same coverage as ``"ltt"`` in
-    ``benchmarks/bench_selective.py``.
+    The two make the same promise. ``"sgr"`` is the default: on five real
+    tasks over 1,000 splits (``benchmarks/bench_selective.py``) its realised
+    test risk exceeded the target in at most 4.3% of the splits (delta =
+    10%), at a coverage within 0.07 of the oracle's except for 1% targets.
+    ``"ltt"`` covers more but spends its whole budget (its realised rate
+    reached 12-16% there, test noise included), and it stops at its first
+    testable threshold when an error falls among those few rows.
 
     With ``per_class=True`` each predicted class ``k`` gets its own
     threshold, chosen on the threshold rows predicted ``k`` at level
