@@ -40,18 +40,10 @@ import time
 import warnings
 
 import numpy as np
-from _lib.datasets import available_tasks, load_task
 from scipy.special import softmax
-from sklearn.frozen import FrozenEstimator
-from sklearn.model_selection import train_test_split
 
-from skcal import TemperatureScaling, VectorScaling
-from skcal.decision import (
-    NoValidThresholdWarning,
-    SelectiveClassifier,
-    cost_sensitive_predict,
-    expected_cost,
-)
+# skcal, scikit-learn and the tasks (torch) are imported after parsing, so
+# that --help answers at once (tests/test_benchmarks.py)
 
 TARGETS = (0.01, 0.05, 0.10)
 DELTA = 0.1
@@ -79,6 +71,8 @@ def _selection(conf, wrong, threshold):
 
 def _split(task, seed):
     """(logits, labels) of the fit half, threshold half and test part."""
+    from sklearn.model_selection import train_test_split
+
     logits = np.vstack([task.cal_logits, task.test_logits])
     labels = np.concatenate([task.cal_labels, task.test_labels])
     rng = np.random.default_rng(seed)
@@ -97,6 +91,10 @@ def _stratify(y):
 
 def _thresholds(ts, held, target):
     """Each method's threshold on the threshold rows."""
+    from sklearn.frozen import FrozenEstimator
+
+    from skcal.decision import SelectiveClassifier
+
     out = {}
     for method in ("sgr", "ltt"):
         clf = SelectiveClassifier(
@@ -115,6 +113,8 @@ def _thresholds(ts, held, target):
 
 def guarantee_rows(task, n_splits):
     """Per (target, method): exceed fraction, mean coverage, oracle coverage."""
+    from skcal import TemperatureScaling
+
     stats = {(t, m): [] for t in TARGETS for m in (*METHODS, "oracle")}
     for seed in range(n_splits):
         fit, held, test = _split(task, seed)
@@ -132,6 +132,9 @@ def guarantee_rows(task, n_splits):
 
 def cost_rows(task, n_splits):
     """Mean test cost of each decision rule, and raw - TS paired."""
+    from skcal import TemperatureScaling, VectorScaling
+    from skcal.decision import cost_sensitive_predict, expected_cost
+
     cost = np.ones((task.n_classes, task.n_classes)) - np.eye(task.n_classes)
     cost[0, 1:] = 10.0
     results = {name: [] for name in ("argmax", "raw", "TS", "VS")}
@@ -148,9 +151,7 @@ def cost_rows(task, n_splits):
         )
         for name, proba in probas.items():
             decisions = cost_sensitive_predict(proba, cost)
-            results[name].append(
-                expected_cost(test[1], decisions, cost, labels=labels)
-            )
+            results[name].append(expected_cost(test[1], decisions, cost, labels=labels))
     return {name: np.asarray(values) for name, values in results.items()}
 
 
@@ -193,6 +194,10 @@ def main(argv=None):
     parser.add_argument("--cost-splits", type=int, default=100)
     parser.add_argument("--out", default=None, help="also write the tables here")
     args = parser.parse_args(argv)
+    from _lib.datasets import available_tasks, load_task
+
+    from skcal.decision import NoValidThresholdWarning
+
     tasks = args.tasks or available_tasks()
     lines, costs = [], {}
     warnings.simplefilter("ignore", NoValidThresholdWarning)
