@@ -10,16 +10,19 @@ def all_estimators(kind: str | None = None) -> list[tuple[str, type]]:
 
     Parameters
     ----------
-    kind : {"score", "local"} or None, default=None
+    kind : {"score", "local", "decision"} or None, default=None
         ``"score"``: calibrators of classifier scores
         (:class:`~skcal.base.BaseCalibrator`); ``"local"``: local calibrators
         fitted on embeddings (:class:`~skcal.base.BaseLocalCalibrator`);
-        None: both.
+        None: both; ``"decision"``: the meta-estimators of
+        :mod:`skcal.decision`, which hold a calibrator (not calibrators
+        themselves, so not part of None).
 
     Returns
     -------
     list of (name, class)
-        Concrete calibrator classes exported by :mod:`skcal.calibrators`.
+        Concrete calibrator classes exported by :mod:`skcal.calibrators`
+        (for ``"decision"``, the estimator classes of :mod:`skcal.decision`).
 
     Examples
     --------
@@ -28,7 +31,18 @@ def all_estimators(kind: str | None = None) -> list[tuple[str, type]]:
     True
     >>> "ProCalCalibrator" in [name for name, _ in all_estimators("local")]
     True
+    >>> [name for name, _ in all_estimators("decision")]
+    ['CostSensitiveClassifier', 'SelectiveClassifier']
     """
+    if kind == "decision":
+        from . import decision
+
+        found = [(name, getattr(decision, name)) for name in decision.__all__]
+        return sorted(
+            (name, obj)
+            for name, obj in found
+            if inspect.isclass(obj) and hasattr(obj, "fit")
+        )
     from . import calibrators
     from .base import BaseCalibrator, BaseLocalCalibrator
 
@@ -38,7 +52,9 @@ def all_estimators(kind: str | None = None) -> list[tuple[str, type]]:
         None: (BaseCalibrator, BaseLocalCalibrator),
     }
     if kind not in bases:
-        raise ValueError(f"kind must be 'score', 'local' or None; got {kind!r}.")
+        raise ValueError(
+            f"kind must be 'score', 'local', 'decision' or None; got {kind!r}."
+        )
     found = []
     for name in calibrators.__all__:
         obj = getattr(calibrators, name)

@@ -163,6 +163,12 @@ FORBIDDEN = {
         "skcal.display",
     ),
     "skcal.metrics": ("skcal.calibrators", "skcal.base"),
+    "skcal.decision": (
+        "skcal.model_selection",
+        "skcal.wrappers",
+        "skcal.cli",
+        "skcal.display",
+    ),
     "skcal.shift": (
         "skcal.model_selection",
         "skcal.wrappers",
