@@ -53,6 +53,7 @@ _SUBMODULES = (
     "metrics",
     "model_selection",
     "shift",
+    "spark",
     "utils",
     "wrappers",
 )

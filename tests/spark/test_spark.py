@@ -141,3 +141,18 @@ def test_bad_input_says_what_was_expected(spark):
         sk_spark.transform(
             df, TemperatureScaling(input="proba").fit(proba, y), "proba", "g"
         )
+
+
+def test_the_docs_example_runs(spark, capsys):
+    """doc/spark.rst's example, in this module's session (getOrCreate)."""
+    import re
+    import textwrap
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "doc" / "spark.rst").read_text()
+    block = re.search(r"code-block:: python\n\n((?:    .*\n|\n)+)", text).group(1)
+    namespace = {}
+    exec(compile(textwrap.dedent(block), "doc/spark.rst", "exec"), namespace)
+    assert set(namespace["per_region"]) == {"eu", "us"}
+    before, after = namespace["metrics"]["ECE"], namespace["after"]["ECE"]
+    assert after < before  # the labels follow sharper probabilities
