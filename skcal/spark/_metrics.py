@@ -62,8 +62,9 @@ def _template(name, n_bins, labels, params):
 
     if isinstance(name, str) and name.lower() == "accuracy":
         return _Accuracy(labels)
-    entry = find_metric(name) if isinstance(name, str) else None
-    function = getattr(metrics, entry.function if entry else str(name), None)
+    key = name if isinstance(name, str) else getattr(name, "__name__", "")
+    entry = find_metric(key)
+    function = getattr(metrics, entry.function if entry else key, None)
     takes = inspect.signature(function).parameters if callable(function) else {}
     given = {"labels": labels, **params}
     if n_bins is not None and "n_bins" in takes and "n_bins" not in params:
