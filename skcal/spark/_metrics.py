@@ -215,8 +215,7 @@ def spark_metric(
     Returns
     -------
     float, or dict
-        The metric (what the function returns); with ``group``, a dict from
-        each group value (sorted) to it.
+        The metric; with ``group``, a dict from each group value (sorted) to it.
 
     See Also
     --------

@@ -23,6 +23,27 @@ def _predict_partition(rows, *, index, layout, calibrator, batch_size):
             yield (*row, out)
 
 
+def _check(df, calibrator, input_cols, output_col, batch_size):
+    """The layout of ``input_cols``, once the other arguments are checked."""
+    from sklearn.utils.validation import check_is_fitted
+
+    if not hasattr(calibrator, "predict_proba"):
+        raise TypeError(
+            f"calibrator must be a fitted estimator with predict_proba; got "
+            f"{type(calibrator).__name__}."
+        )
+    check_is_fitted(calibrator)
+    if not isinstance(batch_size, Integral) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    layout = check_frame(df, input_cols)
+    if output_col in df.columns:
+        raise ValueError(
+            f"The DataFrame already has a column {output_col!r}; pick another "
+            "output_col (or drop that column first)."
+        )
+    return layout
+
+
 def transform(
     df, calibrator, input_cols, output_col="calibrated_proba", *, batch_size=8192
 ):
@@ -60,22 +81,7 @@ def transform(
     """
     from pyspark.sql.types import ArrayType, DoubleType, StructField, StructType
 
-    if not hasattr(calibrator, "predict_proba"):
-        raise TypeError(
-            f"calibrator must be a fitted estimator with predict_proba; got "
-            f"{type(calibrator).__name__}."
-        )
-    from sklearn.utils.validation import check_is_fitted
-
-    check_is_fitted(calibrator)
-    if not isinstance(batch_size, Integral) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
-    layout = check_frame(df, input_cols)
-    if output_col in df.columns:
-        raise ValueError(
-            f"The DataFrame already has a column {output_col!r}; pick another "
-            "output_col (or drop that column first)."
-        )
+    layout = _check(df, calibrator, input_cols, output_col, batch_size)
     names = df.columns
     spark = df.sparkSession
     work = functools.partial(
