@@ -54,6 +54,7 @@ _SUBMODULES = (
     "model_selection",
     "monitor",
     "shift",
+    "spark",
     "utils",
     "wrappers",
 )
