@@ -15,6 +15,7 @@ from ._ece import (
     expected_calibration_error,
     max_calibration_error,
 )
+from ._groups import MAX_GROUPS, GroupDifferenceTest, GroupedResult
 from ._local import (
     ESSProfile,
     LocalCalibrationErrors,
@@ -90,4 +91,7 @@ __all__ = [
     "soft_binned_calibration_error",
     "soft_expected_calibration_error",
     "spiegelhalter_test",
+    "GroupDifferenceTest",
+    "GroupedResult",
+    "MAX_GROUPS",
 ]
