@@ -10,8 +10,8 @@ from ..utils._sklearn import StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._binning import binned_statistics
 from ._dask import dask_dispatch
-from ._groups import groupable
 from ._ece import BINNED_METRIC_PARAMS, top_label
+from ._groups import groupable
 from ._local import _class_weights
 
 __all__ = [

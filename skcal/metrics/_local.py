@@ -21,8 +21,8 @@ from ..utils._validation import (
 from ..utils._warnings import warn
 from ._binning import assign_bins, bin_edges
 from ._dask import dask_dispatch
-from ._groups import groupable
 from ._ece import BINNED_METRIC_PARAMS
+from ._groups import groupable
 from ._local_rff import NO_KEPT_BIN, RFFLocalState
 
 __all__ = [

@@ -9,8 +9,8 @@ import numpy as np
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
-from ._groups import groupable
 from ._ece import top_label
+from ._groups import groupable
 
 __all__ = ["maximum_mean_calibration_error"]
 

@@ -10,8 +10,8 @@ from scipy.signal import fftconvolve
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
-from ._groups import groupable
 from ._ece import BINNED_METRIC_PARAMS, top_label
+from ._groups import groupable
 
 __all__ = ["smooth_expected_calibration_error"]
 

@@ -7,8 +7,8 @@ from numbers import Real
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
-from ._groups import groupable
 from ._ece import BINNED_METRIC_PARAMS, top_label
+from ._groups import groupable
 
 __all__ = ["soft_binned_calibration_error", "soft_expected_calibration_error"]
 

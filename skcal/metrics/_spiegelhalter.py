@@ -10,8 +10,8 @@ from scipy.special import ndtr
 from ..utils._sklearn import StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
-from ._groups import groupable
 from ._ece import top_label
+from ._groups import groupable
 
 __all__ = ["SpiegelhalterTest", "spiegelhalter_test"]
 

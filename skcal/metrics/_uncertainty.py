@@ -45,12 +45,12 @@ from ..utils._validation import (
 from ..utils._warnings import warn
 from ._binning import assign_bins, bin_means, binned_errors, uniform_edges
 from ._cumulative import cumulative_calibration_error, ecce_binned_mean
-from ._groups import groupable
 from ._ece import (
     classwise_calibration_error,
     expected_calibration_error,
     max_calibration_error,
 )
+from ._groups import groupable
 from ._local import local_calibration_error, max_local_calibration_error
 from ._names import did_you_mean, find_metric, metric_function, names_listing
 from ._proper import brier_score, negative_log_likelihood

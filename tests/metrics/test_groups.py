@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 import skcal.metrics as M
-from skcal.metrics import GroupedResult
-from skcal.metrics import _groups
+from skcal.metrics import GroupedResult, _groups
 
 RNG = np.random.default_rng(7)
 N, K = 240, 3
