@@ -19,14 +19,9 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_random_state
 
 from ..llm._topk import TopKScores
+from ..utils._groups import MAX_GROUPS, check_groups
 
 __all__ = ["GroupDifferenceTest", "GroupedResult", "MAX_GROUPS", "groupable"]
-
-#: The most groups a grouped metric or a grouped state accepts: a grouped
-#: result holds one metric result per group and a state one sub-state per
-#: group, and tens of thousands of groups are more likely a row identifier
-#: passed by mistake than groups to compare.
-MAX_GROUPS = 10_000
 
 #: What every grouped metric's docstring says about ``groups``.
 GROUPS_DOC = """\
@@ -37,33 +32,6 @@ GROUPS_DOC = """\
         (``.overall``), the worst group (``.worst``) and a permutation test
         of a difference between groups (``.difference_test()``).
 """
-
-
-def check_groups(groups, n_samples: int):
-    """``(labels, index)``: the sorted group labels and each row's position."""
-    groups = np.asarray(groups)
-    if groups.ndim != 1 or len(groups) != n_samples:
-        raise ValueError(
-            f"groups must give one group label per row: expected shape "
-            f"({n_samples},), got {groups.shape}. Pass a 1-D array of labels "
-            "aligned with y_true."
-        )
-    try:
-        labels, index = np.unique(groups, return_inverse=True)
-    except TypeError as exc:
-        raise TypeError(
-            "groups must hold labels of one sortable type (all strings or all "
-            f"numbers); got mixed types ({exc}). Convert them, e.g. with "
-            "np.asarray(groups, dtype=str)."
-        ) from None
-    if len(labels) > MAX_GROUPS:
-        raise ValueError(
-            f"groups has {len(labels)} distinct labels, more than the "
-            f"{MAX_GROUPS} that grouped metrics accept (skcal.metrics.MAX_GROUPS). "
-            "Is a row identifier passed as groups? Merge rare groups into one "
-            "(e.g. 'other') before calling."
-        )
-    return labels, index.reshape(-1)
 
 
 def take_rows(x, rows: np.ndarray):

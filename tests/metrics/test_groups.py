@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import skcal.metrics as M
-from skcal.metrics import GroupedResult, _groups
+from skcal.metrics import GroupedResult
+from skcal.utils import _groups
 
 RNG = np.random.default_rng(7)
 N, K = 240, 3
