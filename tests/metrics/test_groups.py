@@ -147,3 +147,24 @@ def test_groups_take_pandas_inputs_and_are_documented():
     assert abs(result["lab"] - M.brier_score(Y[G == "lab"], P[G == "lab"])) <= 1e-12
     assert "groups : array-like" in M.expected_calibration_error.__doc__
     assert "groups : array-like" in M.confidence_interval.__doc__
+
+
+def test_reliability_display_draws_one_curve_per_group():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from skcal.display import ReliabilityDisplay
+
+    displays = ReliabilityDisplay.from_predictions(Y, P, groups=G, n_bins=5)
+    assert list(displays) == ["clinic", "home", "lab"]
+    ax = displays["lab"].ax_
+    assert all(d.ax_ is ax for d in displays.values())
+    rows = _rows_of("home")
+    alone = ReliabilityDisplay.from_predictions(Y[rows], P[rows], n_bins=5)
+    np.testing.assert_array_equal(displays["home"].count, alone.count)
+    np.testing.assert_allclose(
+        displays["home"].fraction_positive, alone.fraction_positive, atol=1e-12
+    )
+    assert displays["home"].ece_ == pytest.approx(alone.ece_, abs=1e-12)
+    matplotlib.pyplot.close("all")
