@@ -15,7 +15,12 @@ from ._ece import (
     expected_calibration_error,
     max_calibration_error,
 )
-from ._groups import MAX_GROUPS, GroupDifferenceTest, GroupedResult
+from ._groups import (
+    MAX_GROUPS,
+    GroupDifferenceTest,
+    GroupedMetricState,
+    GroupedResult,
+)
 from ._local import (
     ESSProfile,
     LocalCalibrationErrors,
@@ -92,6 +97,7 @@ __all__ = [
     "soft_expected_calibration_error",
     "spiegelhalter_test",
     "GroupDifferenceTest",
+    "GroupedMetricState",
     "GroupedResult",
     "MAX_GROUPS",
 ]

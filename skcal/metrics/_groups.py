@@ -21,7 +21,13 @@ from sklearn.utils.validation import check_random_state
 from ..llm._topk import TopKScores
 from ..utils._groups import MAX_GROUPS, check_groups
 
-__all__ = ["GroupDifferenceTest", "GroupedResult", "MAX_GROUPS", "groupable"]
+__all__ = [
+    "GroupDifferenceTest",
+    "GroupedMetricState",
+    "GroupedResult",
+    "MAX_GROUPS",
+    "groupable",
+]
 
 #: What every grouped metric's docstring says about ``groups``.
 GROUPS_DOC = """\
@@ -186,6 +192,12 @@ class GroupedResult:
             raise ValueError(
                 f"{self.metric} is not finite on some group: no spread to test."
             )
+        if self._rerun is None:
+            raise ValueError(
+                "difference_test needs the rows, and this result comes from a "
+                "grouped metric state, which keeps only per-group statistics: "
+                "call the metric function with groups= on the rows instead."
+            )
         rng = check_random_state(random_state)
         observed = _spread(self.values, self.counts)
         index = np.repeat(np.arange(len(self.groups)), self.counts)
@@ -297,3 +309,110 @@ def groupable(rows=("y_true", "y_proba", "sample_weight"), value=float, score=No
         return wrapper
 
     return decorate
+
+
+class GroupedMetricState:
+    """A mergeable metric state per group, from ``metric_state(..., grouped=True)``.
+
+    ``update(y_true, y_proba, sample_weight=None, groups=...)`` splits the
+    chunk by group into one :class:`~skcal.metrics.MetricState` per group
+    (and one for all rows); ``merge`` adds another grouped state's groups;
+    ``compute()`` returns a :class:`GroupedResult`, each group's value equal
+    to the metric function on that group's rows. At most ``max_groups``
+    groups (default :data:`MAX_GROUPS`) in all: a state's size grows with
+    its groups, and more is refused with a clear error. The permutation test
+    of :meth:`GroupedResult.difference_test` needs the rows, which a state
+    does not keep.
+
+    Attributes
+    ----------
+    metric : str
+    max_groups : int
+    states : dict
+        ``{group: MetricState}`` of the groups seen.
+    overall : MetricState
+        The state of all rows.
+    """
+
+    def __init__(self, template, max_groups: int):
+        self.metric = template.metric
+        self.max_groups = int(max_groups)
+        self._template = template.copy()
+        self.overall = template.copy()
+        self.states = {}
+
+    def _state_of(self, group):
+        if group not in self.states:
+            if len(self.states) >= self.max_groups:
+                raise ValueError(
+                    f"This grouped state of {self.metric} already holds "
+                    f"{self.max_groups} groups (max_groups) and met another "
+                    f"({group!r}). Merge rare groups into one before updating, "
+                    "or pass a larger max_groups to metric_state."
+                )
+            self.states[group] = self._template.copy()
+        return self.states[group]
+
+    def update(self, y_true, y_proba, sample_weight=None, *, groups):
+        """Add a chunk of rows with their group labels."""
+        n = len(y_proba) if isinstance(y_proba, TopKScores) else len(y_true)
+        labels, index = check_groups(groups, n)
+        for k, group in enumerate(labels.tolist()):
+            rows = np.flatnonzero(index == k)
+            self._state_of(group).update(
+                take_rows(y_true, rows),
+                take_rows(y_proba, rows),
+                take_rows(sample_weight, rows),
+            )
+        self.overall.update(y_true, y_proba, sample_weight)
+        return self
+
+    def merge(self, other: GroupedMetricState) -> GroupedMetricState:
+        """Add the groups and rows of another grouped state of the same metric."""
+        if not isinstance(other, GroupedMetricState):
+            raise ValueError(
+                f"Cannot merge {type(other).__name__} into a grouped state of "
+                f"{self.metric}: merge states made by metric_state(..., grouped=True)."
+            )
+        self.overall.merge(other.overall)
+        for group, state in other.states.items():
+            self._state_of(group).merge(state)
+        return self
+
+    def next_pass(self) -> GroupedMetricState:
+        """Equal-mass bins: freeze each group's edges (and the overall ones)."""
+        for state in (*self.states.values(), self.overall):
+            state.next_pass()
+        return self
+
+    def compute(self) -> GroupedResult:
+        """The metric per group, as :class:`GroupedResult` (no permutation test)."""
+        if not self.states:
+            raise ValueError("Found 0 samples; metrics need at least one.")
+        groups = np.array(sorted(self.states))
+        results = [self.states[g].compute() for g in groups.tolist()]
+        counts = [self.states[g].n_samples_ for g in groups.tolist()]
+        values = [_state_value(r) for r in results]
+        return GroupedResult(
+            self.metric, groups, results, counts, self.overall.compute(), values, None
+        )
+
+    def copy(self) -> GroupedMetricState:
+        import copy
+
+        return copy.deepcopy(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"<GroupedMetricState {self.metric}, {len(self.states)} groups, "
+            f"{self.overall.n_samples_} rows>"
+        )
+
+
+def _state_value(result) -> float:
+    """The ranking value of a state's result (a float, or a test's |z|)."""
+    if hasattr(result, "normalized"):
+        return abs(float(result.normalized))
+    if hasattr(result, "mean_score"):  # BinStatistics: no single number
+        return float("nan")
+    return float(result)

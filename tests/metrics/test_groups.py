@@ -168,3 +168,48 @@ def test_reliability_display_draws_one_curve_per_group():
     )
     assert displays["home"].ece_ == pytest.approx(alone.ece_, abs=1e-12)
     matplotlib.pyplot.close("all")
+
+
+@pytest.mark.parametrize(
+    "metric, params",
+    [
+        ("ece", {"n_bins": 10}),
+        ("ece", {"n_bins": 5, "strategy": "quantile"}),
+        ("classwise_calibration_error", {}),
+        ("nll", {}),
+    ],
+)
+def test_grouped_state_equals_the_metric_per_group(metric, params):
+    from skcal.metrics import metric_state
+
+    chunks = np.array_split(np.arange(N), 5)
+    states = []
+    for rows in chunks:
+        s = metric_state(metric, grouped=True, **params)
+        states.append(s.update(Y[rows], P[rows], W[rows], groups=G[rows]))
+    state = states[0]
+    for other in states[1:]:
+        state.merge(other)
+    if state.overall.n_passes == 2:
+        state.next_pass()
+        for rows in chunks:
+            state.update(Y[rows], P[rows], W[rows], groups=G[rows])
+    result = state.compute()
+    plain = getattr(M, state.metric)
+    for g in ("clinic", "home", "lab"):
+        rows = _rows_of(g)
+        assert (
+            abs(result[g] - plain(Y[rows], P[rows], sample_weight=W[rows], **params))
+            <= 1e-12
+        )
+    assert abs(result.overall - plain(Y, P, sample_weight=W, **params)) <= 1e-12
+    with pytest.raises(ValueError, match="needs the rows"):
+        result.difference_test()
+
+
+def test_grouped_state_refuses_groups_beyond_its_maximum():
+    from skcal.metrics import metric_state
+
+    state = metric_state("nll", grouped=True, max_groups=2)
+    with pytest.raises(ValueError, match="already holds 2 groups"):
+        state.update(Y, P, groups=G)
