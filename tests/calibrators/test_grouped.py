@@ -149,3 +149,22 @@ def test_both_grouped_calibrators_are_found_in_skcal():
 
     assert skcal.GroupedTemperatureScaling is skcal.llm.GroupedTemperatureScaling
     assert GroupedTemperatureScaling is skcal.llm.GroupedTemperatureScaling
+
+
+def test_a_group_without_errors_is_not_sharpened_beyond_the_pooled_temperature():
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(300, 3)) * 2
+    y = np.array([rng.choice(3, p=np.exp(r) / np.exp(r).sum()) for r in logits])
+    groups = np.repeat([0, 1], 150)
+    y[groups == 1] = np.argmax(logits[groups == 1], axis=1)  # group 1: no error
+    cal = GroupedTemperatureScaling(shrinkage=0).fit(logits, y, groups=groups)
+    # alone, group 1's NLL keeps falling below the pooled temperature
+    Z1, y1 = logits[groups == 1], y[groups == 1]
+    T = cal.temperature_
+    assert _nll(np.r_[np.full(3, 2 / T), np.zeros(3)], Z1, y1) < _nll(
+        np.r_[np.full(3, 1 / T), np.zeros(3)], Z1, y1
+    )
+    assert cal.group_temperatures_[1] == pytest.approx(cal.temperature_, rel=1e-12)
+    # group 0 has errors: it is fitted alone, as before
+    own = TemperatureScaling().fit(logits[groups == 0], y[groups == 0]).temperature_
+    assert cal.group_temperatures_[0] == pytest.approx(own, rel=1e-6)
