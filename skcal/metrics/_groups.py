@@ -10,6 +10,7 @@ a permutation test of whether the groups differ.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from dataclasses import dataclass
@@ -78,6 +79,15 @@ class GroupDifferenceTest:
             f"GroupDifferenceTest(statistic={self.statistic!r}, "
             f"pvalue={self.pvalue!r}, n_permutations={self.n_permutations!r})"
         )
+
+
+def _field_names(result) -> list:
+    """The fields of a dataclass or named-tuple result (none for a float)."""
+    if dataclasses.is_dataclass(result):
+        return [f.name for f in dataclasses.fields(result)]
+    if isinstance(result, tuple):
+        return list(inspect.get_annotations(type(result)))
+    return []
 
 
 def _spread(values: np.ndarray, counts: np.ndarray) -> float:
@@ -154,10 +164,7 @@ class GroupedResult:
             self.results, self.counts, self.values, strict=True
         ):
             row = {"n_samples": int(n), "value": float(value)}
-            fields = getattr(result, "__dataclass_fields__", None) or getattr(
-                result, "_fields", ()
-            )
-            for name in fields:
+            for name in _field_names(result):
                 item = getattr(result, name)
                 if np.ndim(item) == 0 and not isinstance(item, tuple):
                     row[name] = item
