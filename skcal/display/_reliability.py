@@ -11,6 +11,8 @@ from sklearn.utils import check_random_state
 from ..metrics import binned_statistics
 from ..metrics._binning import assign_bins
 from ..metrics._ece import top_label
+from ..metrics._groups import take_rows
+from ..utils._groups import check_groups
 from ..utils._validation import check_proba_targets
 from ..utils._warnings import warn
 from ._ess import _pyplot
@@ -393,6 +395,7 @@ class ReliabilityDisplay:
         name=None,
         ax=None,
         show_counts=True,
+        groups=None,
         **kwargs,
     ):
         """Bin the predictions and plot the diagram.
@@ -429,14 +432,28 @@ class ReliabilityDisplay:
             Axes to draw on.
         show_counts : bool, default=True
             Draw the bin counts (see :meth:`plot`).
+        groups : array-like of shape (n_samples,), default=None
+            A group label per row: one curve per group on the same axes
+            (labelled by the group, with its ECE, and ``name`` before it
+            when given), bins counted per group.
         **kwargs
             Passed to :meth:`plot` (``show_ece``, ``min_count``,
             ``count_ax``) and on to ``ax.plot``.
 
         Returns
         -------
-        ReliabilityDisplay
+        ReliabilityDisplay, or dict of group -> ReliabilityDisplay
+            With ``groups``, one display per group (sorted), all on one axes.
         """
+        if groups is not None:
+            params = dict(
+                view=view, n_bins=n_bins, strategy=strategy, closed=closed,
+                n_bootstraps=n_bootstraps, confidence=confidence,
+                random_state=random_state, show_counts=show_counts, **kwargs,
+            )  # fmt: skip
+            return _per_group(
+                cls, y_true, y_proba, groups, sample_weight, labels, name, ax, params
+            )
         proba, y_index, w = check_proba_targets(
             y_true, y_proba, labels=labels, sample_weight=sample_weight
         )
@@ -502,6 +519,31 @@ class ReliabilityDisplay:
         kwargs.setdefault("labels", getattr(estimator, "classes_", None))
         name = type(estimator).__name__ if name is None else name
         return cls.from_predictions(y, proba, name=name, **kwargs)
+
+
+def _per_group(cls, y_true, y_proba, groups, sample_weight, labels, name, ax, params):
+    """One reliability curve per group on one axes (the counts shared)."""
+    labels_, index = check_groups(groups, len(y_true))
+    if labels is None:  # every group keeps the column order of all rows
+        found = np.unique(np.asarray(y_true))
+        n_columns = 2 if np.ndim(y_proba) == 1 else np.shape(y_proba)[1]
+        labels = found if len(found) == n_columns else None
+    displays, count_ax = {}, params.pop("count_ax", None)
+    for k, group in enumerate(labels_.tolist()):
+        rows = np.flatnonzero(index == k)
+        display = cls.from_predictions(
+            take_rows(y_true, rows),
+            take_rows(y_proba, rows),
+            sample_weight=take_rows(sample_weight, rows),
+            labels=labels,
+            name=str(group) if name is None else f"{name}: {group}",
+            ax=ax,
+            count_ax=count_ax,
+            **params,
+        )
+        ax, count_ax = display.ax_, display.count_ax_
+        displays[group] = display
+    return displays
 
 
 def _marker_boxes(ax) -> np.ndarray:

@@ -328,10 +328,12 @@ def _derivatives(Z, y, w, s_rows):
     return -w * beta * gap, w * (beta * gap + beta * beta * v)
 
 
-def fit_log_temperatures(Z, y, w, g_index, n_groups, *, center=0.0, penalty=0.0):
+def fit_log_temperatures(
+    Z, y, w, g_index, n_groups, *, center=0.0, penalty=0.0, lower=-_LOG_T_BOUND
+):
     """Each group's log-temperature minimising
     ``NLL_g(s) + penalty / 2 (s - center)^2`` (``center``: a float or one per
-    group), all groups at once.
+    group) over ``s >= lower`` (a float or one per group), all groups at once.
 
     Safeguarded Newton (Newton's step inside the bracket of a sign change of
     the derivative, else bisection) over temperatures from 1e-3 to 1e3, to
@@ -339,7 +341,7 @@ def fit_log_temperatures(Z, y, w, g_index, n_groups, *, center=0.0, penalty=0.0)
     number of groups. A group without rows gets ``center``.
     """
     center = np.broadcast_to(np.asarray(center, dtype=np.float64), (n_groups,))
-    lo = np.full(n_groups, -_LOG_T_BOUND)
+    lo = np.maximum(np.full(n_groups, -_LOG_T_BOUND), lower)
     hi = np.full(n_groups, _LOG_T_BOUND)
     s = np.clip(center, lo, hi).copy()
     for _ in range(_MAX_ITER):
@@ -371,14 +373,23 @@ def _curvature(Z, y, w, s: float) -> float:
 
 
 def _group_fits(Z, y, w, g_index, n_groups, strengths):
-    """``(pooled s, (len(strengths), n_groups) log-temperatures)``."""
+    """``(pooled s, (len(strengths), n_groups) log-temperatures)``.
+
+    A group without a (weighted) error among its rows is not sharpened
+    beyond the pooled temperature: its NLL falls all the way to the lower
+    bound of the temperature, and held-out rows of that group, without
+    errors either, cannot show what that costs on new rows.
+    """
     s0 = fit_log_temperature(Z, y, w)
     c = _curvature(Z, y, w, s0)
+    wrong = w * (np.argmax(Z, axis=1) != y)
+    errors = np.bincount(g_index, wrong, n_groups) > 0
+    lower = np.where(errors, -_LOG_T_BOUND, min(s0, _LOG_T_BOUND))
     out = np.full((len(strengths), n_groups), s0)
     for k, lam in enumerate(strengths):
         if np.isfinite(lam):
             out[k] = fit_log_temperatures(
-                Z, y, w, g_index, n_groups, center=s0, penalty=lam * c
+                Z, y, w, g_index, n_groups, center=s0, penalty=lam * c, lower=lower
             )
     return s0, out
 
@@ -409,6 +420,11 @@ class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
     cross-fitting on the calibration rows, repeated :data:`CV_REPEATS`
     times with new shuffles (ties: the stronger shrinkage);
     ``shrinkage=np.inf`` gives every group the pooled temperature. A group
+    without an error among its calibration rows (its argmax always right)
+    is never given a temperature below the pooled one: its NLL keeps
+    falling as its temperature goes to 0, and cross-fitting, whose held-out
+    rows of that group hold no error either, cannot see what so sharp a
+    temperature costs on new rows. A group
     not seen in ``fit`` (or ``groups=None`` at prediction) gets the pooled
     temperature.
 

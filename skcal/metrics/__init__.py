@@ -15,6 +15,12 @@ from ._ece import (
     expected_calibration_error,
     max_calibration_error,
 )
+from ._groups import (
+    MAX_GROUPS,
+    GroupDifferenceTest,
+    GroupedMetricState,
+    GroupedResult,
+)
 from ._local import (
     ESSProfile,
     LocalCalibrationErrors,
@@ -105,4 +111,9 @@ __all__ = [
     "eaurc",
     "risk_coverage_curve",
     "selective_risk",
+
+    "GroupDifferenceTest",
+    "GroupedMetricState",
+    "GroupedResult",
+    "MAX_GROUPS",
 ]

@@ -11,6 +11,7 @@ from ..utils._validation import check_proba_targets
 from ._binning import binned_statistics
 from ._dask import dask_dispatch
 from ._ece import BINNED_METRIC_PARAMS, top_label
+from ._groups import groupable
 from ._local import _class_weights
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
 ]
 
 
+@groupable()
 @validate_params(
     {
         **BINNED_METRIC_PARAMS,
@@ -225,6 +227,7 @@ _CUMULATIVE_PARAMS = {
 del _CUMULATIVE_PARAMS["n_bins"]
 
 
+@groupable()
 @validate_params(
     {
         **_CUMULATIVE_PARAMS,
@@ -314,6 +317,12 @@ def cumulative_calibration_error(
     return float(np.dot(cw[used], values[used]))
 
 
+def _worst_normalized(result) -> float:
+    """The largest standardised statistic of a test (its worst class)."""
+    return float(np.max(result.normalized))
+
+
+@groupable(value=_worst_normalized)
 @validate_params(_CUMULATIVE_PARAMS, prefer_skip_nested_validation=True)
 @dask_dispatch("cumulative_calibration_test")
 def cumulative_calibration_test(

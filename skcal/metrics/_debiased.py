@@ -10,6 +10,7 @@ from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
 from ._ece import top_label
+from ._groups import groupable
 
 __all__ = ["l2_calibration_error"]
 
@@ -156,6 +157,7 @@ def _squared(proba, y_index, w, n_bins, strategy, mode, debias):
     return np.concatenate(out)
 
 
+@groupable()
 @validate_params(
     {
         "y_true": ["array-like"],

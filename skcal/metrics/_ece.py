@@ -18,6 +18,7 @@ from ._binning import (
     classwise_tables,
 )
 from ._dask import dask_dispatch
+from ._groups import groupable
 from ._proper import _topk_targets
 
 __all__ = [
@@ -49,6 +50,7 @@ def top_label(proba: np.ndarray, y_index: np.ndarray):
     return conf, (pred == y_index).astype(np.float64)
 
 
+@groupable()
 @validate_params(
     {**_COMMON, "norm": [StrOptions({"l1", "l2", "max"})]},
     prefer_skip_nested_validation=True,
@@ -138,6 +140,7 @@ def expected_calibration_error(
     return binned_calibration_error(stats, norm)
 
 
+@groupable()
 @validate_params(_COMMON, prefer_skip_nested_validation=True)
 @dask_dispatch("max_calibration_error")
 def max_calibration_error(
@@ -197,6 +200,7 @@ def max_calibration_error(
     )
 
 
+@groupable()
 @validate_params(
     {
         **_COMMON,

@@ -22,6 +22,7 @@ from ..utils._warnings import warn
 from ._binning import assign_bins, bin_edges
 from ._dask import dask_dispatch
 from ._ece import BINNED_METRIC_PARAMS
+from ._groups import groupable
 from ._local_rff import NO_KEPT_BIN, RFFLocalState
 
 __all__ = [
@@ -623,6 +624,11 @@ _APPROX_PARAMS = {
 }
 
 
+#: The per-row arguments of the local metrics, split by ``groups``.
+_LOCAL_ROWS = ("y_true", "y_proba", "features", "sample_weight")
+
+
+@groupable(rows=_LOCAL_ROWS)
 @validate_params(_APPROX_PARAMS, prefer_skip_nested_validation=True)
 @_fill_doc
 @dask_dispatch("local_calibration_error")
@@ -716,6 +722,7 @@ def local_calibration_error(
     return _summarise(anchors, class_weight, "mean")
 
 
+@groupable(rows=_LOCAL_ROWS)
 @validate_params(_APPROX_PARAMS, prefer_skip_nested_validation=True)
 @_fill_doc
 @dask_dispatch("max_local_calibration_error")
@@ -809,6 +816,7 @@ class LocalCalibrationErrors:
     anchor_errors: np.ndarray
 
 
+@groupable(rows=_LOCAL_ROWS, value=lambda r: r.lce)
 @validate_params(_APPROX_PARAMS, prefer_skip_nested_validation=True)
 @_fill_doc
 @dask_dispatch("local_calibration_errors")

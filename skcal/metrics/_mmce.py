@@ -10,6 +10,7 @@ from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
 from ._ece import top_label
+from ._groups import groupable
 
 __all__ = ["maximum_mean_calibration_error"]
 
@@ -48,6 +49,7 @@ def laplacian_quadratic_form(scores, values, bandwidth: float) -> float:
     return float(2.0 * np.dot(a, T) - np.dot(a, a))
 
 
+@groupable()
 @validate_params(
     {
         "y_true": ["array-like"],

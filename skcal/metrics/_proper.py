@@ -11,10 +11,12 @@ from ..llm._topk_ops import check_topk_targets, topk_brier, topk_nll
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
+from ._groups import groupable
 
 __all__ = ["brier_score", "negative_log_likelihood"]
 
 
+@groupable()
 @validate_params(
     {
         "y_true": ["array-like"],
@@ -73,6 +75,7 @@ def negative_log_likelihood(
     return float(np.average(-np.log(np.maximum(p_true, eps)), weights=w))
 
 
+@groupable()
 @validate_params(
     {
         "y_true": ["array-like"],

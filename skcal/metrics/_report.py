@@ -13,6 +13,7 @@ from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._cumulative import cumulative_calibration_error, cumulative_calibration_test
 from ._ece import classwise_calibration_error, expected_calibration_error
+from ._groups import groupable
 from ._names import find_metric
 from ._proper import brier_score, negative_log_likelihood
 from ._smooth import smooth_expected_calibration_error
@@ -222,6 +223,18 @@ class CalibrationReport:
         return frame
 
 
+def _report_ece(bound):
+    """The report's ECE alone, for the permutation test of grouped reports."""
+
+    def ece(y_true, y_proba, *, sample_weight=None, n_bins=15, labels=None, **_):
+        return expected_calibration_error(
+            y_true, y_proba, n_bins=n_bins, sample_weight=sample_weight, labels=labels
+        )
+
+    return ece
+
+
+@groupable(value=lambda r: r["ECE"].estimate, score=_report_ece)
 @validate_params(
     {
         "y_true": ["array-like"],

@@ -11,6 +11,7 @@ from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
 from ._ece import BINNED_METRIC_PARAMS, top_label
+from ._groups import groupable
 
 __all__ = ["smooth_expected_calibration_error"]
 
@@ -53,6 +54,7 @@ def _smooth_ece(scores, residuals, weights, sigma):
     return float(np.sum(np.abs(regression) * density) / np.sum(density))
 
 
+@groupable()
 @validate_params(
     {
         **{k: v for k, v in BINNED_METRIC_PARAMS.items() if k != "n_bins"},

@@ -8,6 +8,7 @@ from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
 from ._ece import BINNED_METRIC_PARAMS, top_label
+from ._groups import groupable
 
 __all__ = ["soft_binned_calibration_error", "soft_expected_calibration_error"]
 
@@ -26,6 +27,7 @@ def _soft_error(y_true, y_proba, sample_weight, labels, **kernel_args) -> float:
     return soft_binned_ece_value(conf, correct, w, **kernel_args)
 
 
+@groupable()
 @validate_params(
     {
         **_COMMON,
@@ -121,6 +123,7 @@ def soft_expected_calibration_error(
     )
 
 
+@groupable()
 @validate_params(
     {
         **_COMMON,

@@ -11,6 +11,7 @@ from ..utils._sklearn import StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
 from ._ece import top_label
+from ._groups import groupable
 
 __all__ = ["SpiegelhalterTest", "spiegelhalter_test"]
 
@@ -76,6 +77,7 @@ def spiegelhalter_from_sums(numerator, variance, alternative) -> SpiegelhalterTe
     return SpiegelhalterTest(float(z), float(min(pvalue, 1.0)))
 
 
+@groupable(value=lambda r: abs(r.normalized))
 @validate_params(
     {
         "y_true": ["array-like"],

@@ -911,7 +911,7 @@ def mergeable_metrics() -> list[str]:
     {"metric": [str, callable]},
     prefer_skip_nested_validation=True,
 )
-def metric_state(metric, **params) -> MetricState:
+def metric_state(metric, *, grouped=False, max_groups=None, **params) -> MetricState:
     """A mergeable state of a metric, filled chunk by chunk.
 
     ``state.update(y_true, y_proba, sample_weight=None)`` adds rows,
@@ -957,6 +957,13 @@ def metric_state(metric, **params) -> MetricState:
         The metric function (e.g. :func:`expected_calibration_error`), its
         name or an alias in any case (``"ECE"``, ``"ece"``, ``"nll"``,
         ``"neg_log_loss"``).
+    grouped : bool, default=False
+        Return a :class:`~skcal.metrics.GroupedMetricState`: one state per
+        group, ``update(..., groups=g)``, ``compute()`` a
+        :class:`~skcal.metrics.GroupedResult`.
+    max_groups : int, default=None
+        The most groups a grouped state takes (None:
+        :data:`~skcal.metrics.MAX_GROUPS`); more raise a ValueError.
     **params
         The metric's keyword parameters (``n_bins``, ``strategy``,
         ``labels``, ...), as for the function. ``labels`` is needed for
@@ -965,7 +972,7 @@ def metric_state(metric, **params) -> MetricState:
 
     Returns
     -------
-    MetricState
+    MetricState or GroupedMetricState
 
     Examples
     --------
@@ -1006,6 +1013,11 @@ def metric_state(metric, **params) -> MetricState:
     _validate(name, constraints, merged)
     if merged.get("labels") is not None:
         merged["labels"] = np.asarray(merged["labels"])
+    if grouped:
+        from ._groups import MAX_GROUPS, GroupedMetricState
+
+        limit = MAX_GROUPS if max_groups is None else max_groups
+        return GroupedMetricState(cls(name, merged), limit)
     return cls(name, merged)
 
 

@@ -50,6 +50,7 @@ from ._ece import (
     expected_calibration_error,
     max_calibration_error,
 )
+from ._groups import groupable
 from ._local import local_calibration_error, max_local_calibration_error
 from ._names import did_you_mean, find_metric, metric_function, names_listing
 from ._proper import brier_score, negative_log_likelihood
@@ -781,6 +782,46 @@ def _frozen(values: np.ndarray) -> np.ndarray:
     return values
 
 
+#: The bootstrap's own arguments: not the metric's.
+_BOOTSTRAP_ARGS = (
+    "n_resamples",
+    "confidence_level",
+    "method",
+    "stratify",
+    "random_state",
+)
+
+
+def _metric_only(metric, params) -> tuple:
+    """The metric function and its keyword arguments, without the bootstrap's."""
+    func = _resolve_metric(metric)[0]
+    params = {k: v for k, v in params.items() if k not in _BOOTSTRAP_ARGS}
+    if params.get("sample_weight") is None:
+        params.pop("sample_weight", None)
+    return func, params
+
+
+def _interval_estimate(bound):
+    """The metric alone, for the permutation test of grouped intervals."""
+
+    def estimate(metric, y_true, y_proba, **params):
+        func, params = _metric_only(metric, params)
+        return func(y_true, y_proba, **params)
+
+    return estimate
+
+
+def _difference_estimate(bound):
+    """The difference alone, for the permutation test of grouped comparisons."""
+
+    def estimate(metric, y_true, y_proba_a, y_proba_b, **params):
+        func, params = _metric_only(metric, params)
+        return func(y_true, y_proba_a, **params) - func(y_true, y_proba_b, **params)
+
+    return estimate
+
+
+@groupable(value=lambda r: r.estimate, score=_interval_estimate)
 @validate_params(_INTERVAL_PARAMS, prefer_skip_nested_validation=False)
 def confidence_interval(
     metric,
@@ -941,6 +982,11 @@ def confidence_interval(
     )
 
 
+@groupable(
+    rows=("y_true", "y_proba_a", "y_proba_b", "sample_weight"),
+    value=lambda r: r.difference,
+    score=_difference_estimate,
+)
 @validate_params(_PAIRED_PARAMS, prefer_skip_nested_validation=False)
 def paired_comparison(
     metric,
