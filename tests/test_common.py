@@ -164,7 +164,7 @@ PROCAL_FAILED["check_classifiers_train"] = (
 ABSTAINS = (
     "predict returns abstain_label on the rows whose confidence is below the "
     "threshold, where the check asks for argmax(predict_proba) (the abstention "
-    "is tested in tests/decision/test_selective.py)."
+    "is tested in tests/decision/test_selective_classifier.py)."
 )
 SELECTIVE_FAILED = {
     "check_classifiers_train": ABSTAINS,
@@ -173,7 +173,7 @@ SELECTIVE_FAILED = {
     "check_classifiers_classes": (
         "The check's string labels with the default abstain_label=-1 are "
         "refused by design: predictions would mix strings and numbers "
-        "(tested in tests/decision/test_selective.py)."
+        "(tested in tests/decision/test_selective_classifier.py)."
     ),
     "check_sample_weight_equivalence_on_dense_data": (
         "The threshold rows count once each, whatever their weight (the "
