@@ -734,3 +734,10 @@ def test_the_torch_constants_agree_with_the_constants_module():
     assert shared, "skcal/_torch/_constants.py defines no constant"
     for name in shared:
         assert getattr(torch_constants, name) == getattr(_constants, name), name
+
+
+def test_test_modules_have_unique_names():
+    # without __init__.py files pytest imports a test module by its basename:
+    # two test_x.py in different folders stop the collection of the suite
+    names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
