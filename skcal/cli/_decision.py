@@ -118,22 +118,35 @@ def _read_data(args, name, cls, report) -> _Data:
 
 def _abstain_label(text, classes):
     """The --abstain-label of the classes' kind (default -1, or "abstain" for
-    string classes)."""
+    string classes), checked to be no class before anything is fitted."""
+    known = np.asarray(classes).tolist()
     numeric = np.asarray(classes).dtype.kind in "biuf"
     if text is None:
         return -1 if numeric else "abstain"
-    if not numeric:
-        return text
+    value = _number(text) if numeric else text
+    if value is None:
+        raise CLIError(
+            f"--abstain-label {text!r} is not a number but the classes are "
+            f"numbers {known[:8]}: decisions would mix strings and numbers. "
+            "Give a number that is not a class, such as -1."
+        )
+    if value in known:
+        raise CLIError(
+            f"--abstain-label {text} is one of the classes {known[:8]}: an "
+            "abstention would read as that class. Give a label that is not a "
+            "class, such as -1 (or abstain for string classes)."
+        )
+    return value
+
+
+def _number(text: str):
+    """``text`` as an int, else a float, else None."""
     for kind in (int, float):
         try:
             return kind(text)
         except ValueError:
             pass
-    raise CLIError(
-        f"--abstain-label {text!r} is not a number but the classes are numbers "
-        f"{np.asarray(classes).tolist()[:8]}: decisions would mix strings and "
-        "numbers. Give a number that is not a class, such as -1."
-    )
+    return None
 
 
 def _fit(clf, data: _Data, prog: str) -> list[str]:
