@@ -98,6 +98,8 @@ def test_per_class_thresholds_on_string_classes_in_csv(tmp_path, capsys):
     assert np.isfinite(ref.thresholds_).all()
     shown = ", ".join(f"{c}: {t:.6g}" for c, t in zip(names, ref.thresholds_))
     assert f"thresholds: {shown}" in stdout
+    assert f"coverage on the threshold rows: {ref.coverage_:.4f}" in stdout
+    assert f"selective risk upper bound: {ref.risk_upper_bound_:.4g} " in stdout
     written = pd.read_csv(out)
     assert list(written.columns) == [
         "id", "label", "decision", "confidence", "proba_cat", "proba_dog", "proba_fox"
@@ -164,7 +166,7 @@ def test_errors_are_one_line(files, capsys, extra, expected):
 
 def test_bad_numbers_are_refused_by_the_parser(files, capsys):
     cal = files[0]
-    for flag, value in (("--target-risk", "1.5"), ("--threshold-fraction", "0")):
+    for flag, value in (("--target-risk", "1.5"), ("--threshold-fraction", "1")):
         with pytest.raises(SystemExit) as exit_info:
             main(["select-threshold", "--fit", str(cal), "--method", "ts", flag, value])
         assert exit_info.value.code == 2

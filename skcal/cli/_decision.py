@@ -25,7 +25,7 @@ import numpy as np
 from ._calibrate import _parse_param
 from ._columns import Columns, named_columns
 from ._common import CLIError, check_device, reporter
-from ._format import paragraph, print_json
+from ._format import paragraph, print_json, wrap
 from ._inputs import (
     align_scores,
     check_known_labels,
@@ -48,16 +48,18 @@ from ._options import (
 )
 
 
-def _fraction(low_open: bool, what: str):
-    """An argument type: a number in (0, 1) (``low_open``) or (0, 1]."""
+def _fraction(example: str):
+    """An argument type: a number in (0, 1), such as ``example``."""
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             value = -1.0
-        if not (0 < value < 1 or (not low_open and value == 1)):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        if not 0 < value < 1:
+            raise argparse.ArgumentTypeError(
+                f"expected a number in (0, 1) such as {example}, got {text!r}"
+            )
         return value
 
     return parse
@@ -232,10 +234,12 @@ def _print_report(args, summary: dict, failed) -> None:
     """The plain-text report of select-threshold."""
     s = summary
     print(
-        f"{s['method']} ({s['input']}) with a {s['bound'].upper()} threshold: "
-        f"calibrator fitted on {s['n_fit'] - s['n_threshold_rows']} rows, "
-        f"threshold chosen on {s['n_threshold_rows']} rows (target selective "
-        f"risk {s['target_risk']:g}, delta {s['delta']:g})."
+        paragraph(
+            f"{s['method']} ({s['input']}) with an {s['bound'].upper()} "
+            f"threshold: calibrator fitted on {s['n_fit'] - s['n_threshold_rows']} "
+            f"rows, threshold chosen on {s['n_threshold_rows']} rows (target "
+            f"selective risk {s['target_risk']:g}, delta {s['delta']:g})."
+        )
     )
     shown = {
         c: ("inf (abstain)" if t is None else f"{t:.6g}")
@@ -246,10 +250,10 @@ def _print_report(args, summary: dict, failed) -> None:
     else:
         print(f"threshold: {next(iter(shown.values()))}")
     print(
-        f"selective risk upper bound: {s['risk_upper_bound']:.4g} "
-        f"(probability {1 - s['delta']:.3g}); coverage on the threshold rows: "
-        f"{s['coverage']:.4f}"
+        f"selective risk upper bound: {s['risk_upper_bound']:.4g} (holds with "
+        f"probability {1 - s['delta']:.3g})"
     )
+    print(f"coverage on the threshold rows: {s['coverage']:.4f}")
     if failed:
         where = "the rows predicted as those classes" if s["per_class"] else "every row"
         print(paragraph(f"No threshold meets the target: {' '.join(failed)}"))
@@ -320,7 +324,21 @@ def add_select_threshold(sub) -> None:
     parser = sub.add_parser(
         "select-threshold",
         help="abstain unless confident, with a selective risk guarantee",
-        description=__doc__.split("\n\n", 1)[1],
+        description=wrap(
+            "Fit a SelectiveClassifier (skcal.decision) around the calibrator "
+            "--method on the --fit file (scores and labels): the calibrator on "
+            "part of the rows, a confidence threshold on the others (the "
+            "threshold rows) such that the selective risk, the error rate "
+            "among the rows predicted rather than abstained on, is at most "
+            "--target-risk with probability 1 - delta. Prints the threshold(s), "
+            "the upper bound on the selective risk and the coverage on the "
+            "threshold rows. With --apply, writes each row's decision (a class, "
+            "or --abstain-label), confidence (its largest probability) and "
+            "calibrated probabilities to --out, and on a labelled --apply file "
+            "prints the selective risk and coverage realised there. When no "
+            "threshold meets the target, it says so and abstains on every row "
+            "(exit code 0)."
+        ),
         epilog=lambda: (
             f"{FORMATS_HELP}\n\n{methods_help()}\n\nexample:\n  skcal "
             "select-threshold --method temperature --fit cal.npz --target-risk "
@@ -330,17 +348,18 @@ def add_select_threshold(sub) -> None:
     )
     parser.add_argument("--method", required=True, help="calibrator (see below)")
     add_fit(parser)
-    risk = _fraction(True, "a number in (0, 1) such as 0.05")
     parser.add_argument(
         "--target-risk",
-        type=risk,
+        type=_fraction("0.05"),
+        metavar="R",
         default=0.05,
         help="largest acceptable selective risk, the error rate among the "
         "predicted rows (default 0.05)",
     )
     parser.add_argument(
         "--delta",
-        type=_fraction(True, "a number in (0, 1) such as 0.1"),
+        metavar="D",
+        type=_fraction("0.1"),
         default=0.1,
         help="probability that the guarantee fails (default 0.1)",
     )
@@ -358,7 +377,8 @@ def add_select_threshold(sub) -> None:
     )
     parser.add_argument(
         "--threshold-fraction",
-        type=_fraction(False, "a number in (0, 1) such as 0.5"),
+        metavar="F",
+        type=_fraction("0.5"),
         default=0.5,
         help="share of the --fit rows that choose the threshold; the calibrator "
         "is fitted on the others (default 0.5)",
