@@ -148,7 +148,7 @@ def test_save_writes_the_fitted_selective_classifier(files, tmp_path, capsys):
         (["--method", "tempreature"], "did you mean 'temperature'"),
         (["--abstain-label", "1"], "--abstain-label 1 is one of the classes"),
         (["--abstain-label", "no"], "--abstain-label 'no' is not a number"),
-        (["--method", "procal"], "select-threshold wraps score calibrators"),
+        (["--method", "procal"], "the classifier's embeddings"),
         (["--input", "proba"], "proba"),
     ],
 )
@@ -171,3 +171,33 @@ def test_bad_numbers_are_refused_by_the_parser(files, capsys):
             main(["select-threshold", "--fit", str(cal), "--method", "ts", flag, value])
         assert exit_info.value.code == 2
         assert "expected a number in (0, 1)" in capsys.readouterr().err
+
+
+def test_local_calibrator_on_embeddings_and_the_head_of_the_fit_file(tmp_path, capsys):
+    """A local calibrator reads the embeddings and the --fit file's linear
+    head (coef, intercept), as in skcal calibrate."""
+    from scipy.special import softmax
+
+    from skcal import ProCalCalibrator
+    from skcal.utils._testing import sample_labels
+
+    rng = np.random.default_rng(0)
+    H, coef = rng.normal(size=(900, 6)), 2 * rng.normal(size=(3, 6))
+    intercept = np.array([1.0, 0.0, -1.0])
+    y = sample_labels(softmax((H @ coef.T + intercept) / 2, axis=1), 0)
+    cal, test, out = tmp_path / "cal.npz", tmp_path / "test.npz", tmp_path / "d.npz"
+    np.savez(cal, embeddings=H[:600], labels=y[:600], coef=coef, intercept=intercept)
+    np.savez(test, embeddings=H[600:])
+    argv = ["--fit", cal, "--method", "procal", "--target-risk", 0.2, "--json"]
+    rc, stdout, stderr = _run(capsys, *argv, "--apply", test, "--out", out)
+    assert rc == 0, stderr
+    report = json.loads(stdout)
+    calibrator = ProCalCalibrator(coef=coef, intercept=intercept, device="cpu")
+    ref = SelectiveClassifier(calibrator, target_risk=0.2, random_state=0)
+    ref.fit(H[:600], y[:600])
+    assert 0 < ref.coverage_ < 1
+    assert report["input"] == "embeddings"
+    np.testing.assert_allclose(report["threshold"], ref.threshold_, rtol=1e-9)
+    np.testing.assert_allclose(report["coverage"], ref.coverage_, rtol=1e-12)
+    np.testing.assert_array_equal(np.load(out)["decision"], ref.predict(H[600:]))
+    assert report["apply"] == {"n_rows": 300}  # no labels: nothing realised

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._calibrate import _parse_param
+from ._calibrate import _head, _parse_param
 from ._columns import Columns, named_columns
 from ._common import CLIError, check_device, reporter
 from ._format import paragraph, print_json, wrap
@@ -81,41 +81,90 @@ class _Data:
 
 
 def _read_data(args, name, cls, report) -> _Data:
-    """The scores and labels of --fit (and --apply), checked and aligned."""
+    """The scores (or embeddings) and labels of --fit (and --apply), checked
+    and aligned."""
     from ..base import BaseLocalCalibrator
 
-    if issubclass(cls, BaseLocalCalibrator):
-        raise CLIError(
-            f"{name} is a local calibrator (it reads embeddings); select-threshold "
-            "wraps score calibrators, which read logits or proba: choose one such "
-            "as temperature, or use skcal.decision.SelectiveClassifier in Python."
-        )
     columns = Columns.from_args(args)
     fit = ArrayFile(args.fit, columns)
     apply = None if args.apply is None else ArrayFile(args.apply, columns)
+    if issubclass(cls, BaseLocalCalibrator):
+        data, why = _read_embeddings(args, fit, name, cls, report), _emb_why(name)
+    else:
+        if args.head is not None:
+            report(f"{name} is a score calibrator: ignoring --head {args.head}")
+        data, why = _read_scores(args, fit, apply, report)
+    if apply is not None:
+        X_apply = apply.matrix(data.key, why)
+        if data.key == "embeddings":
+            _same_features(fit, data.X_fit, apply, X_apply)
+        else:
+            same_classes(data.key, fit, data.X_fit, "--apply", apply, X_apply)
+            X_apply = align_scores(apply, data.key, X_apply, data.classes, "--apply")
+        data.X_apply = X_apply
+        if "labels" in apply:
+            data.y_apply = read_labels(apply, "", len(X_apply), data.key)
+            check_known_labels(
+                data.y_apply, data.classes, "--apply", args.apply, args.fit
+            )
+        data.keep = apply.passthrough(args.keep_cols, len(X_apply))
+    return data
+
+
+_FIT_WHY = "the true labels of the calibration samples"
+
+
+def _emb_why(name: str) -> str:
+    """Why ``name`` reads the embeddings, for the error of a file without them."""
+    return (
+        f"which {name} (a local calibrator) needs: the classifier's embeddings "
+        "of shape (n_samples, n_features); methods such as 'temperature' "
+        "calibrate logits or proba"
+    )
+
+
+def _read_scores(args, fit: ArrayFile, apply, report):
+    """The --fit scores of a score calibrator (:class:`_Data`) and what they are."""
     files = [("--fit", fit)] + ([] if apply is None else [("--apply", apply)])
-    key = score_key(args, files, report, needs="select-threshold needs", local_hint="")
+    key = score_key(
+        args,
+        files,
+        report,
+        needs="score calibrators need",
+        local_hint=" (the files hold embeddings: choose a local method?)",
+    )
     why = f"the scores to calibrate (--input {args.input})"
     X_fit = fit.matrix(key, why)
-    y_fit = read_labels(
-        fit, "the true labels of the calibration samples", len(X_fit), key
-    )
+    y_fit = read_labels(fit, _FIT_WHY, len(X_fit), key)
     classes, given = file_classes(fit, key, y_fit, X_fit.shape[1], report, "--fit ")
     params = dict(args.param)
     if key == "proba":
         params = {"input": "proba", **params}
     if given is not None:
         params = {"classes": given, **params}
-    data = _Data(key, X_fit, y_fit, np.asarray(classes), given, params)
-    if apply is not None:
-        X_apply = apply.matrix(key, why)
-        same_classes(key, fit, X_fit, "--apply", apply, X_apply)
-        data.X_apply = align_scores(apply, key, X_apply, classes, "--apply")
-        if "labels" in apply:
-            data.y_apply = read_labels(apply, "", len(X_apply), key)
-            check_known_labels(data.y_apply, classes, "--apply", args.apply, args.fit)
-        data.keep = apply.passthrough(args.keep_cols, len(X_apply))
-    return data
+    return _Data(key, X_fit, y_fit, np.asarray(classes), given, params), why
+
+
+def _read_embeddings(args, fit: ArrayFile, name, cls, report) -> _Data:
+    """The --fit embeddings of a local calibrator, and its linear head."""
+    X_fit = fit.matrix("embeddings", _emb_why(name))
+    y_fit = read_labels(fit, _FIT_WHY, len(X_fit), "embeddings")
+    given = fit.vector("classes", "") if "classes" in fit else None
+    params = {**_head(args, fit, name, cls, report), **dict(args.param)}
+    if given is not None:
+        params = {"classes": given, **params}
+    classes = np.unique(y_fit) if given is None else np.asarray(given)
+    return _Data("embeddings", X_fit, y_fit, classes, given, params)
+
+
+def _same_features(fit: ArrayFile, X_fit, apply: ArrayFile, X_apply) -> None:
+    """A CLIError unless the --fit and --apply embeddings have as many features."""
+    if X_fit.shape[1] != X_apply.shape[1]:
+        raise CLIError(
+            f"embeddings of --fit {fit.path} have {X_fit.shape[1]} features but "
+            f"those of --apply {apply.path} have {X_apply.shape[1]}; both must "
+            "come from the same layer of the same classifier."
+        )
 
 
 def _abstain_label(text, classes):
@@ -326,7 +375,8 @@ def add_select_threshold(sub) -> None:
         help="abstain unless confident, with a selective risk guarantee",
         description=wrap(
             "Fit a SelectiveClassifier (skcal.decision) around the calibrator "
-            "--method on the --fit file (scores and labels): the calibrator on "
+            "--method on the --fit file (scores, or embeddings for a local "
+            "calibrator, and labels): the calibrator on "
             "part of the rows, a confidence threshold on the others (the "
             "threshold rows) such that the selective risk, the error rate "
             "among the rows predicted rather than abstained on, is at most "
@@ -340,7 +390,7 @@ def add_select_threshold(sub) -> None:
             "(exit code 0)."
         ),
         epilog=lambda: (
-            f"{FORMATS_HELP}\n\n{methods_help()}\n\nexample:\n  skcal "
+            f"{FORMATS_HELP}\n\n{methods_help(head_note=True)}\n\nexample:\n  skcal "
             "select-threshold --method temperature --fit cal.npz --target-risk "
             "0.05 --apply test.npz --out decisions.csv"
         ),
@@ -401,6 +451,12 @@ def add_select_threshold(sub) -> None:
     )
     add_input(
         parser, "scores to read: auto (default) uses logits when the files have them"
+    )
+    parser.add_argument(
+        "--head",
+        metavar="FILE",
+        help=".npz with coef (and intercept), the linear head of local "
+        "calibrators (default: the --fit file's, if any)",
     )
     parser.add_argument(
         "--param",
