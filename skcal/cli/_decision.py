@@ -185,7 +185,7 @@ def _abstain_label(text, classes):
         raise CLIError(
             f"--abstain-label {text} is one of the classes {known[:8]}: an "
             "abstention would read as that class. Give a label that is not a "
-            "class, such as -1 (or abstain for string classes)."
+            f"class, such as {-1 if numeric else 'abstain'}."
         )
     return value
 
