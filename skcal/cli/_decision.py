@@ -398,6 +398,15 @@ def add_select_threshold(sub) -> None:
     )
     parser.add_argument("--method", required=True, help="calibrator (see below)")
     add_fit(parser)
+    _add_threshold_options(parser)
+    _add_file_options(parser)
+    add_common(parser)
+    parser.set_defaults(handler=_cmd_select_threshold)
+
+
+def _add_threshold_options(parser) -> None:
+    """--target-risk, --delta, --bound, --per-class, --threshold-fraction and
+    --abstain-label."""
     parser.add_argument(
         "--target-risk",
         type=_fraction("0.05"),
@@ -440,6 +449,10 @@ def add_select_threshold(sub) -> None:
         help="the decision of an abstention, not a class (default -1, or "
         "'abstain' for string classes)",
     )
+
+
+def _add_file_options(parser) -> None:
+    """--apply, --out, --input, --head, --param, --save and the column options."""
     parser.add_argument(
         "--apply", metavar="FILE", help="data to decide on (needs --out)"
     )
@@ -475,5 +488,3 @@ def add_select_threshold(sub) -> None:
     )
     add_column_options(parser)
     add_keep_cols(parser, "--apply")
-    add_common(parser)
-    parser.set_defaults(handler=_cmd_select_threshold)
