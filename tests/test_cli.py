@@ -743,6 +743,7 @@ _COMMANDS = [
     "demo",
     "export",
     "monitor",
+    "select-threshold",
 ]
 
 

@@ -17,6 +17,7 @@ from ._adapt import add_adapt
 from ._benchmark import add_benchmark, add_demo
 from ._calibrate import add_apply, add_calibrate
 from ._common import CLIError, in_flags
+from ._decision import add_select_threshold
 from ._evaluate import add_evaluate
 from ._export import add_export
 from ._monitor import add_monitor
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_adapt(sub)
     add_evaluate(sub)
     add_select(sub)
+    add_select_threshold(sub)
     add_monitor(sub)
     add_benchmark(sub)
     add_demo(sub)

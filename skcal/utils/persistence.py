@@ -34,6 +34,7 @@ __all__ = ["dump", "dumps", "load", "trusted_types", "untrusted_types"]
 _STATE_PACKAGES = (
     "skcal.base",
     "skcal.calibrators",
+    "skcal.decision",
     "skcal.metrics",
     "skcal.model_selection",
     "skcal.shift",
