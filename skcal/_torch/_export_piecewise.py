@@ -6,8 +6,9 @@ turns the scores into them as the calibrators' validation does) and writes
 its value per class; :class:`OneVsRest` then floors and divides the rows as
 :func:`~skcal.calibrators._one_vs_rest.renormalize_inplace` does. The lookups
 are written with ops that both torch and ONNX have: a segment or bin index is
-the number of thresholds a value reaches (a comparison and a sum), and the
-per-class tables are gathered from one flat array at ``index + width k``.
+the number of thresholds a value reaches, found by an unrolled binary search
+(gather, compare, select) in the thresholds of all classes stored flat, and
+the per-class tables are gathered from flat arrays at that index.
 
 **Always float64 inside.** The calibrators cast float32 scores to float64
 and compute there; a step map then puts a value on a bin edge on the side
@@ -58,15 +59,14 @@ def _int(g, value) -> str:
     return g.const(np.asarray(value, dtype=np.int64))
 
 
-def _padded(rows, width: int, fill) -> np.ndarray:
-    """The 1-D arrays ``rows`` as the rows of a ``(len(rows), width)`` array,
-    each padded at its end with ``fill(row)``."""
-    out = np.empty((len(rows), width))
-    for k, row in enumerate(rows):
-        row = np.asarray(row, dtype=np.float64)
-        out[k, : row.size] = row
-        out[k, row.size :] = fill(row)
-    return out
+def _flat(rows) -> tuple[np.ndarray, np.ndarray]:
+    """The 1-D arrays ``rows`` concatenated in float64 without padding (one
+    0 after them, so that the array is never empty), and the index where
+    each row starts."""
+    rows = [np.asarray(row, dtype=np.float64).ravel() for row in rows]
+    sizes = np.array([row.size for row in rows], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    return np.concatenate([*rows, [0.0]]), starts
 
 
 class Float64Block(ExportModule):
@@ -92,32 +92,69 @@ class Float64Block(ExportModule):
         """The float64 buffer ``name`` as a float64 constant of ``g``."""
         return _const(g, self._value(name))
 
+    @torch.jit.ignore
+    def _i64(self, g, name: str) -> str:
+        """The int64 buffer ``name`` as an int64 constant of ``g``."""
+        return _int(g, getattr(self, name).detach().cpu().numpy())
+
 
 class _Lookup(Float64Block):
     """Shared code of the per-class tables: how many thresholds of its class
-    each entry reaches, as a flat index into ``(n_classes, width + 1)``."""
+    each entry reaches, found by a binary search in one flat array.
 
-    def _thresholds(self, t: np.ndarray) -> None:
-        self._constant("thresholds", t)
-        offsets = np.arange(t.shape[0], dtype=np.int64) * (t.shape[1] + 1)
-        self.register_buffer("offsets", torch.from_numpy(offsets))
+    The thresholds of class ``k`` (nondecreasing) are ``knots[start_k :
+    end_k]`` of the flat float64 buffer ``knots``, without padding: the
+    constants grow with the total number of thresholds, and the search
+    holds a few arrays of the input's shape (no ``(n, classes, width)``
+    comparison). The search descends by powers of two, ``2**(steps - 1)``
+    down to 1 with ``2**steps > max(end_k - start_k)``: the position
+    ``pos`` (from ``start_k``) moves by ``step`` where ``knots[pos + step -
+    1] <= x``, the index clamped to the class's last threshold, as if the
+    class went on repeating it (a nondecreasing array whose count of
+    entries ``<= x`` is the class's own count, or more where all of them
+    are reached); the result is ``pos`` clamped to ``end_k``. It is the
+    count of thresholds ``<= x`` plus ``start_k``: the same comparisons as
+    a linear count, so a value on a threshold is counted as reaching it.
+    """
+
+    def _thresholds(self, rows, knots=None, starts=None) -> None:
+        """Store the thresholds ``rows`` (one nondecreasing array per class)
+        as the buffer ``knots``; or, given ``starts``, read them in the flat
+        buffer ``knots`` (stored by the caller) from ``starts``."""
+        sizes = np.array([np.size(row) for row in rows], dtype=np.int64)
+        if knots is None:
+            knots, starts = _flat(rows)
+            self._constant("knots", knots)
+        self.steps = int(sizes.max(initial=0)).bit_length()
+        ends = np.asarray(starts, dtype=np.int64) + sizes
+        for name, value in (
+            ("starts", starts),
+            ("ends", ends),
+            ("lasts", np.maximum(ends - 1, starts)),
+        ):
+            value = np.array(value, dtype=np.int64)
+            self.register_buffer(name, torch.from_numpy(value))
 
     def _count(self, x: torch.Tensor) -> torch.Tensor:
-        reached = torch.unsqueeze(x, -1) >= self.thresholds
-        return reached.to(torch.int64).sum(dim=-1) + self.offsets
+        pos = self.starts.expand(x.shape)
+        for i in range(self.steps):
+            step = 1 << (self.steps - 1 - i)
+            index = torch.minimum(pos + (step - 1), self.lasts)
+            pos = torch.where(torch.take(self.knots, index) <= x, pos + step, pos)
+        return torch.minimum(pos, self.ends)
 
     @torch.jit.ignore
-    def _onnx_count(self, g, x: str) -> str:
-        axis = _int(g, [-1])
-        reached = g.op(
-            "GreaterOrEqual", g.op("Unsqueeze", x, axis), self._f64(g, "thresholds")
-        )
-        count = g.op("ReduceSum", g.op("Cast", reached, to=_INT64), axis, keepdims=0)
-        return g.op("Add", count, _int(g, self.offsets.detach().cpu().numpy()))
-
-    @torch.jit.ignore
-    def _onnx_take(self, g, table: str, index: str) -> str:
-        return g.op("Gather", _const(g, self._value(table).ravel()), index, axis=0)
+    def _onnx_count(self, g, x: str, knots: str) -> str:
+        """:meth:`_count` in ONNX, ``knots`` the name of the buffer's
+        constant in ``g``."""
+        lasts = self._i64(g, "lasts")
+        pos = g.op("Expand", self._i64(g, "starts"), g.op("Shape", x))
+        for i in range(self.steps):
+            step = 1 << (self.steps - 1 - i)
+            index = g.op("Min", g.op("Add", pos, _int(g, step - 1)), lasts)
+            reached = g.op("LessOrEqual", g.op("Gather", knots, index, axis=0), x)
+            pos = g.op("Where", reached, g.op("Add", pos, _int(g, step)), pos)
+        return g.op("Min", pos, self._i64(g, "ends"))
 
 
 class StepMap(_Lookup):
@@ -130,7 +167,8 @@ class StepMap(_Lookup):
     :func:`~skcal.metrics._binning.assign_bins` with ``"left"``);
     ``closed="right"``: bins ``(l, u]`` (the number of interior edges
     ``< p``, as ``np.searchsorted(edges[1:-1], p, "left")``: ``p > t`` is
-    ``p >= nextafter(t, inf)``).
+    ``p >= nextafter(t, inf)``). The edges and values of all classes are
+    stored flat (see :class:`_Lookup`).
     """
 
     def __init__(self, edges, values, closed: str = "left"):
@@ -143,19 +181,24 @@ class StepMap(_Lookup):
                     f"a step map needs one value per bin: {e.size + 2} edges "
                     f"and {v.size} values."
                 )
-        width = max(1, max(e.size for e in interior))
-        t = _padded(interior, width, lambda row: np.inf)  # never reached
         if closed == "right":
-            t = np.nextafter(t, np.inf)
-        self._thresholds(t)
-        self._constant("table", _padded(values, width + 1, lambda row: 0.0))
+            interior = [np.nextafter(e, np.inf) for e in interior]
+        self._thresholds(interior)
+        table, table_starts = _flat(values)
+        self._constant("table", table)
+        # a class's values start ``shift`` after its thresholds
+        shift = table_starts - self.starts.numpy()
+        self.register_buffer("shift", torch.from_numpy(shift))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.take(self.table, self._count(x))
+        return torch.take(self.table, self._count(x) + self.shift)
 
     @torch.jit.ignore
     def onnx(self, g, x: str) -> str:
-        return self._onnx_take(g, "table", self._onnx_count(g, x))
+        index = g.op(
+            "Add", self._onnx_count(g, x, self._f64(g, "knots")), self._i64(g, "shift")
+        )
+        return g.op("Gather", self._f64(g, "table"), index, axis=0)
 
 
 class PiecewiseLinear(_Lookup):
@@ -165,46 +208,42 @@ class PiecewiseLinear(_Lookup):
     ``xp[-1]`` on, and in between the segment ``j`` with ``xp[j] <= p <
     xp[j + 1]`` (with repeated ``xp``, the last of the tied knots: the value
     to the right of a jump), evaluated as ``slope_j (p - xp[j]) + fp[j]``
-    with numpy's slope; where that is not finite (knots closer than ~1e-308),
-    the fraction of the segment, as :func:`~skcal.utils._proba.interp` does.
-    A single knot is a constant map.
+    with numpy's slope ``(fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])``; where
+    that is not finite (knots closer than ~1e-308), the fraction of the
+    segment, as :func:`~skcal.utils._proba.interp` does. A single knot is
+    a constant map. The knots of all classes are stored flat (the buffers
+    ``knots`` and ``values``), the segment found by a binary search among
+    each class's interior knots (see :class:`_Lookup`).
     """
 
     def __init__(self, xp, fp):
         super().__init__()
-        xp = [np.asarray(x, dtype=np.float64) for x in xp]
-        fp = [np.asarray(f, dtype=np.float64) for f in fp]
+        xp = [np.asarray(x, dtype=np.float64).ravel() for x in xp]
+        fp = [np.asarray(f, dtype=np.float64).ravel() for f in fp]
         xp = [x if x.size > 1 else np.repeat(x, 2) for x in xp]
         fp = [f if f.size > 1 else np.repeat(f, 2) for f in fp]
-        width = max(x.size for x in xp)
-        X = _padded(xp, width, lambda row: row[-1])
-        F = _padded(fp, width, lambda row: row[-1])
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            slopes = (F[:, 1:] - F[:, :-1]) / (X[:, 1:] - X[:, :-1])
-        slopes = np.where(np.isnan(slopes), 0.0, slopes)  # padding: never used
-        # the segment: the number of interior knots reached (padding included)
-        self._thresholds(X[:, 1:-1])
+        knots, starts = _flat(xp)
+        self._constant("knots", knots)
+        self._constant("values", _flat(fp)[0])
+        # the segment: 1 + the number of interior knots reached, from start
+        self._thresholds([x[1:-1] for x in xp], knots, starts + 1)
         for name, value in (
-            ("x0", X[:, :-1]),
-            ("x1", X[:, 1:]),
-            ("f0", F[:, :-1]),
-            ("f1", F[:, 1:]),
-            ("slope", slopes),
-            ("first_x", X[:, 0]),
-            ("first_f", F[:, 0]),
+            ("first_x", [x[0] for x in xp]),
+            ("first_f", [f[0] for f in fp]),
             ("last_x", [x[-1] for x in xp]),
             ("last_f", [f[-1] for f in fp]),
         ):
             self._constant(name, value)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        j = self._count(x)
-        x0, f0 = torch.take(self.x0, j), torch.take(self.f0, j)
+        j = self._count(x)  # the flat index of the segment's right knot
+        x0, x1 = torch.take(self.knots, j - 1), torch.take(self.knots, j)
+        f0, f1 = torch.take(self.values, j - 1), torch.take(self.values, j)
         dx = x - x0
-        value = torch.take(self.slope, j) * dx + f0
+        width = x1 - x0
+        value = ((f1 - f0) / width) * dx + f0
         # knots too close for the slope: the fraction of the segment
-        x1, f1 = torch.take(self.x1, j), torch.take(self.f1, j)
-        t = torch.clamp(dx / (x1 - x0), 0.0, 1.0)
+        t = torch.clamp(dx / width, 0.0, 1.0)
         t = torch.where(torch.isfinite(t), t, torch.ones_like(t))
         value = torch.where(torch.isfinite(value), value, f0 + t * (f1 - f0))
         value = torch.where(x >= self.last_x, self.last_f, value)
@@ -212,15 +251,16 @@ class PiecewiseLinear(_Lookup):
 
     @torch.jit.ignore
     def onnx(self, g, x: str) -> str:
-        j = self._onnx_count(g, x)
-        x0, f0 = self._onnx_take(g, "x0", j), self._onnx_take(g, "f0", j)
-        x1, f1 = self._onnx_take(g, "x1", j), self._onnx_take(g, "f1", j)
-        dx = g.op("Sub", x, x0)
-        value = g.op("Add", g.op("Mul", self._onnx_take(g, "slope", j), dx), f0)
-        t = g.op("Div", dx, g.op("Sub", x1, x0))
-        t = g.op("Clip", t, _const(g, 0.0), _const(g, 1.0))
+        knots, values = self._f64(g, "knots"), self._f64(g, "values")
+        j = self._onnx_count(g, x, knots)
+        i = g.op("Sub", j, _int(g, 1))
+        x0, x1 = g.op("Gather", knots, i, axis=0), g.op("Gather", knots, j, axis=0)
+        f0, f1 = g.op("Gather", values, i, axis=0), g.op("Gather", values, j, axis=0)
+        dx, width, rise = g.op("Sub", x, x0), g.op("Sub", x1, x0), g.op("Sub", f1, f0)
+        value = g.op("Add", g.op("Mul", g.op("Div", rise, width), dx), f0)
+        t = g.op("Clip", g.op("Div", dx, width), _const(g, 0.0), _const(g, 1.0))
         t = g.op("Where", _onnx_isfinite(g, t), t, _const(g, 1.0))
-        steep = g.op("Add", f0, g.op("Mul", t, g.op("Sub", f1, f0)))
+        steep = g.op("Add", f0, g.op("Mul", t, rise))
         value = g.op("Where", _onnx_isfinite(g, value), value, steep)
         last = g.op("GreaterOrEqual", x, self._f64(g, "last_x"))
         value = g.op("Where", last, self._f64(g, "last_f"), value)
