@@ -152,23 +152,26 @@ class _Lookup(Float64Block):
         return torch.minimum(below + 1, self.ends)
 
     @torch.jit.ignore
-    def _onnx_count(self, g, x: str, knots: str) -> str:
-        """:meth:`_count` in ONNX, flattened: ``knots`` the name of the
-        buffer as a ``(1, total)`` constant of ``g``; returns the counts of
-        ``x`` as int32 of shape ``(1, x.size)`` (for :meth:`_onnx_take`).
+    def _onnx_count(self, g, xt: str, knots: str) -> str:
+        """:meth:`_count` in ONNX of the transposed input ``xt`` (a row
+        per class: a class's knots are read one after the other, from the
+        cache), flattened: ``knots`` the name of the buffer as a ``(1,
+        total)`` constant of ``g``; returns the counts of ``xt`` as int32 of
+        shape ``(1, xt.size)`` (for :meth:`_onnx_take`).
 
         Written for onnxruntime's CPU kernels (1.32): indices in int32 (half
         the memory traffic of int64), the knots read by GatherElements of
         one row (eight times faster than Gather, which copies entry by
         entry), and a step taken as ``below + reached * step`` (a Where on
         int32 costs several times its Cast, Mul and Add)."""
-        shape, flat = g.op("Shape", x), _int(g, [1, -1])
+        shape, flat = g.op("Shape", xt), _int(g, [1, -1])
 
         def spread(value):  # a per-class int32 constant, at every entry
-            return g.op("Reshape", g.op("Expand", _int32(g, value), shape), flat)
+            column = _int32(g, value[:, None])
+            return g.op("Reshape", g.op("Expand", column, shape), flat)
 
         x, lasts, below = (
-            g.op("Reshape", x, flat),
+            g.op("Reshape", xt, flat),
             spread(self.lasts),
             spread(self.starts - 1),
         )
@@ -184,6 +187,12 @@ class _Lookup(Float64Block):
     def _onnx_row(self, g, name: str) -> str:
         """The flat float64 buffer ``name`` as a ``(1, size)`` constant."""
         return _const(g, self._value(name)[None])
+
+    @torch.jit.ignore
+    def _onnx_column(self, g, name: str) -> str:
+        """The per-class float64 buffer ``name`` as a ``(classes, 1)``
+        constant (for the transposed input)."""
+        return _const(g, self._value(name)[:, None])
 
     @torch.jit.ignore
     def _onnx_take(self, g, table: str, index: str, x: str) -> str:
@@ -231,11 +240,12 @@ class StepMap(_Lookup):
 
     @torch.jit.ignore
     def onnx(self, g, x: str) -> str:
-        count = self._onnx_count(g, x, self._onnx_row(g, "knots"))
-        shape = g.op("Shape", x)
-        shift = g.op("Expand", _int32(g, self.shift), shape)
+        xt = g.op("Transpose", x, perm=[1, 0])
+        count = self._onnx_count(g, xt, self._onnx_row(g, "knots"))
+        shift = g.op("Expand", _int32(g, self.shift[:, None]), g.op("Shape", xt))
         index = g.op("Add", count, g.op("Reshape", shift, _int(g, [1, -1])))
-        return self._onnx_take(g, self._onnx_row(g, "table"), index, x)
+        out = self._onnx_take(g, self._onnx_row(g, "table"), index, xt)
+        return g.op("Transpose", out, perm=[1, 0])
 
 
 class PiecewiseLinear(_Lookup):
@@ -288,6 +298,7 @@ class PiecewiseLinear(_Lookup):
 
     @torch.jit.ignore
     def onnx(self, g, x: str) -> str:
+        x = g.op("Transpose", x, perm=[1, 0])  # a row per class
         knots, values = self._onnx_row(g, "knots"), self._onnx_row(g, "values")
         j = self._onnx_count(g, x, knots)
         i = g.op("Sub", j, _int32(g, 1))
@@ -299,10 +310,11 @@ class PiecewiseLinear(_Lookup):
         t = g.op("Where", _onnx_isfinite(g, t), t, _const(g, 1.0))
         steep = g.op("Add", f0, g.op("Mul", t, rise))
         value = g.op("Where", _onnx_isfinite(g, value), value, steep)
-        last = g.op("GreaterOrEqual", x, self._f64(g, "last_x"))
-        value = g.op("Where", last, self._f64(g, "last_f"), value)
-        first = g.op("GreaterOrEqual", x, self._f64(g, "first_x"))
-        return g.op("Where", first, value, self._f64(g, "first_f"))
+        last = g.op("GreaterOrEqual", x, self._onnx_column(g, "last_x"))
+        value = g.op("Where", last, self._onnx_column(g, "last_f"), value)
+        first = g.op("GreaterOrEqual", x, self._onnx_column(g, "first_x"))
+        value = g.op("Where", first, value, self._onnx_column(g, "first_f"))
+        return g.op("Transpose", value, perm=[1, 0])
 
 
 def _onnx_sigmoid(g, x: str) -> str:
