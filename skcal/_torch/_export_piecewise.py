@@ -141,15 +141,18 @@ class _Lookup(Float64Block):
             value = np.array(value, dtype=np.int64)
             self.register_buffer(name, torch.from_numpy(value))
 
-    def _count(self, x: torch.Tensor) -> torch.Tensor:
+    def _count(self, xt: torch.Tensor) -> torch.Tensor:
+        """The flat counts of the transposed input ``xt`` (a contiguous row
+        per class: a class's knots are read in a run, from the cache)."""
         # ``below = pos - 1``: the index read at a step is ``below + step``
         # (clamped), the new position where that knot is reached
-        below = self.starts.expand(x.shape) - 1
+        below = self.starts.unsqueeze(1).expand(xt.shape) - 1
+        lasts = self.lasts.unsqueeze(1)
         for i in range(self.steps):
             ahead = below + (1 << (self.steps - 1 - i))
-            index = torch.minimum(ahead, self.lasts)
-            below = torch.where(torch.take(self.knots, index) <= x, ahead, below)
-        return torch.minimum(below + 1, self.ends)
+            index = torch.minimum(ahead, lasts)
+            below = torch.where(torch.take(self.knots, index) <= xt, ahead, below)
+        return torch.minimum(below + 1, self.ends.unsqueeze(1))
 
     @torch.jit.ignore
     def _onnx_count(self, g, xt: str, knots: str) -> str:
@@ -236,7 +239,8 @@ class StepMap(_Lookup):
         self.register_buffer("shift", torch.from_numpy(shift))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.take(self.table, self._count(x) + self.shift)
+        xt = x.t().contiguous()
+        return torch.take(self.table, self._count(xt) + self.shift.unsqueeze(1)).t()
 
     @torch.jit.ignore
     def onnx(self, g, x: str) -> str:
@@ -283,6 +287,7 @@ class PiecewiseLinear(_Lookup):
             self._constant(name, value)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.t().contiguous()  # a row per class (see _count)
         j = self._count(x)  # the flat index of the segment's right knot
         x0, x1 = torch.take(self.knots, j - 1), torch.take(self.knots, j)
         f0, f1 = torch.take(self.values, j - 1), torch.take(self.values, j)
@@ -293,8 +298,10 @@ class PiecewiseLinear(_Lookup):
         t = torch.clamp(dx / width, 0.0, 1.0)
         t = torch.where(torch.isfinite(t), t, torch.ones_like(t))
         value = torch.where(torch.isfinite(value), value, f0 + t * (f1 - f0))
-        value = torch.where(x >= self.last_x, self.last_f, value)
-        return torch.where(x >= self.first_x, value, self.first_f)
+        last_x, last_f = self.last_x.unsqueeze(1), self.last_f.unsqueeze(1)
+        value = torch.where(x >= last_x, last_f, value)
+        first_x, first_f = self.first_x.unsqueeze(1), self.first_f.unsqueeze(1)
+        return torch.where(x >= first_x, value, first_f).t()
 
     @torch.jit.ignore
     def onnx(self, g, x: str) -> str:
