@@ -4,7 +4,7 @@ of classifier + calibrator; what skl2onnx fails on (issue 53).
 Three tables, one process:
 
 1. **Latency.** Each calibrator (TemperatureScaling, VectorScaling,
-   DirichletCalibrator, IsotonicCalibrator where it can be exported) is
+   DirichletCalibrator, IsotonicCalibrator, HistogramBinningCalibrator) is
    fitted on ImageNet-like logits (``_lib/synthetic.score_data``) of 10 and
    1,000 classes, exported by ``skcal.export.to_onnx`` (float32), and timed
    on 1 row and on 10,000 rows: onnxruntime's ``session.run`` (CPU, one
@@ -26,7 +26,7 @@ Three tables, one process:
 
 Run (from the repository root)::
 
-    python benchmarks/bench_export.py [--repeats 15] [--out FILE.md]
+    python benchmarks/bench_export.py [--repeats 15] [--out FILE.md] [--only NAME ...]
 """
 
 import argparse
@@ -74,7 +74,7 @@ def _alternate(f, g, repeats):
 
 def _calibrators(n_classes):
     from skcal import DirichletCalibrator, TemperatureScaling, VectorScaling
-    from skcal.calibrators import IsotonicCalibrator
+    from skcal.calibrators import HistogramBinningCalibrator, IsotonicCalibrator
 
     yield "TemperatureScaling", TemperatureScaling(device="cpu")
     yield "VectorScaling", VectorScaling(device="cpu")
@@ -84,6 +84,7 @@ def _calibrators(n_classes):
         DirichletCalibrator(device="cpu", reg_lambda=1e-3, **dirichlet),
     )
     yield "IsotonicCalibrator", IsotonicCalibrator()
+    yield "HistogramBinningCalibrator", HistogramBinningCalibrator()
 
 
 def _time_pair(session, calibrator, X, repeats):
@@ -109,8 +110,9 @@ def _time_pair(session, calibrator, X, repeats):
     return diff, times
 
 
-def latency_rows(repeats):
-    """Table 1: (method, classes, bytes, max diff, 1-row and 10k-row times)."""
+def latency_rows(repeats, only=None):
+    """Table 1: (method, classes, bytes, max diff, 1-row and 10k-row times),
+    of the calibrators named in ``only`` (all if None)."""
     from skcal.exceptions import NotExportableError
     from skcal.export import to_onnx
 
@@ -120,6 +122,8 @@ def latency_rows(repeats):
         X_fit, y_fit = score_data(max(2000, 3 * n_classes), n_classes, rng)
         X = score_data(N_ROWS, n_classes, rng)[0].astype(np.float32)
         for name, calibrator in _calibrators(n_classes):
+            if only is not None and name not in only:
+                continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 calibrator.set_params(classes=np.arange(n_classes))
@@ -304,41 +308,9 @@ def _ms(rows):
     return out
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", help="also write the tables to this file")
-    args = parser.parse_args(argv)
-    import onnxruntime
-    import skl2onnx
-    import torch
-
-    torch.set_num_threads(1)
-    head = (
-        f"- date: {datetime.date.today().isoformat()}\n"
-        f"- CPU: {platform.machine()}, {os.cpu_count()} cores (shared), load average "
-        f"{os.getloadavg()[0]:.1f}; torch {torch.__version__} (1 thread), "
-        f"onnxruntime {onnxruntime.__version__} (1 intra-op thread), skl2onnx "
-        f"{skl2onnx.__version__}\n"
-        f"- `python benchmarks/bench_export.py --repeats {args.repeats}`\n"
-    )
-    tables = [
-        "## 1. Latency: onnxruntime vs skcal predict_proba (float32, median ms)\n\n"
-        + _table(
-            [
-                "calibrator",
-                "classes",
-                "graph bytes",
-                "max diff",
-                "ORT 1 row",
-                "skcal 1 row",
-                "skcal/ORT",
-                f"ORT {N_ROWS}",
-                f"skcal {N_ROWS}",
-                "skcal/ORT",
-            ],
-            _ms(latency_rows(args.repeats)),
-        ),
+def _other_tables():
+    """Tables 2 and 3, as markdown."""
+    return [
         "## 2. One graph: classifier (skl2onnx) + TemperatureScaling, digits\n\n"
         + _table(
             [
@@ -356,6 +328,51 @@ def main(argv=None):
             failure_rows(),
         ),
     ]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--out", help="also write the tables to this file")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        help="table 1 alone, of these calibrators (e.g. IsotonicCalibrator)",
+    )
+    args = parser.parse_args(argv)
+    import onnxruntime
+    import skl2onnx
+    import torch
+
+    torch.set_num_threads(1)
+    head = (
+        f"- date: {datetime.date.today().isoformat()}\n"
+        f"- CPU: {platform.machine()}, {os.cpu_count()} cores (shared), load average "
+        f"{os.getloadavg()[0]:.1f}; torch {torch.__version__} (1 thread), "
+        f"onnxruntime {onnxruntime.__version__} (1 intra-op thread), skl2onnx "
+        f"{skl2onnx.__version__}\n"
+        f"- `python benchmarks/bench_export.py {' '.join(argv or sys.argv[1:])}`\n"
+    )
+    tables = [
+        "## 1. Latency: onnxruntime vs skcal predict_proba (float32, median ms)\n\n"
+        + _table(
+            [
+                "calibrator",
+                "classes",
+                "graph bytes",
+                "max diff",
+                "ORT 1 row",
+                "skcal 1 row",
+                "skcal/ORT",
+                f"ORT {N_ROWS}",
+                f"skcal {N_ROWS}",
+                "skcal/ORT",
+            ],
+            _ms(latency_rows(args.repeats, args.only)),
+        )
+    ]
+    if not args.only:
+        tables += _other_tables()
     text = "# Export\n\n" + head + "\n" + "\n\n".join(tables) + "\n"
     print(text)
     if args.out:
