@@ -127,3 +127,20 @@ def test_bad_input_says_what_was_expected(spark):
         sk_spark.transform(df, calibrator, ["a", "a"], "c")
     with pytest.raises(ValueError, match="engine must be one of"):
         sk_spark.transform(df, calibrator, "s", "c", engine="pandas")
+
+
+def test_the_docs_udf_example_runs(spark, capsys):
+    """doc/spark.rst's pandas UDF example, in this session (getOrCreate)."""
+    import re
+    import textwrap
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "doc" / "spark.rst").read_text()
+    blocks = re.findall(r"code-block:: python\n\n((?:    .*\n|\n)+)", text)
+    block = next(b for b in blocks if "calibrate_udf(" in b)
+    namespace = {}
+    exec(compile(textwrap.dedent(block), "doc/spark.rst", "exec"), namespace)
+    calibrator, proba = namespace["calibrator"], namespace["proba"]
+    first = np.asarray(namespace["first"]["calibrated"])
+    want = calibrator.predict_proba(proba[:1])[0]
+    np.testing.assert_allclose(first, want, rtol=RTOL, atol=0)
