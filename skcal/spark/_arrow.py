@@ -189,7 +189,8 @@ def calibrate_udf(calibrator, *, input="array", return_type="array<double>"):
     probabilities, computed one Arrow batch at a time (the session's
     ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows) on float64
     scores: they equal ``calibrator.predict_proba`` of the collected rows.
-    Needs pyarrow and pandas on the executors, and works on Spark Connect.
+    Needs pyarrow and pandas on the executors; it needs no SparkContext, so
+    a Spark Connect session can run it too (the tests use a classic one).
 
     The calibrator travels pickled inside the UDF, with each task: fine for
     a fitted calibrator (a few kB); for a large model (a

@@ -94,9 +94,11 @@ def test_binary_positive_class_as_double(spark):
     calibrator = PlattCalibrator(input="proba").fit(scores, y)
     df = spark.createDataFrame([(s.tolist(),) for s in scores], "s array<double>")
     udf = sk_spark.calibrate_udf(calibrator, return_type="double")
-    got = df.withColumn("c", udf("s")).collect()
-    want = calibrator.predict_proba(_column(got, "s"))[:, 1]
-    np.testing.assert_allclose(_column(got, "c"), want, rtol=RTOL, atol=0)
+    udf32 = sk_spark.calibrate_udf(calibrator, return_type="array<float>")
+    got = df.withColumn("c", udf("s")).withColumn("c32", udf32("s")).collect()
+    want = calibrator.predict_proba(_column(got, "s"))
+    np.testing.assert_allclose(_column(got, "c"), want[:, 1], rtol=RTOL, atol=0)
+    np.testing.assert_array_equal(_column(got, "c32"), want.astype(np.float32))
 
 
 def test_bad_input_says_what_was_expected(spark):
