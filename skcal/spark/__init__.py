@@ -3,17 +3,20 @@
 Metrics of a DataFrame's rows computed per partition and merged on the
 driver (:func:`calibration_metrics`, :func:`spark_metric` and the named
 metrics below), and a fitted calibrator's probabilities as a new column
-(:func:`transform`). pyspark is imported only when one of them runs
-(``pip install "skcal[spark]"``; Spark needs a Java runtime).
+(:func:`transform`, or :func:`calibrate_udf`: a pandas UDF). pyspark is
+imported only when one of them runs (``pip install "skcal[spark]"``; Spark
+needs a Java runtime).
 """
 
 from __future__ import annotations
 
+from ._arrow import calibrate_udf
 from ._metrics import calibration_metrics, spark_metric
 from ._predict import transform
 
 __all__ = [
     "brier_score",
+    "calibrate_udf",
     "calibration_metrics",
     "classwise_calibration_error",
     "expected_calibration_error",

@@ -1,4 +1,4 @@
-"""One local Spark session per test module (2 cores, no UI), or a skip."""
+"""One local Spark session for the Spark tests (2 cores, no UI), or a skip."""
 
 import os
 import shutil
@@ -14,7 +14,7 @@ def _java_missing() -> bool:
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark():
     pytest.importorskip("pyspark", reason="pyspark is not installed (skcal[spark])")
     if _java_missing():
