@@ -307,3 +307,19 @@ def test_smart_topk_refusals():
     padded = TopKScores([[0, -1], [1, 2]], values, 12)
     with pytest.raises(ValueError, match="row 0 .* lists 1 class"):
         smart.predict_proba(padded)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # classes without a sample
+def test_smart_topk_many_columns_interpolated():
+    """From 256 columns on the CPU both paths interpolate ``log S`` between
+    exactly summed nodes, the top-k path with the unlisted share's
+    multiplicity."""
+    logits, y = _problem(n=120, n_classes=400)
+    top = TopKScores.from_logits(logits, k=300)
+    dense = _dense_rest_model(top)
+    params = dict(loss="nll", max_iter=30, random_state=0, device="cpu")
+    ref = SMARTCalibrator(**params).fit(dense, y)
+    got = SMARTCalibrator(**params).fit(top, y)
+    np.testing.assert_allclose(got.loss_curve_, ref.loss_curve_, rtol=1e-4, atol=1e-5)
+    P = _densify(got.predict_proba(top))
+    np.testing.assert_allclose(P, ref.predict_proba(dense), atol=1e-4)
