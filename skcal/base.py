@@ -468,7 +468,8 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
             raise TypeError(
                 f"{type(self).__name__} does not take TopKScores input; "
                 "TemperatureScaling does (fit, predict_proba, ...), and so do "
-                "EnsembleTemperatureScaling and TopVersusAll. For dense "
+                "EnsembleTemperatureScaling, TopVersusAll and SMARTCalibrator. "
+                "For dense "
                 "scores pass X.to_dense() (the rest model's log-probabilities, "
                 "refused above max_bytes) with input='logits'."
             )

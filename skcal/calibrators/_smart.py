@@ -11,11 +11,22 @@ from sklearn.utils.validation import check_is_fitted
 from .._torch import check_device
 from .._torch.kernels import (
     fit_smart,
+    fit_smart_topk,
+    smart_gap_temperature,
     smart_predict_proba,
     smart_predict_temperature,
 )
 from ..base import BaseCalibrator
 from ..exceptions import ConvergenceWarning
+from ..llm._topk import TopKScores
+from ..llm._topk_ops import (
+    TopKTemperatureObjective,
+    expanded,
+    scale_topk,
+    topk_gaps,
+    topk_logit_scale,
+    topk_top_label,
+)
 from ..utils._constraints import TRAINING_CONSTRAINTS
 from ..utils._parameters import hidden_sizes, mlp_count
 from ..utils._sklearn import Interval, StrOptions
@@ -23,7 +34,8 @@ from ..utils._split import stratified_split
 from ..utils._training import training_options
 from ..utils._validation import check_hidden_layer_sizes
 from ..utils._warnings import warn
-from ._scaling import fit_inverse_temperature
+from ._scaling import fit_inverse_temperature, solve_inverse_temperature
+from ._topk_input import TopKInputMixin
 
 __all__ = ["SMARTCalibrator"]
 
@@ -32,7 +44,7 @@ __all__ = ["SMARTCalibrator"]
 _MAX_GAP = 1e30
 
 
-class SMARTCalibrator(BaseCalibrator):
+class SMARTCalibrator(TopKInputMixin, BaseCalibrator):
     """SMART: a temperature per sample, read from the logit gap.
 
     The logit gap ``g = z_(1) - z_(2)`` (largest minus second-largest logit)
@@ -195,6 +207,19 @@ class SMARTCalibrator(BaseCalibrator):
       generated data) gave the same calibration on those tasks and were
       replaced by the reference code's.
 
+    **Top-k input.** ``X`` may be a :class:`~skcal.llm.TopKScores` (``k
+    >= 2``) with ``y`` its class indices (``classes`` must be ``None``).
+    SMART then calibrates its rest model (the leftover mass spread equally
+    over the ``m = V - k`` unlisted classes, each with log-probability
+    ``u``): the gap is that of the two largest of the listed values and
+    ``u``, a listed class gets ``exp(l_j / T)`` and each unlisted class
+    ``exp(u / T)``, normalised, so the loss is a softmax over ``k + 1``
+    columns whose last counts ``m`` times (a label outside the top-k has
+    the probability of one unlisted class); never ``n x V``.
+    ``predict_proba`` returns a ``TopKScores`` (same indices). With ``k =
+    1`` the second-largest log-probability would be the rest model's equal
+    share, not the model's own, so it is refused.
+
     On seven real tasks SMART's top-label ECE was below temperature
     scaling's with large calibration sets (3 of 3 tasks at 10,000 rows) but
     not with small ones (2 of 7 at 50 rows, where the paper finds it most
@@ -221,6 +246,14 @@ class SMARTCalibrator(BaseCalibrator):
     True
     >>> smart.predict_temperature(logits).shape
     (500,)
+
+    On the top-3 log-probabilities of each row (the rest model):
+
+    >>> from skcal.llm import TopKScores
+    >>> top = TopKScores.from_logits(logits, k=3)
+    >>> smart_top = SMARTCalibrator(max_iter=20, random_state=0, device="cpu")
+    >>> smart_top.fit(top, y).predict_proba(top)
+    TopKScores(n_samples=500, k=3, n_classes=5, rest_logmass=known)
     """
 
     _needs_torch = True  # its fit runs torch kernels
@@ -331,6 +364,15 @@ class SMARTCalibrator(BaseCalibrator):
             logits,
             y_index,
             sample_weight,
+            options=options,
+            val_idx=val_idx,
+            **self._training_keywords(hidden, t0),
+        )
+        self._store(fitted)
+
+    def _training_keywords(self, hidden, t0) -> dict:
+        """The network's and the loss's settings, as the kernels take them."""
+        return dict(
             hidden=hidden,
             t_min=float(self.t_min),
             loss=self.loss,
@@ -340,9 +382,11 @@ class SMARTCalibrator(BaseCalibrator):
             smoothing=float(self.smoothing),
             t0=t0,
             tol=float(self.tol),
-            options=options,
-            val_idx=val_idx,
         )
+
+    def _store(self, fitted):
+        """The fitted attributes of a :class:`SmartFit`; warns when the
+        training loss became non-finite."""
         self.coefs_ = fitted.coefs
         self.intercepts_ = fitted.intercepts
         self.gap_mean_ = fitted.gap_mean
@@ -376,18 +420,106 @@ class SMARTCalibrator(BaseCalibrator):
         """
         wrong = (sample_weight > 0) & (np.argmax(logits, axis=1) != y_index)
         if not wrong.any():
-            warn(
-                "SMARTCalibrator: every calibration row's top class is its label "
-                "(the scores separate the classes), so the SoftECE and the "
-                "likelihood both keep falling as the temperature goes to 0; the "
-                "classifier's own temperature T = 1 was kept for every sample. "
-                "A calibration set with some errors of the classifier lets the "
-                "temperature be learned.",
-                ConvergenceWarning,
-            )
+            self._warn_separable()
             return 1.0, True
         beta = fit_inverse_temperature(logits, y_index, sample_weight, self.device).x
         return 1.0 / beta, False
+
+    @staticmethod
+    def _warn_separable():
+        warn(
+            "SMARTCalibrator: every calibration row's top class is its label "
+            "(the scores separate the classes), so the SoftECE and the "
+            "likelihood both keep falling as the temperature goes to 0; the "
+            "classifier's own temperature T = 1 was kept for every sample. "
+            "A calibration set with some errors of the classifier lets the "
+            "temperature be learned.",
+            ConvergenceWarning,
+        )
+
+    # -------------------------------------------------------- top-k input
+    def _check_topk(self, top):
+        """Each row lists at least 2 classes (the gap's two log-probabilities)."""
+        short = top.n_listed < min(2, top.n_classes)
+        if short.any():
+            row = int(np.nonzero(short)[0][0])
+            raise ValueError(
+                f"SMARTCalibrator reads the gap between each row's two largest "
+                f"log-probabilities, but row {row} of the TopKScores lists "
+                f"{top.n_listed[row]} class(es) (k={top.k}): its second would be "
+                f"the rest model's equal share of the leftover mass, not the "
+                f"model's own. Pass a top-k with k >= 2, or use "
+                f"TemperatureScaling, which takes k = 1."
+            )
+
+    def _fit_topk(self, top, y_index, sample_weight):
+        """:meth:`_fit` on the rest model of a ``TopKScores``: the same
+        training, on its ``n x (k + 1)`` columns."""
+        self._check_topk(top)
+        if len(top) < 2:
+            raise ValueError(
+                f"SMARTCalibrator needs at least 2 calibration samples to "
+                f"standardise the logit gaps; got {len(top)}."
+            )
+        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
+        columns, mult = expanded(top)
+        self._check_topk_spread(columns, mult)
+        rng = check_random_state(self.random_state)
+        seed = rng.randint(np.iinfo(np.int32).max)
+        val_idx = None
+        if self.validation_fraction is not None:
+            val_idx = self._held_out_rows(
+                y_index, sample_weight, rng.randint(np.iinfo(np.int32).max)
+            )
+        train = np.ones(len(y_index), dtype=bool)
+        if val_idx is not None:
+            train[val_idx] = False
+        check_device(self.device)
+        _, correct = topk_top_label(top, y_index)
+        t0, separable = self._start_topk(
+            top[train], y_index[train], sample_weight[train], correct[train] > 0
+        )
+        options = training_options(self, seed)
+        if separable:
+            options = options.replace(max_iter=0)
+        fitted = fit_smart_topk(
+            columns, mult, top.label_logproba(y_index), topk_gaps(top),
+            correct > 0, sample_weight, options=options, val_idx=val_idx,
+            **self._training_keywords(hidden, t0),
+        )  # fmt: skip
+        self._store(fitted)
+
+    def _check_topk_spread(self, columns, mult):
+        """The rest model's gaps to the row maxima, as :meth:`_check_logits`."""
+        counted = np.where(mult > 0, columns, np.nan)
+        spread = float(
+            np.nanmax(np.nanmax(counted, axis=1) - np.nanmin(counted, axis=1))
+        )
+        if not spread <= _MAX_GAP:
+            raise ValueError(
+                f"SMARTCalibrator trains in float32, whose range ends at 3.4e38, "
+                f"but X has a log-probability {spread:.3g} below its row's "
+                f"maximum (at most {_MAX_GAP:g} is accepted). Use "
+                "TemperatureScaling, which works at any scale."
+            )
+
+    def _start_topk(self, top, y_index, sample_weight, correct):
+        """:meth:`_start` on a ``TopKScores``: temperature scaling's
+        temperature of its rest model, or 1 when separable."""
+        if not ((sample_weight > 0) & ~correct).any():
+            self._warn_separable()
+            return 1.0, True
+        scale = topk_logit_scale(top)
+        objective = TopKTemperatureObjective(top, y_index, sample_weight, scale)
+        return 1.0 / solve_inverse_temperature(objective.derivatives, scale).x, False
+
+    def _map_topk(self, top):
+        """The rest model with each row's temperature, as a ``TopKScores``."""
+        return scale_topk(top, 1.0 / self._topk_temperature(top))
+
+    def _topk_temperature(self, top):
+        self._check_topk(top)
+        return smart_gap_temperature(topk_gaps(top), **self._network())
 
     def _held_out_rows(self, y_index, sample_weight, seed) -> np.ndarray:
         """Sorted rows held out for early stopping (of positive weight).
@@ -471,7 +603,7 @@ class SMARTCalibrator(BaseCalibrator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_classes)
+        X : array-like of shape (n_samples, n_classes) or TopKScores
             Scores, as in :meth:`fit`.
 
         Returns
@@ -480,4 +612,11 @@ class SMARTCalibrator(BaseCalibrator):
             ``T`` such that the calibrated logits are ``logits / T``.
         """
         check_is_fitted(self)
+        if isinstance(X, TopKScores):
+            if X.n_classes != self.n_features_in_:
+                raise ValueError(
+                    f"X has n_classes={X.n_classes}, but SMARTCalibrator was "
+                    f"fitted on {self.n_features_in_} classes."
+                )
+            return self._topk_temperature(X)
         return self._temperature(self._validate_scores(X, reset=False))

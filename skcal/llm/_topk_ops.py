@@ -106,16 +106,19 @@ class TopKTemperatureObjective:
         return grad, hess
 
 
-def scale_topk(top: TopKScores, beta: float) -> TopKScores:
+def scale_topk(top: TopKScores, beta) -> TopKScores:
     """The top-k of ``softmax(beta * z)`` of the rest model's logits ``z``:
-    same indices, listed ``beta v - L``, leftover ``log(m) + beta u - L``."""
+    same indices, listed ``beta v - L``, leftover ``log(m) + beta u - L``.
+    ``beta``: a float, or one per row (shape ``(n_samples,)``)."""
     values = np.empty_like(top.values)
     rest = np.empty(len(top))
     v_all, u_all, log_m_all = _parts(top)
+    b_all = np.broadcast_to(np.asarray(beta, dtype=np.float64), (len(top),))
     for start in range(0, len(top), _CHUNK_ROWS):
         rows = slice(start, start + _CHUNK_ROWS)
-        zl = beta * v_all[rows]
-        zr = log_m_all[rows] + beta * u_all[rows]  # log of the rest's mass
+        b = b_all[rows]
+        zl = b[:, None] * v_all[rows]
+        zr = log_m_all[rows] + b * u_all[rows]  # log of the rest's mass
         high = np.maximum(zl.max(axis=1, initial=-np.inf), zr)
         lse = high + np.log(np.exp(zl - high[:, None]).sum(axis=1) + np.exp(zr - high))
         values[rows] = zl - lse[:, None]
@@ -181,6 +184,20 @@ def expanded(top: TopKScores):
     )
     z[mult == 0] = 0.0
     return z, mult
+
+
+def topk_gaps(top: TopKScores) -> np.ndarray:
+    """Each row's ``z_(1) - z_(2)`` of the rest model's dense logits: the
+    two largest of its listed values and its unlisted share ``u``, ``u``
+    counted once per unlisted class (so twice when two or more are
+    unlisted)."""
+    v, u, _ = _parts(top)
+    m = top.n_classes - top.n_listed
+    u1 = np.where(m >= 1, u, -np.inf)
+    u2 = np.where(m >= 2, u, -np.inf)
+    both = np.concatenate([v, u1[:, None], u2[:, None]], axis=1)
+    two = -np.partition(-both, 1, axis=1)[:, :2]
+    return two[:, 0] - two[:, 1]
 
 
 def top_listed(top: TopKScores):

@@ -1,4 +1,4 @@
-"""EnsembleTemperatureScaling and TopVersusAll on TopKScores.
+"""EnsembleTemperatureScaling, TopVersusAll and SMARTCalibrator on TopKScores.
 
 References are independent: the dense calibrator on the dense logits
 (``k = n_classes``), or on a dense matrix of the rest model built here
@@ -12,6 +12,7 @@ from skcal import (
     EnsembleTemperatureScaling,
     IsotonicCalibrator,
     PlattCalibrator,
+    SMARTCalibrator,
     TemperatureScaling,
     TopVersusAll,
 )
@@ -196,3 +197,129 @@ def test_tva_topk_without_a_binary_problem_keeps_the_scores():
     out = tva.predict_proba(top)
     np.testing.assert_allclose(out.values, top.values, atol=1e-15)
     np.testing.assert_allclose(out.rest_logmass, top.rest_logmass, atol=1e-15)
+
+
+# ----------------------------------------------------------------- SMART
+def _smart_reference_losses(P, y, loss):
+    """The dense objective of probabilities ``P``, written here (NLL and
+    multiclass Brier score, unweighted means)."""
+    rows = np.arange(len(y))
+    if loss == "nll":
+        return -np.mean(np.log(P[rows, y]))
+    onehot = np.zeros_like(P)
+    onehot[rows, y] = 1.0
+    return np.mean(((P - onehot) ** 2).sum(axis=1))
+
+
+def _dense_gaps(dense):
+    two = -np.sort(-dense, axis=1)[:, :2]
+    return two[:, 0] - two[:, 1]
+
+
+@pytest.mark.parametrize("k", [12, 4])
+@pytest.mark.parametrize("loss", ["soft_ece", "nll", "brier"])
+def test_smart_topk_equals_dense(k, loss):
+    """The top-k path trains on the (k + 1)-column rest model in float32
+    with another summation order than the dense path, so the two fits agree
+    to float32 rounding (loss curves, predictions to 1e-4); the fitted
+    network, evaluated densely on the rest model's matrix built here, gives
+    the top-k predictions to 1e-9."""
+    logits, y = _problem(n=200)
+    top = TopKScores.from_logits(logits, k=k)
+    dense = _log_softmax(logits) if k == 12 else _dense_rest_model(top)
+    params = dict(loss=loss, max_iter=40, random_state=0, device="cpu")
+    ref = SMARTCalibrator(**params).fit(dense, y)
+    got = SMARTCalibrator(**params).fit(top, y)
+    if k == 4:
+        assert not (top.indices == y[:, None]).any(axis=1).all()  # unlisted labels
+    assert got.gap_mean_ == pytest.approx(ref.gap_mean_, rel=1e-12)
+    assert got.temperature_init_ == pytest.approx(ref.temperature_init_, rel=1e-9)
+    assert got.n_iter_ == ref.n_iter_ == 40
+    np.testing.assert_allclose(got.loss_curve_, ref.loss_curve_, rtol=1e-4, atol=1e-6)
+    out = got.predict_proba(top)
+    assert isinstance(out, TopKScores)
+    np.testing.assert_array_equal(out.indices, top.indices)
+    P = _densify(out)
+    np.testing.assert_allclose(P, ref.predict_proba(dense), atol=1e-4)
+    # the same fitted network on the dense rest model, by hand
+    T = got.predict_temperature(top)
+    g = np.clip(_dense_gaps(dense), *got.gap_range_)
+    h = (g[:, None] - got.gap_mean_) / (got.gap_std_ + 1e-8)
+    for i, (W, b) in enumerate(zip(got.coefs_, got.intercepts_)):
+        h = h @ W + b
+        h = np.maximum(h, 0.0) if i < len(got.coefs_) - 1 else h
+    np.testing.assert_allclose(T, np.logaddexp(0.0, h[:, 0]) + got.t_min, rtol=1e-12)
+    by_hand = np.exp(dense / T[:, None])
+    by_hand /= by_hand.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(P, by_hand, atol=1e-9)
+    np.testing.assert_array_equal(got.predict(top), np.argmax(by_hand, axis=1))
+    if loss != "soft_ece":  # the kept parameters' training loss (float32)
+        kept = got.loss_curve_[got.best_iter_]
+        assert kept == pytest.approx(
+            _smart_reference_losses(by_hand, y, loss), rel=1e-5
+        )
+
+
+def test_smart_topk_rest_above_listed():
+    """Rows listing classes that are not their top (so the unlisted share
+    ``u`` can be the second or the largest log-probability), weighted rows
+    and a held-out split: against the dense fit of the rest model."""
+    rng = np.random.default_rng(3)
+    n, V, k = 240, 6, 3
+    logits = 2.0 * rng.normal(size=(n, V))
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    y = np.array([rng.choice(V, p=row) for row in p])
+    indices = np.array([rng.permutation(V)[:k] for _ in range(n)])
+    values = np.log(np.take_along_axis(p, indices, axis=1))
+    top = TopKScores(indices, values, V, np.log1p(-np.exp(values).sum(axis=1)))
+    dense = _dense_rest_model(top)
+    u = dense[np.arange(n), [np.setdiff1d(np.arange(V), r)[0] for r in indices]]
+    assert (u > np.sort(values, axis=1)[:, -2]).mean() > 0.2
+    assert (u > values.max(axis=1)).any()
+    w = rng.uniform(0.5, 2.0, n)
+    params = dict(max_iter=30, validation_fraction=0.25, random_state=1, device="cpu")
+    ref = SMARTCalibrator(**params).fit(dense, y, sample_weight=w)
+    got = SMARTCalibrator(**params).fit(top, y, sample_weight=w)
+    assert got.gap_range_ == pytest.approx(ref.gap_range_, rel=1e-12)
+    np.testing.assert_allclose(
+        got.validation_loss_curve_, ref.validation_loss_curve_, rtol=1e-4, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        got.predict_temperature(top), ref.predict_temperature(dense), rtol=1e-4
+    )
+    np.testing.assert_allclose(
+        _densify(got.predict_proba(top)), ref.predict_proba(dense), atol=1e-4
+    )
+
+
+def test_smart_topk_refusals():
+    logits, y = _problem(n=50)
+    with pytest.raises(ValueError, match="k >= 2.*TemperatureScaling"):
+        SMARTCalibrator(device="cpu").fit(TopKScores.from_logits(logits, k=1), y)
+    top = TopKScores.from_logits(logits, k=3)
+    with pytest.raises(ValueError, match="classes=None"):
+        SMARTCalibrator(classes=np.arange(12)).fit(top, y)
+    smart = SMARTCalibrator(max_iter=2, device="cpu").fit(top, y)
+    with pytest.raises(ValueError, match="n_classes=13"):
+        smart.predict_proba(TopKScores.from_logits(np.zeros((2, 13)), k=3))
+    values = np.log([[0.5, 0.1], [0.5, 0.3]])
+    values[0, 1] = -np.inf
+    padded = TopKScores([[0, -1], [1, 2]], values, 12)
+    with pytest.raises(ValueError, match="row 0 .* lists 1 class"):
+        smart.predict_proba(padded)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # classes without a sample
+def test_smart_topk_many_columns_interpolated():
+    """From 256 columns on the CPU both paths interpolate ``log S`` between
+    exactly summed nodes, the top-k path with the unlisted share's
+    multiplicity."""
+    logits, y = _problem(n=120, n_classes=400)
+    top = TopKScores.from_logits(logits, k=300)
+    dense = _dense_rest_model(top)
+    params = dict(loss="nll", max_iter=30, random_state=0, device="cpu")
+    ref = SMARTCalibrator(**params).fit(dense, y)
+    got = SMARTCalibrator(**params).fit(top, y)
+    np.testing.assert_allclose(got.loss_curve_, ref.loss_curve_, rtol=1e-4, atol=1e-5)
+    P = _densify(got.predict_proba(top))
+    np.testing.assert_allclose(P, ref.predict_proba(dense), atol=1e-4)

@@ -26,7 +26,9 @@ from ._rff import (
 from ._smart import (
     SmartFit,
     fit_smart,
+    fit_smart_topk,
     logit_gaps,
+    smart_gap_temperature,
     smart_predict_proba,
     smart_predict_temperature,
 )
@@ -77,6 +79,7 @@ __all__ = [
     "fit_global_dirichlet_map",
     "fit_kcal",
     "fit_smart",
+    "fit_smart_topk",
     "SmartFit",
     "golden_section_min",
     "kcal_proba",
@@ -88,6 +91,7 @@ __all__ = [
     "local_net_predict",
     "logit_gaps",
     "pts_predict_logits",
+    "smart_gap_temperature",
     "smart_predict_proba",
     "smart_predict_temperature",
     "RFFErrorsResult",

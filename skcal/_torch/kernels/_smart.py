@@ -86,16 +86,35 @@ def _row_temperatures(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Row maxima of ``z`` and the temperature of each row (see below)."""
     first, second = top_two(z)
-    gaps = first - second
+    fit = dict(coefs=coefs, intercepts=intercepts, gap_mean=gap_mean)
+    fit.update(gap_std=gap_std, t_min=t_min, gap_range=gap_range)
+    return first, _gap_temperatures(first - second, **fit)
+
+
+def _gap_temperatures(
+    gaps: torch.Tensor, *, coefs, intercepts, gap_mean, gap_std, t_min, gap_range
+) -> torch.Tensor:
+    """The temperature of each row from its logit gap (float64 tensor)."""
     if gap_range is not None:
         gaps = gaps.clamp(gap_range[0], gap_range[1])
     g_hat = standardize_gaps(gaps, gap_mean, gap_std)
     layers = [
-        (to_tensor(W, z.device, torch.float64), to_tensor(b, z.device, torch.float64))
+        (
+            to_tensor(W, gaps.device, torch.float64),
+            to_tensor(b, gaps.device, torch.float64),
+        )
         for W, b in zip(coefs, intercepts)
     ]
     with torch.no_grad():
-        return first, smart_temperature(layers, g_hat, t_min)
+        return smart_temperature(layers, g_hat, t_min)
+
+
+def smart_gap_temperature(gaps: np.ndarray, *, device, **fit) -> np.ndarray:
+    """Temperature of each row from its logit gap ``z_(1) - z_(2)`` (numpy
+    float64), for scores whose gaps are computed elsewhere (a top-k's rest
+    model); ``fit`` as in :func:`smart_predict_temperature`."""
+    g = to_tensor(gaps, resolve_device(device), torch.float64)
+    return to_numpy(_gap_temperatures(g, **fit))
 
 
 def smart_predict_temperature(logits: np.ndarray, *, device, **fit) -> np.ndarray:
@@ -126,14 +145,17 @@ def smart_predict_proba(logits: np.ndarray, *, device, **fit) -> np.ndarray:
     return to_numpy(torch.softmax(shifted, dim=1))
 
 
-def _row_moments(beta: torch.Tensor, d: torch.Tensor, order: int, rows=None):
+def _row_moments(beta: torch.Tensor, d: torch.Tensor, order: int, rows=None, mult=None):
     """Per row ``log S`` and the first ``order`` cumulants of ``d`` under ``e / S``.
 
     ``e_ij = exp(-beta_i d_ij)``, ``S_i = sum_j e_ij``. One streaming pass over
     row chunks in the dtype of ``d``; results in float64. ``order`` is 1
     (mean), 2 (and variance) or 3 (and third cumulant). ``rows`` (int64
     tensor) evaluates only those rows of ``d``, ``beta[k]`` for row
-    ``rows[k]``, gathering one chunk at a time.
+    ``rows[k]``, gathering one chunk at a time. ``mult`` (like ``d``, or
+    None: all 1) counts column ``j`` of a row ``mult_ij`` times, ``e_ij =
+    mult_ij exp(-beta_i d_ij)``: a top-k's rest model, whose last column
+    stands for its unlisted classes.
     """
     n = d.shape[0] if rows is None else rows.shape[0]
     c = d.shape[1]
@@ -151,6 +173,8 @@ def _row_moments(beta: torch.Tensor, d: torch.Tensor, order: int, rows=None):
         # float32: underflowing to subnormals makes exp ~10x slower on CPUs
         e.clamp_min_(_MIN_EXPONENT)
         e.exp_()
+        if mult is not None:
+            e.mul_(mult[start:stop] if rows is None else mult[rows[start:stop]])
         out[0, start:stop] = e.sum(dim=1)
         for k in range(1, order + 1):
             out[k, start:stop] = e.mul_(dd).sum(dim=1)
@@ -166,9 +190,9 @@ def _row_moments(beta: torch.Tensor, d: torch.Tensor, order: int, rows=None):
     return (s.log(), *cumulants)
 
 
-def _exact_log_partition(beta: torch.Tensor, d: torch.Tensor):
+def _exact_log_partition(beta: torch.Tensor, d: torch.Tensor, mult=None):
     """``log S`` of each row and its derivative in ``beta`` (``-mean``)."""
-    log_s, mean = _row_moments(beta, d, 1)
+    log_s, mean = _row_moments(beta, d, 1, mult=mult)
     return log_s, -mean
 
 
@@ -224,8 +248,8 @@ class _InterpolatedLogPartition:
     ``beta0``, is summed exactly.
     """
 
-    def __init__(self, d, beta0, *, step, span, tol):
-        self.d, self.step, self.tol = d, step, tol
+    def __init__(self, d, beta0, *, step, span, tol, mult=None):
+        self.d, self.step, self.tol, self.mult = d, step, tol, mult
         self.base = math.floor(math.log(beta0) / step) - span
         self.n_nodes, n = 2 * span + 2, d.shape[0]
         # node-major, so memory is touched only for nodes that are used;
@@ -248,7 +272,9 @@ class _InterpolatedLogPartition:
     def _fill(self, flat: torch.Tensor) -> None:
         n = self.rows.shape[0]
         node, rows = flat // n, flat % n
-        log_s, k1, k2, k3 = _row_moments(self._node_beta(node), self.d, 3, rows)
+        log_s, k1, k2, k3 = _row_moments(
+            self._node_beta(node), self.d, 3, rows, self.mult
+        )
         self.values[flat] = torch.stack([log_s, -k1, k2, -k3], dim=1)
         self.known[flat] = True
         self.n_filled += rows.shape[0]
@@ -283,7 +309,7 @@ class _InterpolatedLogPartition:
         exact = ~(inside & (estimate <= self.tol))  # NaN estimates included
         if bool(exact.any()):
             rows = self.rows[exact]
-            log_s, mean = _row_moments(beta[exact], self.d, 1, rows)
+            log_s, mean = _row_moments(beta[exact], self.d, 1, rows, self.mult)
             value[exact], slope[exact] = log_s, -mean
             self.n_fallback += rows.shape[0]
         return value, slope
@@ -373,20 +399,24 @@ def _gap_moments(gaps: torch.Tensor, w: torch.Tensor) -> tuple[float, float]:
     return float(gap_mean), float(gap_std)
 
 
-def _make_log_partition(d: torch.Tensor, t0: float, interpolate: bool | None):
-    """``beta -> (log S, d log S / d beta)`` of the rows of ``d``.
+def _make_log_partition(
+    d: torch.Tensor, t0: float, interpolate: bool | None, mult=None
+):
+    """``beta -> (log S, d log S / d beta)`` of the rows of ``d`` (columns
+    counted ``mult`` times, see :func:`_row_moments`).
 
     Interpolated (:class:`_InterpolatedLogPartition`, around ``beta = 1 /
     t0``) when ``interpolate`` is True, or when it is None on the CPU with at
-    least ``_INTERP_MIN_CLASSES`` classes; summed exactly otherwise.
+    least ``_INTERP_MIN_CLASSES`` columns; summed exactly otherwise.
     """
     if interpolate is None:
         interpolate = d.device.type == "cpu" and d.shape[1] >= _INTERP_MIN_CLASSES
     if not interpolate:
-        return functools.partial(_exact_log_partition, d=d)
+        return functools.partial(_exact_log_partition, d=d, mult=mult)
     return _InterpolatedLogPartition(
         d,
         1.0 / t0,
+        mult=mult,
         step=_NODE_STEP,
         # (2 span + 2) nodes of 4 float64 per row: at most the 4 C bytes of a
         # row of gaps
@@ -447,12 +477,23 @@ class _Rows:
     gaps: torch.Tensor  # z_(1) - z_(2), float64
     correct: torch.Tensor  # whether the top class is the label
     w: torch.Tensor
+    mult: torch.Tensor | None = None  # times each column counts (None: 1)
 
     def subset(self, mask: torch.Tensor) -> _Rows:
+        mult = None if self.mult is None else self.mult[mask]
         return _Rows(
             self.d[mask], self.d_true[mask], self.gaps[mask], self.correct[mask],
-            self.w[mask],
+            self.w[mask], mult,
         )  # fmt: skip
+
+    def split(self, val_idx, device):
+        """``(train, held)`` by the held-out row indices ``val_idx`` (held:
+        None without them)."""
+        if val_idx is None:
+            return self, None
+        is_val = torch.zeros(self.d.shape[0], dtype=torch.bool, device=device)
+        is_val[to_tensor(val_idx, device, torch.int64)] = True
+        return self.subset(~is_val), self.subset(is_val)
 
 
 def _training_rows(logits, y_index, sample_weight, val_idx, device):
@@ -471,11 +512,29 @@ def _training_rows(logits, y_index, sample_weight, val_idx, device):
         w=to_tensor(sample_weight, device, torch.float64),
     )
     del z, first, second
-    if val_idx is None:
-        return rows, None
-    is_val = torch.zeros(len(y_index), dtype=torch.bool, device=device)
-    is_val[to_tensor(val_idx, device, torch.int64)] = True
-    return rows.subset(~is_val), rows.subset(is_val)
+    return rows.split(val_idx, device)
+
+
+def _topk_training_rows(columns, mult, label, gaps, correct, sample_weight, device):
+    """The :class:`_Rows` of a top-k's rest model: ``columns`` (n, k + 1)
+    its listed log-probabilities then the unlisted share, each counted
+    ``mult`` times (0: padding, or no unlisted mass), ``label`` each row's
+    label log-probability, ``gaps`` its ``z_(1) - z_(2)`` and ``correct``
+    whether its argmax is the label."""
+    z = to_tensor(columns, device, torch.float64)
+    m = to_tensor(mult, device, torch.float64)
+    counted = m > 0
+    first = torch.where(counted, z, -torch.inf).max(dim=1).values
+    # columns counted 0 times get a gap of 0: exp(0) * 0 adds nothing
+    d = torch.where(counted, first[:, None] - z, 0.0)
+    return _Rows(
+        d=d.to(torch.float32),
+        d_true=(first - to_tensor(label, device, torch.float64)).to(torch.float32),
+        gaps=to_tensor(gaps, device, torch.float64),
+        correct=to_tensor(correct, device, torch.bool),
+        w=to_tensor(sample_weight, device, torch.float64),
+        mult=m.to(torch.float32),
+    )
 
 
 def _held_out_monitor(objective, held_objective, train_curve: list):
@@ -501,18 +560,10 @@ def fit_smart(
     y_index: np.ndarray,
     sample_weight: np.ndarray,
     *,
-    hidden: tuple,
-    t_min: float,
-    loss: str,
-    n_bins: int,
-    alpha: float,
-    q: float,
-    smoothing: float,
-    t0: float,
-    tol: float,
     options: TrainingOptions,
     val_idx: np.ndarray | None = None,
     interpolate: bool | None = None,
+    **fit,
 ) -> SmartFit:
     """Fit the temperature network with full-batch Adam.
 
@@ -528,17 +579,73 @@ def fit_smart(
     its lowest value are kept). Without it, early stopping watches the
     training loss. ``interpolate`` (None: on the CPU with at least
     ``_INTERP_MIN_CLASSES`` classes) evaluates ``log S``
-    through :class:`_InterpolatedLogPartition`.
+    through :class:`_InterpolatedLogPartition`. ``fit`` holds ``hidden``,
+    ``t_min``, ``loss``, ``n_bins``, ``alpha``, ``q``, ``smoothing``, ``t0``
+    and ``tol``.
 
     Returns
     -------
     SmartFit
     """
     options = options.resolved()
-    gen = make_generator(options.seed, "cpu")
     train, held = _training_rows(
         logits, y_index, sample_weight, val_idx, options.device
     )
+    return _fit_rows(train, held, options=options, interpolate=interpolate, **fit)
+
+
+def fit_smart_topk(
+    columns: np.ndarray,
+    mult: np.ndarray,
+    label: np.ndarray,
+    gaps: np.ndarray,
+    correct: np.ndarray,
+    sample_weight: np.ndarray,
+    *,
+    options: TrainingOptions,
+    val_idx: np.ndarray | None = None,
+    interpolate: bool | None = None,
+    **fit,
+) -> SmartFit:
+    """:func:`fit_smart` on a top-k's rest model, never ``n x n_classes``.
+
+    ``columns`` (n, k + 1): each row's listed log-probabilities, then the
+    share ``u`` of each unlisted class; ``mult`` how many classes each
+    column stands for (1 listed, 0 padding, the number of unlisted classes
+    for ``u``, 0 where it is ``-inf``). Every sum over the classes in the
+    loss is a ``mult``-weighted sum over the columns: ``softmax(z / T)``
+    over ``k + 1`` columns, the last counted ``V - k`` times. ``label``:
+    each row's label log-probability (its listed value or ``u``);
+    ``gaps``: the rest model's ``z_(1) - z_(2)``; ``correct``: whether the
+    rest model's argmax is the label. ``fit`` holds the other keywords of
+    :func:`fit_smart`.
+    """
+    options = options.resolved()
+    rows = _topk_training_rows(
+        columns, mult, label, gaps, correct, sample_weight, options.device
+    )
+    train, held = rows.split(val_idx, options.device)
+    return _fit_rows(train, held, options=options, interpolate=interpolate, **fit)
+
+
+def _fit_rows(
+    train: _Rows,
+    held: _Rows | None,
+    *,
+    hidden: tuple,
+    t_min: float,
+    loss: str,
+    n_bins: int,
+    alpha: float,
+    q: float,
+    smoothing: float,
+    t0: float,
+    tol: float,
+    options: TrainingOptions,
+    interpolate: bool | None,
+) -> SmartFit:
+    """The training of :func:`fit_smart` on prepared rows."""
+    gen = make_generator(options.seed, "cpu")
     gap_mean, gap_std = _gap_moments(train.gaps, train.w)
     positive = train.gaps[train.w > 0]
 
@@ -551,7 +658,7 @@ def fit_smart(
     def objective_of(rows: _Rows):
         return _make_objective(
             layers,
-            _make_log_partition(rows.d, t0, interpolate),
+            _make_log_partition(rows.d, t0, interpolate, rows.mult),
             g_hat=standardize_gaps(rows.gaps, gap_mean, gap_std),
             d_true=rows.d_true,
             correct=rows.correct,
