@@ -27,33 +27,23 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _lib.datasets import available_tasks, load_task  # noqa: E402
 
-from skcal.calibrators import (  # noqa: E402
-    BBQCalibrator,
-    CenteredIsotonicCalibrator,
-    ENIRCalibrator,
-    HistogramBinningCalibrator,
-    IsotonicCalibrator,
-    ScalingBinningCalibrator,
-    SplineCalibrator,
-    TemperatureScaling,
-    TopVersusAll,
-)
-from skcal.exceptions import AccuracyDropWarning  # noqa: E402
+def _methods() -> dict:
+    """The calibrators compared (imported after the arguments are parsed)."""
+    from skcal import calibrators as c
 
-METHODS = {
-    "TS": TemperatureScaling,
-    "scaling-binning": ScalingBinningCalibrator,
-    "histogram binning": HistogramBinningCalibrator,
-    "isotonic": IsotonicCalibrator,
-    "centred isotonic": CenteredIsotonicCalibrator,
-    "BBQ": BBQCalibrator,
-    "ENIR": ENIRCalibrator,
-    "spline": SplineCalibrator,
-    "TvA(isotonic)": lambda: TopVersusAll(IsotonicCalibrator()),
-    "TvA(histogram)": lambda: TopVersusAll(HistogramBinningCalibrator()),
-}
+    return {
+        "TS": c.TemperatureScaling,
+        "scaling-binning": c.ScalingBinningCalibrator,
+        "histogram binning": c.HistogramBinningCalibrator,
+        "isotonic": c.IsotonicCalibrator,
+        "centred isotonic": c.CenteredIsotonicCalibrator,
+        "BBQ": c.BBQCalibrator,
+        "ENIR": c.ENIRCalibrator,
+        "spline": c.SplineCalibrator,
+        "TvA(isotonic)": lambda: c.TopVersusAll(c.IsotonicCalibrator()),
+        "TvA(histogram)": lambda: c.TopVersusAll(c.HistogramBinningCalibrator()),
+    }
 
 
 def _nll(proba, y):
@@ -61,6 +51,8 @@ def _nll(proba, y):
 
 
 def _row(task, name, make, logits, y):
+    from skcal.exceptions import AccuracyDropWarning
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         start = time.perf_counter()
@@ -85,6 +77,8 @@ def main(argv=None) -> int:
     parser.add_argument("--n-cal", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    from _lib.datasets import available_tasks, load_task
+
     print(
         "| task | classes | method | accuracy (predict) | accuracy (argmax) | "
         "NLL | AccuracyDropWarning | fit s |"
@@ -103,7 +97,7 @@ def main(argv=None) -> int:
             f"{input_acc:.4f} | | | |",
             flush=True,
         )
-        for method, make in METHODS.items():
+        for method, make in _methods().items():
             print(_row(task, method, make, logits, y), flush=True)
     return 0
 

@@ -34,11 +34,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _lib.datasets import available_tasks, load_task  # noqa: E402
-
-from skcal.calibrators import TemperatureScaling  # noqa: E402
-from skcal.monitor import CalibrationMonitor  # noqa: E402
-
 
 def _softmax(z):
     z = np.exp(z - z.max(axis=1, keepdims=True))
@@ -73,6 +68,8 @@ def _truth(kind, p):
 
 def _run(p, truth, batch, max_looks, alpha, rng, settle=0):
     """Looks until the alarm (and ``settle`` more, for the verdict)."""
+    from skcal.monitor import CalibrationMonitor
+
     monitor = CalibrationMonitor(alpha=alpha)
     for _ in range(max_looks):
         rows = rng.integers(0, len(p), batch)
@@ -83,6 +80,8 @@ def _run(p, truth, batch, max_looks, alpha, rng, settle=0):
 
 
 def _deployed(task):
+    from skcal.calibrators import TemperatureScaling
+
     ts = TemperatureScaling().fit(task.cal_logits, task.cal_labels)
     return ts.predict_proba(task.test_logits)
 
@@ -126,6 +125,8 @@ def main(argv=None) -> int:
     parser.add_argument("--delay-runs", type=int, default=50)
     parser.add_argument("--alpha", type=float, default=0.05)
     args = parser.parse_args(argv)
+    from _lib.datasets import available_tasks, load_task
+
     tasks = [t for t in args.tasks if t in available_tasks()]
     rng = np.random.default_rng(0)
     null_rows, delay_rows = [], []

@@ -1107,8 +1107,14 @@ def metric_inputs(draw, *, n_min=20, n_max=60, edge=False, weights=None):
     return MetricInput(y, P, F, n_classes, w)
 
 
+#: The operating point of the metrics that need one (no default: the user
+#: states the coverage or the risk).
+REQUIRED_KW = {"selective_risk": {"coverage": 0.8}, "coverage_at_risk": {"risk": 0.1}}
+
+
 def call_metric(metric, inp, **kw):
     args = (inp.y, inp.P, inp.F) if _is_local(metric) else (inp.y, inp.P)
+    kw = {**REQUIRED_KW.get(metric.__name__, {}), **kw}
     if _is_local(metric):
         kw = {**LOCAL_KW, **kw}
     with quiet():

@@ -111,7 +111,6 @@ __all__ = [
     "eaurc",
     "risk_coverage_curve",
     "selective_risk",
-
     "GroupDifferenceTest",
     "GroupedMetricState",
     "GroupedResult",
