@@ -4,7 +4,6 @@ directly on the same files, and its errors."""
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from skcal import TemperatureScaling
@@ -79,6 +78,7 @@ def test_threshold_decisions_and_realised_risk_equal_the_library(
 def test_per_class_thresholds_on_string_classes_in_csv(tmp_path, capsys):
     """CSV files with class names: proba_<class> columns, the default
     abstention 'abstain', one threshold per class as the library's."""
+    pd = pytest.importorskip("pandas")
     names = np.array(["cat", "dog", "fox"])
     (z_cal, y_cal), (z_test, y_test) = _logits(2000, 2), _logits(300, 3)
     cal, test, out = tmp_path / "cal.csv", tmp_path / "test.csv", tmp_path / "d.csv"
@@ -131,6 +131,7 @@ def test_no_threshold_meets_the_target_exits_0_and_abstains(files, tmp_path, cap
 
 
 def test_save_writes_the_fitted_selective_classifier(files, tmp_path, capsys):
+    pytest.importorskip("skops.io")
     cal, _, (z_cal, y_cal), (z_test, _) = files
     model = tmp_path / "selective.skops"
     rc, stdout, stderr = _run(capsys, "--fit", cal, "--method", "ts", "--save", model)
