@@ -8,22 +8,23 @@ by a strength chosen by repeated cross-fitting on the calibration rows.
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from scipy import sparse
 from scipy.optimize import minimize
 from scipy.special import log_softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.model_selection import RepeatedKFold, check_cv
-from sklearn.utils.validation import check_is_fitted, check_random_state
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from ..llm._corrections import (
-    CV_REPEATS,
     SHRINKAGE_GRID,
     _option_log_proba,
+    best_shrinkage,
     fit_log_temperature,
+    fitted_group_positions,
+    shrinkage_folds,
 )
 from ..utils._groups import check_groups
 from ..utils._sklearn import Interval, StrOptions, _fit_context
@@ -232,8 +233,7 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
         n_groups = len(self.groups_)
         if self.shrinkage == "auto":
             self.cv_nll_ = self._cross_fit(Z, y_index, w, g_index, n_groups)
-            best = np.flatnonzero(self.cv_nll_ <= self.cv_nll_.min() * (1 + 1e-12))
-            self.shrinkage_ = float(SHRINKAGE_GRID[best[-1]])
+            self.shrinkage_ = best_shrinkage(self.cv_nll_)
         else:
             self.cv_nll_, self.shrinkage_ = None, float(self.shrinkage)
         pooled, maps = _vector_fits(Z, y_index, w, g_index, n_groups, [self.shrinkage_])
@@ -243,15 +243,8 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
         return self
 
     def _cross_fit(self, Z, y, w, g_index, n_groups) -> np.ndarray:
-        if isinstance(self.cv, Integral):
-            seed = check_random_state(self.random_state).randint(2**31 - 1)
-            folds = RepeatedKFold(
-                n_splits=self.cv, n_repeats=CV_REPEATS, random_state=seed
-            )
-        else:
-            folds = check_cv(self.cv)
         total, tested = np.zeros(len(SHRINKAGE_GRID)), 0.0
-        for train, test in folds.split(Z):
+        for train, test in shrinkage_folds(self.cv, self.random_state).split(Z):
             tested += w[test].sum()
             pooled, maps = _vector_fits(
                 Z[train], y[train], w[train], g_index[train], n_groups, SHRINKAGE_GRID
@@ -271,16 +264,7 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
             np.stack([self.coef_, self.intercept_]), (len(Z), 2, Z.shape[1])
         ).copy()
         if groups is not None:
-            groups = np.asarray(groups)
-            if groups.shape != (len(Z),):
-                raise ValueError(
-                    f"groups must give one group per row of X: expected shape "
-                    f"({len(Z)},), got {groups.shape}."
-                )
-            pos = np.clip(
-                np.searchsorted(self.groups_, groups), 0, len(self.groups_) - 1
-            )
-            seen = self.groups_[pos] == groups
+            pos, seen = fitted_group_positions(self.groups_, groups, len(Z))
             maps[seen, 0] = self.group_coef_[pos[seen]]
             maps[seen, 1] = self.group_intercept_[pos[seen]]
         return Z, maps

@@ -372,6 +372,36 @@ def _curvature(Z, y, w, s: float) -> float:
     return float(max(d2.sum() / w.sum(), 1e-12))
 
 
+def shrinkage_folds(cv, random_state):
+    """The folds whose held-out NLL chooses the shrinkage: ``cv`` folds
+    repeated :data:`CV_REPEATS` times (seeded by ``random_state``) for an
+    integer ``cv``, else the user's splitter."""
+    if isinstance(cv, Integral):
+        seed = check_random_state(random_state).randint(2**31 - 1)
+        return RepeatedKFold(n_splits=cv, n_repeats=CV_REPEATS, random_state=seed)
+    return check_cv(cv)
+
+
+def best_shrinkage(cv_nll: np.ndarray) -> float:
+    """The strongest strength of :data:`SHRINKAGE_GRID` whose held-out NLL
+    is the smallest (within a relative 1e-12)."""
+    best = np.flatnonzero(cv_nll <= cv_nll.min() * (1 + 1e-12))
+    return float(SHRINKAGE_GRID[best[-1]])
+
+
+def fitted_group_positions(fitted_groups: np.ndarray, groups, n: int):
+    """Each row's position in the sorted ``fitted_groups`` and whether its
+    group is one of them, for ``groups`` of ``n`` rows (shape checked)."""
+    groups = np.asarray(groups)
+    if groups.shape != (n,):
+        raise ValueError(
+            f"groups must give one group per row of X: expected shape ({n},), "
+            f"got {groups.shape}."
+        )
+    pos = np.clip(np.searchsorted(fitted_groups, groups), 0, len(fitted_groups) - 1)
+    return pos, fitted_groups[pos] == groups
+
+
 def _group_fits(Z, y, w, g_index, n_groups, strengths):
     """``(pooled s, (len(strengths), n_groups) log-temperatures)``.
 
@@ -524,8 +554,7 @@ class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
         n_groups = len(self.groups_)
         if self.shrinkage == "auto":
             self.cv_nll_ = self._cross_fit(Z, y_index, w, g_index, n_groups)
-            best = np.flatnonzero(self.cv_nll_ <= self.cv_nll_.min() * (1 + 1e-12))
-            self.shrinkage_ = float(SHRINKAGE_GRID[best[-1]])
+            self.shrinkage_ = best_shrinkage(self.cv_nll_)
         else:
             self.cv_nll_, self.shrinkage_ = None, float(self.shrinkage)
         s0, s = _group_fits(Z, y_index, w, g_index, n_groups, [self.shrinkage_])
@@ -536,28 +565,19 @@ class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
     def _group_index(self, groups, n: int, *, fit: bool):
         if groups is None:
             groups = np.zeros(n, dtype=int)
+        if not fit:
+            return fitted_group_positions(self.groups_, groups, n)
         groups = np.asarray(groups)
         if groups.shape != (n,):
             raise ValueError(
                 f"groups must give one group per row of X: expected shape ({n},), "
                 f"got {groups.shape}."
             )
-        if fit:
-            return np.unique(groups, return_inverse=True)
-        pos = np.clip(np.searchsorted(self.groups_, groups), 0, len(self.groups_) - 1)
-        seen = self.groups_[pos] == groups
-        return pos, seen
+        return np.unique(groups, return_inverse=True)
 
     def _cross_fit(self, Z, y, w, g_index, n_groups) -> np.ndarray:
-        if isinstance(self.cv, Integral):
-            seed = check_random_state(self.random_state).randint(2**31 - 1)
-            folds = RepeatedKFold(
-                n_splits=self.cv, n_repeats=CV_REPEATS, random_state=seed
-            )
-        else:
-            folds = check_cv(self.cv)
         total, tested = np.zeros(len(SHRINKAGE_GRID)), 0.0
-        for train, test in folds.split(Z):
+        for train, test in shrinkage_folds(self.cv, self.random_state).split(Z):
             tested += w[test].sum()
             s0, s = _group_fits(
                 Z[train], y[train], w[train], g_index[train], n_groups, SHRINKAGE_GRID
