@@ -61,12 +61,12 @@ def selective_losses(
     the confidence is the top probability, or ``confidence`` when given (a
     finite score per row, higher is more confident).
     """
-    proba, y_index, w = check_proba_targets(
-        y_true, y_proba, labels=labels, sample_weight=sample_weight
+    _, y_index, w, pred, top = check_proba_targets(
+        y_true, y_proba, labels=labels, sample_weight=sample_weight, top_label=True
     )
-    loss = (np.argmax(proba, axis=1) != y_index).astype(np.float64)
+    loss = (pred != y_index).astype(np.float64)
     if confidence is None:
-        conf = proba.max(axis=1).astype(np.float64)
+        conf = top.astype(np.float64)
     else:
         conf = column_or_1d(np.asarray(confidence, dtype=np.float64))
         if conf.shape[0] != loss.shape[0]:
