@@ -898,7 +898,13 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
                 "Use a skcal calibrator that can be exported (e.g. "
                 "IsotonicCalibrator, PlattCalibrator, TemperatureScaling)."
             )
-        module = inner.to_torch()  # raises NotExportableError with its reason
+        try:
+            module = inner.to_torch()
+        except NotExportableError as error:
+            raise NotExportableError(
+                f"TopVersusAll({name}) cannot be exported, because its inner "
+                f"calibrator cannot: {error}"
+            ) from error
         if kind == "scaling":
             blocks = list(module.blocks) if isinstance(module, Chain) else []
             if not blocks or not isinstance(blocks[-1], Softmax):
