@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch import nn
 
 from ._export import ExportModule, onnx_next_up
 from ._export_piecewise import Float64Block, Probabilities
@@ -246,7 +245,7 @@ class TopVersusAllMap(Float64Block):
             for name, buffer in self.named_buffers()
             if buffer.dtype == torch.float64 and name != "dtype_marker"
         }
-        nn.Module._apply(self, fn, recurse)
+        super()._apply(fn, recurse)
         self._buffers["dtype_marker"] = fn(marker)
         for name, old in kept.items():
             path, _, leaf = name.rpartition(".")
