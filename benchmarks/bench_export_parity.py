@@ -15,7 +15,10 @@ Targets: 1e-6 in float64, 1e-5 in float32.
 Run (by hand, from the repository root)::
 
     python benchmarks/bench_export_parity.py [--tasks letter satimage pendigits]
-        [--n-cal 2000] [--out FILE]
+        [--n-cal 2000] [--out FILE] [--only-top-versus-all]
+
+``--only-top-versus-all`` measures only the rows of :class:`TopVersusAll`
+(one per inner calibrator of each protocol).
 """
 
 import argparse
@@ -34,6 +37,17 @@ SCORE = [
     "SMARTCalibrator", "IdentityCalibrator",
 ]  # fmt: skip
 LOCAL = ["LocalNetCalibrator", "VQLocalCalibrator"]
+#: the inner calibrators of TopVersusAll's rows (each protocol: scaling,
+#: one map, binary), as "TopVersusAll(<inner>)"
+TVA = [
+    f"TopVersusAll({inner})"
+    for inner in (
+        "TemperatureScaling", "VectorScaling", "IsotonicCalibrator",
+        "CenteredIsotonicCalibrator", "HistogramBinningCalibrator",
+        "PlattCalibrator", "BetaCalibrator", "BBQCalibrator", "ENIRCalibrator",
+        "ScalingBinningCalibrator",
+    )
+]  # fmt: skip
 FORMS = ["eager64", "eager32", "script64", "export64", "onnx64", "onnx32"]
 
 
@@ -44,6 +58,7 @@ def _parse():
     )
     parser.add_argument("--n-cal", type=int, default=2000)
     parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--only-top-versus-all", action="store_true")
     return parser.parse_args()
 
 
@@ -71,6 +86,9 @@ def _calibrator(name, input, task):
     import skcal
     from skcal.utils._testing import make_estimator
 
+    if name.startswith("TopVersusAll("):
+        inner = make_estimator(getattr(skcal, name[len("TopVersusAll(") : -1]))
+        return skcal.TopVersusAll(inner, input=input)
     params = (
         {"random_state": 0}
         if "random_state" in getattr(skcal, name)().get_params()
@@ -115,8 +133,10 @@ def main():
         task = load_task(task_name)
         rows = _rows(task, args.n_cal)
         y = task.cal_labels[: args.n_cal]
-        cases = [(n, i) for n in SCORE for i in ("logits", "proba")]
-        cases += [(n, "embeddings") for n in LOCAL]
+        score = TVA if args.only_top_versus_all else SCORE + TVA
+        cases = [(n, i) for n in score for i in ("logits", "proba")]
+        if not args.only_top_versus_all:
+            cases += [(n, "embeddings") for n in LOCAL]
         for name, input in cases:
             X_cal, X_test = rows[input]
             start = time.perf_counter()
