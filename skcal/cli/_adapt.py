@@ -41,6 +41,7 @@ from ._options import (
     add_keep_cols,
     add_output_flags,
     add_seed,
+    add_trust_options,
     int_type,
 )
 
@@ -333,18 +334,7 @@ def _add_model_options(parser) -> None:
         metavar="FILE",
         help="the fitted calibrator: model.skops (or a pickle, with --allow-pickle)",
     )
-    parser.add_argument(
-        "--trust",
-        action="append",
-        default=[],
-        metavar="TYPE",
-        help="also trust this fully qualified type in a .skops model (repeatable)",
-    )
-    parser.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="read a model that is not .skops as a pickle (trusted files only)",
-    )
+    add_trust_options(parser)
 
 
 def _add_estimation_options(parser) -> None:

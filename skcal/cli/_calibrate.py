@@ -47,6 +47,7 @@ from ._options import (
     add_keep_cols,
     add_output_flags,
     add_save,
+    add_trust_options,
 )
 
 
@@ -509,6 +510,24 @@ def _cmd_apply(args) -> int:
     return 0
 
 
+def add_head_and_param(parser, param_help: str) -> None:
+    """``--head`` (a linear head's file) and ``--param`` (repeatable)."""
+    parser.add_argument(
+        "--head",
+        metavar="FILE",
+        help=".npz with coef (and intercept), the linear head of local "
+        "calibrators (default: the --fit file's, if any)",
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        type=_parse_param,
+        default=[],
+        metavar="KEY=VALUE",
+        help=param_help,
+    )
+
+
 def add_calibrate(sub) -> None:
     """The parser of ``skcal calibrate``, a subparser of ``sub``."""
     parser = sub.add_parser(
@@ -539,19 +558,9 @@ def add_calibrate(sub) -> None:
         "scores of score calibrators: auto (default) uses logits when both "
         "files have them, else proba",
     )
-    parser.add_argument(
-        "--head",
-        metavar="FILE",
-        help=".npz with coef (and intercept), the linear head of local "
-        "calibrators (default: the --fit file's, if any)",
-    )
-    parser.add_argument(
-        "--param",
-        action="append",
-        type=_parse_param,
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a calibrator parameter (repeatable); VALUE is a Python literal "
+    add_head_and_param(
+        parser,
+        "set a calibrator parameter (repeatable); VALUE is a Python literal "
         "(0.1, 200, None, True, (64, 32)) or else a string; applied after "
         "--device and --seed; on a terminal the calibrators that train show a "
         "progress bar on stderr (verbose=1) unless --quiet; verbose=2 adds a "
@@ -595,19 +604,12 @@ def add_apply(sub) -> None:
         help="the fitted calibrator: model.skops (or a pickle, with --allow-pickle)",
     )
     _add_apply_and_out(parser)
-    parser.add_argument(
-        "--trust",
-        action="append",
-        default=[],
-        metavar="TYPE",
-        help="also trust this fully qualified type in a .skops model (repeatable; "
+    add_trust_options(
+        parser,
+        "also trust this fully qualified type in a .skops model (repeatable; "
         "the error names the types the file needs); a class of your own must be "
         "importable: install its package or set PYTHONPATH to its folder",
-    )
-    parser.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="read a model that is not .skops as a pickle (runs its author's code: "
+        "read a model that is not .skops as a pickle (runs its author's code: "
         "trusted files only)",
     )
     add_column_options(parser)
