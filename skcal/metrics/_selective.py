@@ -30,6 +30,7 @@ from numbers import Real
 import numpy as np
 from sklearn.utils.validation import column_or_1d
 
+from ..utils._constraints import METRIC_ARRAYS
 from ..utils._docstrings import fill_doc
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_finite, check_proba_targets
@@ -45,11 +46,8 @@ __all__ = [
 ]
 
 _ARRAYS = {
-    "y_true": ["array-like"],
-    "y_proba": ["array-like"],
+    **METRIC_ARRAYS,
     "confidence": ["array-like", None],
-    "sample_weight": ["array-like", None],
-    "labels": ["array-like", None],
 }
 
 #: The descriptions of the arrays of the selective metrics (and displays).
