@@ -25,6 +25,7 @@ from ._inputs import (
     check_known_labels,
     file_classes,
     read_labels,
+    read_model_scores,
     same_classes,
     score_key,
 )
@@ -417,34 +418,6 @@ def _model_input(model, path: str) -> str:
     return key
 
 
-def _read_apply_data(args, model, key: str):
-    """The scores (or embeddings) of the --apply file for ``model``, aligned
-    with its classes, the file's labels (None if it has none) and the
-    columns to copy to the output (``--keep-cols``)."""
-    name = type(model).__name__
-    apply = ArrayFile(args.apply, Columns.from_args(args))
-    classes = model.classes_
-    what = (
-        f"the {key} {name} was fitted on ({model.n_features_in_} columns)"
-        if key != "embeddings"
-        else f"the embeddings {name} reads ({model.n_features_in_} features)"
-    )
-    X = apply.matrix(key, what)
-    if key != "embeddings":
-        X = align_scores(apply, key, X, classes, "--apply")
-    if X.shape[1] != model.n_features_in_:
-        raise CLIError(
-            f"--apply {args.apply} has {X.shape[1]} {key} columns but the model "
-            f"--model {args.model} was fitted on {model.n_features_in_}; apply it to "
-            "scores (or embeddings) of the same classifier over the same classes."
-        )
-    y = None
-    if "labels" in apply:
-        y = read_labels(apply, "", len(X), key)
-        check_known_labels(y, classes, "--apply", args.apply, args.model, "--model")
-    return X, y, apply.passthrough(args.keep_cols, len(X))
-
-
 def _model_head(model, key: str) -> dict:
     """The linear head (coef, intercept) a saved local calibrator holds, or {}."""
     coef = model.get_params().get("coef")
@@ -474,7 +447,10 @@ def _cmd_apply(args) -> int:
         model.set_params(device=args.device)
     _check_model_predicts(model, args.model)
     name = _model_name(model)
-    X, y, keep = _read_apply_data(args, model, key)
+    X, y, apply = read_model_scores(
+        args, model, key, "--apply", args.apply, verb="apply it to"
+    )
+    keep = apply.passthrough(args.keep_cols, len(X))
     classes = model.classes_
     with report_on_stderr(prog):
         proba = model.predict_proba(X)
