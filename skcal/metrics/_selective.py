@@ -158,6 +158,19 @@ def augrc_of_rows(loss, conf, w) -> float:
     return curve.area(curve.cum_loss / curve.total)
 
 
+def _curve(y_true, y_proba, confidence, sample_weight, labels) -> _Curve:
+    """The curve of the rows, validated by :func:`selective_losses`."""
+    return _Curve(
+        *selective_losses(
+            y_true,
+            y_proba,
+            confidence=confidence,
+            sample_weight=sample_weight,
+            labels=labels,
+        )
+    )
+
+
 #: the areas of validated rows, by metric name (the mergeable states')
 AREAS = {"aurc": aurc_of_rows, "eaurc": eaurc_of_rows, "augrc": augrc_of_rows}
 
@@ -204,15 +217,7 @@ def risk_coverage_curve(
     >>> cov.tolist(), risk.tolist()
     ([0.25, 0.5, 0.75, 1.0], [0.0, 0.5, 0.6666666666666666, 0.5])
     """
-    curve = _Curve(
-        *selective_losses(
-            y_true,
-            y_proba,
-            confidence=confidence,
-            sample_weight=sample_weight,
-            labels=labels,
-        )
-    )
+    curve = _Curve(*selective_losses(**locals()))  # the arguments, by name
     ends = curve.ends
     return curve.coverage[ends], curve.risk[ends], curve.conf[ends]
 
@@ -370,14 +375,7 @@ def selective_risk(
     >>> selective_risk(y, proba, coverage=0.5)
     0.5
     """
-    loss, conf, w = selective_losses(
-        y_true,
-        y_proba,
-        confidence=confidence,
-        sample_weight=sample_weight,
-        labels=labels,
-    )
-    curve = _Curve(loss, conf, w)
+    curve = _curve(y_true, y_proba, confidence, sample_weight, labels)
     k = np.searchsorted(curve.cum_w, coverage * curve.total, side="left")
     return float(curve.risk[min(k, len(curve.cum_w) - 1)])
 
@@ -419,13 +417,6 @@ def coverage_at_risk(
     >>> coverage_at_risk(y, proba, risk=0.5)
     1.0
     """
-    loss, conf, w = selective_losses(
-        y_true,
-        y_proba,
-        confidence=confidence,
-        sample_weight=sample_weight,
-        labels=labels,
-    )
-    curve = _Curve(loss, conf, w)
+    curve = _curve(y_true, y_proba, confidence, sample_weight, labels)
     ok = np.flatnonzero(curve.risk <= risk)
     return float(curve.coverage[ok[-1]]) if ok.size else 0.0
