@@ -23,6 +23,7 @@ import numpy as np
 from .._torch._progress import Progress
 from ..base import BaseCalibrator
 from ..utils._constants import BCE_LOG_FLOOR
+from ..utils._docstrings import fill_doc
 from ..utils._sklearn import StrOptions
 from ..utils._validation import effective_sample_size
 from ._one_vs_rest import OneVsRestCalibrator, map_transposed
@@ -292,6 +293,48 @@ class _AveragedStepMaps(OneVsRestCalibrator):
         return _step_map(self.bin_edges_[k], self.bin_values_[k], p)
 
 
+#: What BBQ and ENIR document alike: the note on many classes, the
+#: parameters and the first and last attributes.
+_fill_doc = fill_doc(
+    shared="""\
+    **Many classes.** Each class's map is learned from that class's own
+    positives, one-vs-rest: with many classes and few calibration rows per
+    class, the renormalised rows can score a higher log loss than the
+    uncalibrated scores; prefer temperature scaling or a structured map
+    there, or let :class:`~skcal.CalibratorSearchCV` choose.
+
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds; logits are turned into probabilities by softmax.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+    criterion : {"bic", "aic"}, default="bic"
+        The score whose relative likelihood ``exp(-score / 2)`` weights the
+        models.
+    verbose : int, default=0
+        0: silent; 1: a progress bar over the classes (stderr); 2: also a
+        line per class.
+
+    Attributes
+    ----------
+    bin_edges_ : list of ndarray
+        Per class, the edges of the averaged step map.
+    bin_values_ : list of ndarray
+        Per class, its value on each bin (one fewer than its edges).
+""",
+    attributes="""\
+    model_weights_ : list of ndarray
+        Per class, their weights (summing to 1).
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+""",
+)
+
+
+@_fill_doc
 class BBQCalibrator(_AveragedStepMaps):
     """One-vs-rest Bayesian Binning into Quantiles (BBQ).
 
@@ -318,40 +361,11 @@ class BBQCalibrator(_AveragedStepMaps):
     and the weights are rescaled to sum to it. All models of a class are
     fitted from one sort of its column: ``O(N log N + N^(2/3))`` per class.
 
-    **Many classes.** Each class's map is learned from that class's own
-    positives, one-vs-rest: with many classes and few calibration rows per
-    class, the renormalised rows can score a higher log loss than the
-    uncalibrated scores; prefer temperature scaling or a structured map
-    there, or let :class:`~skcal.CalibratorSearchCV` choose.
-
-    Parameters
-    ----------
-    input : {"logits", "proba"}, default="logits"
-        What ``X`` holds; logits are turned into probabilities by softmax.
-    classes : array-like of shape (n_classes,), default=None
-        The label of each column of ``X``.
-    criterion : {"bic", "aic"}, default="bic"
-        The score whose relative likelihood ``exp(-score / 2)`` weights the
-        models.
-    verbose : int, default=0
-        0: silent; 1: a progress bar over the classes (stderr); 2: also a
-        line per class.
-
-    Attributes
-    ----------
-    bin_edges_ : list of ndarray
-        Per class, the edges of the averaged step map.
-    bin_values_ : list of ndarray
-        Per class, its value on each bin (one fewer than its edges).
+    {shared}
     model_sizes_ : list of ndarray
         Per class, the bin counts of the kept models (empty for a class
         without calibration sample).
-    model_weights_ : list of ndarray
-        Per class, their weights (summing to 1).
-    classes_ : ndarray of shape (n_classes,)
-        Label of each column.
-    n_features_in_ : int
-        Number of columns of ``X``.
+    {attributes}
 
     References
     ----------
@@ -380,6 +394,7 @@ class BBQCalibrator(_AveragedStepMaps):
         return n_classes
 
 
+@_fill_doc
 class ENIRCalibrator(_AveragedStepMaps):
     """One-vs-rest Ensemble of Near-Isotonic Regressions (ENIR).
 
@@ -412,40 +427,11 @@ class ENIRCalibrator(_AveragedStepMaps):
     negatives)`` of each class (vectorised per collision), so many classes
     with few positives each are cheap, a balanced class of 10^5 rows is not.
 
-    **Many classes.** Each class's map is learned from that class's own
-    positives, one-vs-rest: with many classes and few calibration rows per
-    class, the renormalised rows can score a higher log loss than the
-    uncalibrated scores; prefer temperature scaling or a structured map
-    there, or let :class:`~skcal.CalibratorSearchCV` choose.
-
-    Parameters
-    ----------
-    input : {"logits", "proba"}, default="logits"
-        What ``X`` holds; logits are turned into probabilities by softmax.
-    classes : array-like of shape (n_classes,), default=None
-        The label of each column of ``X``.
-    criterion : {"bic", "aic"}, default="bic"
-        The score whose relative likelihood ``exp(-score / 2)`` weights the
-        models.
-    verbose : int, default=0
-        0: silent; 1: a progress bar over the classes (stderr); 2: also a
-        line per class.
-
-    Attributes
-    ----------
-    bin_edges_ : list of ndarray
-        Per class, the edges of the averaged step map.
-    bin_values_ : list of ndarray
-        Per class, its value on each bin (one fewer than its edges).
+    {shared}
     model_sizes_ : list of ndarray
         Per class, the group counts of the kept models (empty for a class
         without calibration sample).
-    model_weights_ : list of ndarray
-        Per class, their weights (summing to 1).
-    classes_ : ndarray of shape (n_classes,)
-        Label of each column.
-    n_features_in_ : int
-        Number of columns of ``X``.
+    {attributes}
 
     References
     ----------

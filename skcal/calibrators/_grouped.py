@@ -8,8 +8,6 @@ by a strength chosen by repeated cross-fitting on the calibration rows.
 
 from __future__ import annotations
 
-from numbers import Real
-
 import numpy as np
 from scipy import sparse
 from scipy.optimize import minimize
@@ -19,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from ..llm._corrections import (
+    GROUPED_CONSTRAINTS,
     SHRINKAGE_GRID,
     _option_log_proba,
     best_shrinkage,
@@ -27,7 +26,7 @@ from ..llm._corrections import (
     shrinkage_folds,
 )
 from ..utils._groups import check_groups
-from ..utils._sklearn import Interval, StrOptions, _fit_context
+from ..utils._sklearn import _fit_context
 from ..utils._validation import check_sample_weight, resolve_classes
 
 __all__ = ["GroupedVectorScaling"]
@@ -180,13 +179,7 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
     (2, 3)
     """
 
-    _parameter_constraints: dict = {
-        "input": [StrOptions({"logits", "proba"})],
-        "shrinkage": [StrOptions({"auto"}), Interval(Real, 0, None, closed="both")],
-        "cv": ["cv_object"],
-        "classes": ["array-like", None],
-        "random_state": ["random_state"],
-    }
+    _parameter_constraints: dict = GROUPED_CONSTRAINTS
 
     def __init__(
         self, *, input="logits", shrinkage="auto", cv=5, classes=None, random_state=None

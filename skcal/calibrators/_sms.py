@@ -24,6 +24,7 @@ from .._torch.kernels._softmax import (
 from ..base import BaseCalibrator
 from ..utils._constants import FLOAT32_LOG_FLOOR
 from ..utils._constraints import LBFGS_CONSTRAINTS
+from ..utils._docstrings import fill_doc
 from ..utils._parameters import affine_count, is_zero
 from ..utils._sklearn import Interval
 from ..utils._validation import effective_sample_size
@@ -218,6 +219,46 @@ class _StructuredScaling(BaseCalibrator):
         return out
 
 
+#: What SMS and SVS document alike.
+_fill_doc = fill_doc(
+    params="""\
+    Parameters
+    ----------
+    input : {"logits", "proba"}, default="logits"
+        What ``X`` holds.
+    classes : array-like of shape (n_classes,), default=None
+        The label of each column of ``X``.
+""",
+    solver="""\
+    max_iter : int, default=1000
+        Maximum number of L-BFGS iterations.
+    verbose : int, default=0
+        0: silent. 1: a progress bar on stderr for the L-BFGS solve
+        (iteration k of ``max_iter``, elapsed time, loss and largest
+        gradient entry; it ends early when the solve converges). 2: also one
+        line per iteration.
+
+    Attributes
+    ----------
+    beta_ : float
+        Inverse temperature of the pre-scaling.
+    mix_ : float
+        Weight ``1/(n+1)`` of the uniform distribution in the mixture.
+""",
+    attributes="""\
+    intercept_ : ndarray of shape (n_classes,)
+        ``b``.
+    n_iter_ : int
+        Number of L-BFGS iterations run.
+    classes_ : ndarray of shape (n_classes,)
+        Label of each column.
+    n_features_in_ : int
+        Number of columns of ``X``.
+""",
+)
+
+
+@_fill_doc
 class StructuredMatrixScaling(_StructuredScaling):
     """Structured matrix scaling (SMS): regularised matrix scaling after TS.
 
@@ -245,12 +286,7 @@ class StructuredMatrixScaling(_StructuredScaling):
     (``probmetrics`` works in float32). For two classes this is the same
     model (``probmetrics`` switches to quadratic scaling there).
 
-    Parameters
-    ----------
-    input : {"logits", "proba"}, default="logits"
-        What ``X`` holds.
-    classes : array-like of shape (n_classes,), default=None
-        The label of each column of ``X``.
+    {params}
     reg_intercept, reg_diagonal, reg_off_diagonal : float, default=1.0
         Base strengths of the three ridge penalties.
     rho, tau : float, default=1.0
@@ -261,30 +297,10 @@ class StructuredMatrixScaling(_StructuredScaling):
         L-BFGS gradient tolerance (on the map in coordinates whitened by an
         approximate Hessian of each row, where the solver works: about half
         the iterations of the plain coordinates at 50-100 classes).
-    max_iter : int, default=1000
-        Maximum number of L-BFGS iterations.
-    verbose : int, default=0
-        0: silent. 1: a progress bar on stderr for the L-BFGS solve
-        (iteration k of ``max_iter``, elapsed time, loss and largest
-        gradient entry; it ends early when the solve converges). 2: also one
-        line per iteration.
-
-    Attributes
-    ----------
-    beta_ : float
-        Inverse temperature of the pre-scaling.
-    mix_ : float
-        Weight ``1/(n+1)`` of the uniform distribution in the mixture.
+    {solver}
     coef_ : ndarray of shape (n_classes, n_classes)
         ``W = I + Delta``.
-    intercept_ : ndarray of shape (n_classes,)
-        ``b``.
-    n_iter_ : int
-        Number of L-BFGS iterations run.
-    classes_ : ndarray of shape (n_classes,)
-        Label of each column.
-    n_features_in_ : int
-        Number of columns of ``X``.
+    {attributes}
 
     References
     ----------
@@ -353,6 +369,7 @@ class StructuredMatrixScaling(_StructuredScaling):
         }
 
 
+@_fill_doc
 class StructuredVectorScaling(_StructuredScaling):
     """Structured vector scaling (SVS): regularised vector scaling after TS.
 
@@ -382,12 +399,7 @@ class StructuredVectorScaling(_StructuredScaling):
     keeps ``v = 1``, ``b = 0`` (its temperature-scaled logit), with a
     warning.
 
-    Parameters
-    ----------
-    input : {"logits", "proba"}, default="logits"
-        What ``X`` holds.
-    classes : array-like of shape (n_classes,), default=None
-        The label of each column of ``X``.
+    {params}
     reg_intercept, reg_diagonal : float, default=1.0
         Base strengths of the ridge penalties on ``b`` and on ``v - 1``.
     rho, tau : float, default=1.0
@@ -396,30 +408,10 @@ class StructuredVectorScaling(_StructuredScaling):
         Where the fit runs.
     tol : float, default=1e-5
         L-BFGS gradient tolerance.
-    max_iter : int, default=1000
-        Maximum number of L-BFGS iterations.
-    verbose : int, default=0
-        0: silent. 1: a progress bar on stderr for the L-BFGS solve
-        (iteration k of ``max_iter``, elapsed time, loss and largest
-        gradient entry; it ends early when the solve converges). 2: also one
-        line per iteration.
-
-    Attributes
-    ----------
-    beta_ : float
-        Inverse temperature of the pre-scaling.
-    mix_ : float
-        Weight ``1/(n+1)`` of the uniform distribution in the mixture.
+    {solver}
     coef_ : ndarray of shape (n_classes,)
         ``v = 1 + delta``, the scale of each class's feature.
-    intercept_ : ndarray of shape (n_classes,)
-        ``b``.
-    n_iter_ : int
-        Number of L-BFGS iterations run.
-    classes_ : ndarray of shape (n_classes,)
-        Label of each column.
-    n_features_in_ : int
-        Number of columns of ``X``.
+    {attributes}
 
     See Also
     --------

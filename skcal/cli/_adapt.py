@@ -20,8 +20,8 @@ import sys
 import numpy as np
 
 from ._calibrate import _check_model_predicts, _model_input
-from ._columns import Columns, named_columns
-from ._common import CLIError, report_on_stderr, reporter
+from ._columns import named_columns
+from ._common import report_on_stderr, reporter
 from ._format import (
     evaluation_row,
     format_table,
@@ -30,8 +30,8 @@ from ._format import (
     print_metrics,
     wrap,
 )
-from ._inputs import align_scores, check_known_labels, read_labels
-from ._io import ArrayFile, check_output_path, file_format, write_arrays
+from ._inputs import read_model_scores
+from ._io import check_output_path, file_format, write_arrays
 from ._models import read_model
 from ._options import (
     FORMATS_HELP,
@@ -41,6 +41,7 @@ from ._options import (
     add_keep_cols,
     add_output_flags,
     add_seed,
+    add_trust_options,
     int_type,
 )
 
@@ -57,34 +58,6 @@ _PRIOR_COLUMNS = (
     "weight",
     "true",
 )
-
-
-def _read_scores(args, model, key: str, flag: str, path: str, *, labeled: bool):
-    """The scores (or embeddings) ``key`` of file ``path`` for ``model``, in
-    the order of its classes, the file's labels (None when it has none
-    and ``labeled`` is false), and the file (for ``--keep-cols``)."""
-    name = type(model).__name__
-    file = ArrayFile(path, Columns.from_args(args))
-    what = (
-        f"the {key} {name} was fitted on ({model.n_features_in_} columns)"
-        if key != "embeddings"
-        else f"the embeddings {name} reads ({model.n_features_in_} features)"
-    )
-    X = file.matrix(key, what)
-    if key != "embeddings":
-        X = align_scores(file, key, X, model.classes_, flag)
-    if X.shape[1] != model.n_features_in_:
-        raise CLIError(
-            f"{flag} {path} has {X.shape[1]} {key} columns but the model "
-            f"--model {args.model} was fitted on {model.n_features_in_}; give "
-            "scores (or embeddings) of the same classifier over the same classes."
-        )
-    y = None
-    if labeled or "labels" in file:
-        why = "the true labels of the calibration samples" if labeled else ""
-        y = read_labels(file, why, len(X), key)
-        check_known_labels(y, model.classes_, flag, path, args.model, "--model")
-    return X, y, file
 
 
 def _adapter(args, model):
@@ -226,8 +199,10 @@ def _cmd_adapt(args) -> int:
     key = _model_input(model, args.model)
     _check_model_predicts(model, args.model)
     name = type(model).__name__
-    X_fit, y_fit, _ = _read_scores(args, model, key, "--fit", args.fit, labeled=True)
-    X_target, y_target, target = _read_scores(
+    X_fit, y_fit, _ = read_model_scores(
+        args, model, key, "--fit", args.fit, labeled=True
+    )
+    X_target, y_target, target = read_model_scores(
         args, model, key, "--target", args.target, labeled=False
     )
     keep = target.passthrough(args.keep_cols, len(X_target))
@@ -333,18 +308,7 @@ def _add_model_options(parser) -> None:
         metavar="FILE",
         help="the fitted calibrator: model.skops (or a pickle, with --allow-pickle)",
     )
-    parser.add_argument(
-        "--trust",
-        action="append",
-        default=[],
-        metavar="TYPE",
-        help="also trust this fully qualified type in a .skops model (repeatable)",
-    )
-    parser.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="read a model that is not .skops as a pickle (trusted files only)",
-    )
+    add_trust_options(parser)
 
 
 def _add_estimation_options(parser) -> None:

@@ -25,6 +25,7 @@ from ._inputs import (
     check_known_labels,
     file_classes,
     read_labels,
+    read_model_scores,
     same_classes,
     score_key,
 )
@@ -47,6 +48,7 @@ from ._options import (
     add_keep_cols,
     add_output_flags,
     add_save,
+    add_trust_options,
 )
 
 
@@ -416,34 +418,6 @@ def _model_input(model, path: str) -> str:
     return key
 
 
-def _read_apply_data(args, model, key: str):
-    """The scores (or embeddings) of the --apply file for ``model``, aligned
-    with its classes, the file's labels (None if it has none) and the
-    columns to copy to the output (``--keep-cols``)."""
-    name = type(model).__name__
-    apply = ArrayFile(args.apply, Columns.from_args(args))
-    classes = model.classes_
-    what = (
-        f"the {key} {name} was fitted on ({model.n_features_in_} columns)"
-        if key != "embeddings"
-        else f"the embeddings {name} reads ({model.n_features_in_} features)"
-    )
-    X = apply.matrix(key, what)
-    if key != "embeddings":
-        X = align_scores(apply, key, X, classes, "--apply")
-    if X.shape[1] != model.n_features_in_:
-        raise CLIError(
-            f"--apply {args.apply} has {X.shape[1]} {key} columns but the model "
-            f"--model {args.model} was fitted on {model.n_features_in_}; apply it to "
-            "scores (or embeddings) of the same classifier over the same classes."
-        )
-    y = None
-    if "labels" in apply:
-        y = read_labels(apply, "", len(X), key)
-        check_known_labels(y, classes, "--apply", args.apply, args.model, "--model")
-    return X, y, apply.passthrough(args.keep_cols, len(X))
-
-
 def _model_head(model, key: str) -> dict:
     """The linear head (coef, intercept) a saved local calibrator holds, or {}."""
     coef = model.get_params().get("coef")
@@ -473,7 +447,10 @@ def _cmd_apply(args) -> int:
         model.set_params(device=args.device)
     _check_model_predicts(model, args.model)
     name = _model_name(model)
-    X, y, keep = _read_apply_data(args, model, key)
+    X, y, apply = read_model_scores(
+        args, model, key, "--apply", args.apply, verb="apply it to"
+    )
+    keep = apply.passthrough(args.keep_cols, len(X))
     classes = model.classes_
     with report_on_stderr(prog):
         proba = model.predict_proba(X)
@@ -509,6 +486,24 @@ def _cmd_apply(args) -> int:
     return 0
 
 
+def add_head_and_param(parser, param_help: str) -> None:
+    """``--head`` (a linear head's file) and ``--param`` (repeatable)."""
+    parser.add_argument(
+        "--head",
+        metavar="FILE",
+        help=".npz with coef (and intercept), the linear head of local "
+        "calibrators (default: the --fit file's, if any)",
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        type=_parse_param,
+        default=[],
+        metavar="KEY=VALUE",
+        help=param_help,
+    )
+
+
 def add_calibrate(sub) -> None:
     """The parser of ``skcal calibrate``, a subparser of ``sub``."""
     parser = sub.add_parser(
@@ -539,19 +534,9 @@ def add_calibrate(sub) -> None:
         "scores of score calibrators: auto (default) uses logits when both "
         "files have them, else proba",
     )
-    parser.add_argument(
-        "--head",
-        metavar="FILE",
-        help=".npz with coef (and intercept), the linear head of local "
-        "calibrators (default: the --fit file's, if any)",
-    )
-    parser.add_argument(
-        "--param",
-        action="append",
-        type=_parse_param,
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a calibrator parameter (repeatable); VALUE is a Python literal "
+    add_head_and_param(
+        parser,
+        "set a calibrator parameter (repeatable); VALUE is a Python literal "
         "(0.1, 200, None, True, (64, 32)) or else a string; applied after "
         "--device and --seed; on a terminal the calibrators that train show a "
         "progress bar on stderr (verbose=1) unless --quiet; verbose=2 adds a "
@@ -595,19 +580,12 @@ def add_apply(sub) -> None:
         help="the fitted calibrator: model.skops (or a pickle, with --allow-pickle)",
     )
     _add_apply_and_out(parser)
-    parser.add_argument(
-        "--trust",
-        action="append",
-        default=[],
-        metavar="TYPE",
-        help="also trust this fully qualified type in a .skops model (repeatable; "
+    add_trust_options(
+        parser,
+        "also trust this fully qualified type in a .skops model (repeatable; "
         "the error names the types the file needs); a class of your own must be "
         "importable: install its package or set PYTHONPATH to its folder",
-    )
-    parser.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="read a model that is not .skops as a pickle (runs its author's code: "
+        "read a model that is not .skops as a pickle (runs its author's code: "
         "trusted files only)",
     )
     add_column_options(parser)

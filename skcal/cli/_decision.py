@@ -15,14 +15,13 @@ risk and coverage realised there.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._calibrate import _head, _parse_param
+from ._calibrate import _head, add_head_and_param
 from ._columns import Columns, named_columns
 from ._common import CLIError, check_device, reporter
 from ._format import paragraph, print_json, wrap
@@ -45,24 +44,8 @@ from ._options import (
     add_fit,
     add_input,
     add_keep_cols,
+    fraction_type,
 )
-
-
-def _fraction(example: str):
-    """An argument type: a number in (0, 1), such as ``example``."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = -1.0
-        if not 0 < value < 1:
-            raise argparse.ArgumentTypeError(
-                f"expected a number in (0, 1) such as {example}, got {text!r}"
-            )
-        return value
-
-    return parse
 
 
 @dataclass
@@ -409,7 +392,7 @@ def _add_threshold_options(parser) -> None:
     --abstain-label."""
     parser.add_argument(
         "--target-risk",
-        type=_fraction("0.05"),
+        type=fraction_type("0.05"),
         metavar="R",
         default=0.05,
         help="largest acceptable selective risk, the error rate among the "
@@ -418,7 +401,7 @@ def _add_threshold_options(parser) -> None:
     parser.add_argument(
         "--delta",
         metavar="D",
-        type=_fraction("0.1"),
+        type=fraction_type("0.1"),
         default=0.1,
         help="probability that the guarantee fails (default 0.1)",
     )
@@ -437,7 +420,7 @@ def _add_threshold_options(parser) -> None:
     parser.add_argument(
         "--threshold-fraction",
         metavar="F",
-        type=_fraction("0.5"),
+        type=fraction_type("0.5"),
         default=0.5,
         help="share of the --fit rows that choose the threshold; the calibrator "
         "is fitted on the others (default 0.5)",
@@ -465,19 +448,8 @@ def _add_file_options(parser) -> None:
     add_input(
         parser, "scores to read: auto (default) uses logits when the files have them"
     )
-    parser.add_argument(
-        "--head",
-        metavar="FILE",
-        help=".npz with coef (and intercept), the linear head of local "
-        "calibrators (default: the --fit file's, if any)",
-    )
-    parser.add_argument(
-        "--param",
-        action="append",
-        type=_parse_param,
-        default=[],
-        metavar="KEY=VALUE",
-        help="set a calibrator parameter (repeatable), as in skcal calibrate",
+    add_head_and_param(
+        parser, "set a calibrator parameter (repeatable), as in skcal calibrate"
     )
     parser.add_argument(
         "--save",

@@ -15,7 +15,7 @@ from ._common import CLIError, report_on_stderr, reporter
 from ._format import print_json, wrap
 from ._io import ArrayFile
 from ._models import read_model
-from ._options import HelpFormatter, add_output_flags
+from ._options import HelpFormatter, add_output_flags, add_trust_options
 
 
 def _is_wrapper(model) -> bool:
@@ -218,17 +218,6 @@ def add_export(sub) -> None:
         help="rows to run the written file on (the scores the model reads, as in "
         "skcal apply; features for a CalibratedClassifier: npz array X, CSV or .npy)",
     )
-    parser.add_argument(
-        "--trust",
-        action="append",
-        default=[],
-        metavar="TYPE",
-        help="also trust this fully qualified type in a .skops model (repeatable)",
-    )
-    parser.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="read a model that is not .skops as a pickle (trusted files only)",
-    )
+    add_trust_options(parser)
     add_output_flags(parser)
     parser.set_defaults(handler=_cmd_export)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._columns import align_columns, column_classes, score_column_names
+from ._columns import Columns, align_columns, column_classes, score_column_names
 from ._common import CLIError
 from ._io import ArrayFile
 
@@ -120,3 +120,34 @@ def check_known_labels(
             "fix their labels (in an .npz --fit file, an array 'classes' gives "
             "the label of each column)."
         )
+
+
+def read_model_scores(
+    args, model, key: str, flag: str, path: str, *, labeled=False, verb="give"
+):
+    """The scores (or embeddings) ``key`` of file ``path`` for ``model``, in
+    the order of its classes, the file's labels (None when it has none
+    and ``labeled`` is false), and the file (for ``--keep-cols``). ``verb``
+    starts the advice when the columns do not match the model."""
+    name = type(model).__name__
+    file = ArrayFile(path, Columns.from_args(args))
+    what = (
+        f"the {key} {name} was fitted on ({model.n_features_in_} columns)"
+        if key != "embeddings"
+        else f"the embeddings {name} reads ({model.n_features_in_} features)"
+    )
+    X = file.matrix(key, what)
+    if key != "embeddings":
+        X = align_scores(file, key, X, model.classes_, flag)
+    if X.shape[1] != model.n_features_in_:
+        raise CLIError(
+            f"{flag} {path} has {X.shape[1]} {key} columns but the model "
+            f"--model {args.model} was fitted on {model.n_features_in_}; {verb} "
+            "scores (or embeddings) of the same classifier over the same classes."
+        )
+    y = None
+    if labeled or "labels" in file:
+        why = "the true labels of the calibration samples" if labeled else ""
+        y = read_labels(file, why, len(X), key)
+        check_known_labels(y, model.classes_, flag, path, args.model, "--model")
+    return X, y, file

@@ -70,17 +70,25 @@ def int_type(accepts, expected: str):
 positive_int = int_type(lambda value: value >= 1, "a positive integer")
 
 
-def _confidence_level(text: str) -> float:
-    """The argument type of ``--confidence-level``: a number in (0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected a number in (0, 1) such as 0.9, got {text!r}"
-        )
-    return value
+def fraction_type(example: str):
+    """An argument type: a number in (0, 1), such as ``example``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 0 < value < 1:
+            raise argparse.ArgumentTypeError(
+                f"expected a number in (0, 1) such as {example}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+#: The argument type of ``--confidence-level``.
+_confidence_level = fraction_type("0.9")
 
 
 def add_device(parser, use: str = "") -> None:
@@ -130,6 +138,18 @@ def add_input(parser, text: str) -> None:
     parser.add_argument(
         "--input", choices=["auto", "logits", "proba"], default="auto", help=text
     )
+
+
+def add_trust_options(
+    parser,
+    trust="also trust this fully qualified type in a .skops model (repeatable)",
+    pickle="read a model that is not .skops as a pickle (trusted files only)",
+) -> None:
+    """``--trust TYPE`` (repeatable) and ``--allow-pickle``, of reading a model."""
+    parser.add_argument(
+        "--trust", action="append", default=[], metavar="TYPE", help=trust
+    )
+    parser.add_argument("--allow-pickle", action="store_true", help=pickle)
 
 
 def add_n_bins(parser, of: str) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..metrics import risk_coverage_curve
-from ..metrics._selective import aurc_of_rows, selective_losses
+from ..metrics._selective import (
+    SELECTIVE_ROWS_DOC,
+    SELECTIVE_TARGETS_DOC,
+    aurc_of_rows,
+    selective_losses,
+)
+from ..utils._docstrings import fill_doc
 from ._ess import _pyplot
 
 
@@ -167,6 +173,7 @@ class RiskCoverageDisplay:
         )
 
     @classmethod
+    @fill_doc(targets=SELECTIVE_TARGETS_DOC, rows=SELECTIVE_ROWS_DOC)
     def from_predictions(
         cls,
         y_true,
@@ -183,17 +190,8 @@ class RiskCoverageDisplay:
 
         Parameters
         ----------
-        y_true : array-like of shape (n_samples,)
-            True labels.
-        y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
-            Predicted probabilities (1-D: positive class of a binary problem).
-        confidence : array-like of shape (n_samples,), default=None
-            Score that ranks the rows, higher is more confident; the top
-            probability by default.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Sample weights.
-        labels : array-like of shape (n_classes,), default=None
-            Label of each column of ``y_proba``.
+        {targets}
+        {rows}
         name : str, default=None
             Legend label.
         ax : matplotlib Axes, default=None

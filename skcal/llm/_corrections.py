@@ -49,6 +49,15 @@ SHRINKAGE_GRID = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
 #: held-out NLL of a few dozen rows per group is noisy, and averaging four
 #: splits steadies the choice (cost: four times the cross-fitting).
 CV_REPEATS = 4
+#: The parameters of the grouped calibrators (GroupedTemperatureScaling and
+#: skcal.GroupedVectorScaling).
+GROUPED_CONSTRAINTS = {
+    "input": [StrOptions({"logits", "proba"})],
+    "shrinkage": [StrOptions({"auto"}), Interval(Real, 0, None, closed="both")],
+    "cv": ["cv_object"],
+    "classes": ["array-like", None],
+    "random_state": ["random_state"],
+}
 #: Bounds of the log-temperature (temperatures from 1e-3 to 1e3).
 _LOG_T_BOUND = float(np.log(1e3))
 #: Newton / bisection iterations of the temperature fits (bisection alone
@@ -506,13 +515,7 @@ class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
     (2, 4)
     """
 
-    _parameter_constraints: dict = {
-        "input": [StrOptions({"logits", "proba"})],
-        "shrinkage": [StrOptions({"auto"}), Interval(Real, 0, None, closed="both")],
-        "cv": ["cv_object"],
-        "classes": ["array-like", None],
-        "random_state": ["random_state"],
-    }
+    _parameter_constraints: dict = GROUPED_CONSTRAINTS
 
     def __init__(
         self, *, input="logits", shrinkage="auto", cv=5, classes=None, random_state=None

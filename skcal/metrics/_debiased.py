@@ -6,6 +6,7 @@ from numbers import Integral
 
 import numpy as np
 
+from ..utils._constraints import METRIC_ARRAYS
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
@@ -160,14 +161,11 @@ def _squared(proba, y_index, w, n_bins, strategy, mode, debias):
 @groupable()
 @validate_params(
     {
-        "y_true": ["array-like"],
-        "y_proba": ["array-like"],
+        **METRIC_ARRAYS,
         "n_bins": [Interval(Integral, 1, None, closed="left")],
         "strategy": [StrOptions({"quantile", "uniform", "discrete"})],
         "mode": [StrOptions({"classwise", "top_label"})],
         "debias": ["boolean"],
-        "sample_weight": ["array-like", None],
-        "labels": ["array-like", None],
     },
     prefer_skip_nested_validation=True,
 )

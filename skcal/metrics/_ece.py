@@ -8,6 +8,7 @@ import numpy as np
 
 from ..llm._topk import TopKScores
 from ..llm._topk_ops import topk_top_label
+from ..utils._constraints import METRIC_ARRAYS
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_class_weight, check_proba_targets
 from ._binning import (
@@ -29,11 +30,8 @@ __all__ = [
 
 #: Parameters shared by every binned probability metric of skcal.metrics.
 BINNED_METRIC_PARAMS = {
-    "y_true": ["array-like"],
-    "y_proba": ["array-like"],
+    **METRIC_ARRAYS,
     "n_bins": [Interval(Integral, 1, None, closed="left")],
-    "sample_weight": ["array-like", None],
-    "labels": ["array-like", None],
 }
 
 _COMMON = {
@@ -188,16 +186,7 @@ def max_calibration_error(
     >>> round(max_calibration_error(y_true, y_proba, n_bins=10), 4)
     0.7
     """
-    return expected_calibration_error(
-        y_true,
-        y_proba,
-        n_bins=n_bins,
-        strategy=strategy,
-        norm="max",
-        closed=closed,
-        sample_weight=sample_weight,
-        labels=labels,
-    )
+    return expected_calibration_error(**locals(), norm="max")  # the arguments, by name
 
 
 @groupable()

@@ -52,7 +52,7 @@ def take_rows(x, rows: np.ndarray):
     return _safe_indexing(x, rows)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False)
 class GroupDifferenceTest:
     """Permutation test of a difference between groups.
 
@@ -72,13 +72,7 @@ class GroupDifferenceTest:
     statistic: float
     pvalue: float
     n_permutations: int
-    null: str
-
-    def __repr__(self) -> str:
-        return (
-            f"GroupDifferenceTest(statistic={self.statistic!r}, "
-            f"pvalue={self.pvalue!r}, n_permutations={self.n_permutations!r})"
-        )
+    null: str = dataclasses.field(repr=False)  # the repr leaves it out
 
 
 def _field_names(result) -> list:

@@ -12,6 +12,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..exceptions import FlatKernelWarning
+from ..utils._docstrings import fill_doc
 from ..utils._sklearn import Interval, StrOptions, _fit_context, validate_params
 from ..utils._validation import (
     check_class_weight,
@@ -595,16 +596,12 @@ _APPROX_DOC = """\
 """
 
 
-def _fill_doc(func):
-    """Put the shared parameter descriptions into ``func``'s docstring."""
-    for key, text in (
-        ("local_params", _PARAMS_DOC),
-        ("class_weight", _CLASS_WEIGHT_DOC),
-        ("local_tail", _TAIL_DOC),
-        ("approx", _APPROX_DOC),
-    ):
-        func.__doc__ = func.__doc__.replace("    {" + key + "}\n", text)
-    return func
+_fill_doc = fill_doc(
+    local_params=_PARAMS_DOC,
+    class_weight=_CLASS_WEIGHT_DOC,
+    local_tail=_TAIL_DOC,
+    approx=_APPROX_DOC,
+)
 
 
 _LOCAL_PARAMS = {
@@ -701,24 +698,8 @@ def local_calibration_error(
     >>> bool(0 <= lce < 0.1)
     True
     """
-    anchors = _anchor_errors(
-        y_true,
-        y_proba,
-        features,
-        bandwidth=bandwidth,
-        n_bins=n_bins,
-        min_bin_size=min_bin_size,
-        space=space,
-        sample_weight=sample_weight,
-        labels=labels,
-        device=device,
-        with_ess=False,
-        class_weight=class_weight,
-        name="local_calibration_error",
-        method=method,
-        n_components=n_components,
-        random_state=random_state,
-    )
+    # locals(): this function's arguments, named as _anchor_errors' own
+    anchors = _anchor_errors(**locals(), with_ess=False, name="local_calibration_error")
     return _summarise(anchors, class_weight, "mean")
 
 
@@ -776,23 +757,9 @@ def max_local_calibration_error(
     >>> bool(mlce < 0.5)
     True
     """
+    # locals(): this function's arguments, named as _anchor_errors' own
     anchors = _anchor_errors(
-        y_true,
-        y_proba,
-        features,
-        bandwidth=bandwidth,
-        n_bins=n_bins,
-        min_bin_size=min_bin_size,
-        space=space,
-        sample_weight=sample_weight,
-        labels=labels,
-        device=device,
-        with_ess=False,
-        class_weight=class_weight,
-        name="max_local_calibration_error",
-        method=method,
-        n_components=n_components,
-        random_state=random_state,
+        **locals(), with_ess=False, name="max_local_calibration_error"
     )
     return _summarise(anchors, class_weight, "max")
 
@@ -867,23 +834,9 @@ def local_calibration_errors(
     >>> result.anchor_errors.shape, bool(result.lce <= result.mlce)
     ((300, 2), True)
     """
+    # locals(): this function's arguments, named as _anchor_errors' own
     anchors = _anchor_errors(
-        y_true,
-        y_proba,
-        features,
-        bandwidth=bandwidth,
-        n_bins=n_bins,
-        min_bin_size=min_bin_size,
-        space=space,
-        sample_weight=sample_weight,
-        labels=labels,
-        device=device,
-        with_ess=False,
-        class_weight=class_weight,
-        name="local_calibration_errors",
-        method=method,
-        n_components=n_components,
-        random_state=random_state,
+        **locals(), with_ess=False, name="local_calibration_errors"
     )
     return LocalCalibrationErrors(
         lce=_summarise(anchors, class_weight, "mean"),
@@ -940,20 +893,7 @@ def effective_sample_size(
     >>> effective_sample_size(np.arange(30) % 2, proba, features, space=None)[0]
     array([29., 29.])
     """
-    anchors = _anchor_errors(
-        y_true,
-        y_proba,
-        features,
-        bandwidth=bandwidth,
-        n_bins=n_bins,
-        min_bin_size=min_bin_size,
-        space=space,
-        sample_weight=sample_weight,
-        labels=labels,
-        device=device,
-        with_ess=True,
-    )
-    return anchors.ess
+    return _anchor_errors(**locals(), with_ess=True).ess  # the arguments, by name
 
 
 @dataclass

@@ -6,6 +6,7 @@ from numbers import Real
 
 import numpy as np
 
+from ..utils._constraints import METRIC_ARRAYS
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
@@ -52,12 +53,9 @@ def laplacian_quadratic_form(scores, values, bandwidth: float) -> float:
 @groupable()
 @validate_params(
     {
-        "y_true": ["array-like"],
-        "y_proba": ["array-like"],
+        **METRIC_ARRAYS,
         "bandwidth": [Interval(Real, 0, None, closed="neither")],
         "unbiased": ["boolean"],
-        "sample_weight": ["array-like", None],
-        "labels": ["array-like", None],
     },
     prefer_skip_nested_validation=True,
 )

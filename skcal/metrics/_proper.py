@@ -8,6 +8,7 @@ import numpy as np
 
 from ..llm._topk import TopKScores
 from ..llm._topk_ops import check_topk_targets, topk_brier, topk_nll
+from ..utils._constraints import METRIC_ARRAYS
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
@@ -19,11 +20,8 @@ __all__ = ["brier_score", "negative_log_likelihood"]
 @groupable()
 @validate_params(
     {
-        "y_true": ["array-like"],
-        "y_proba": ["array-like"],
+        **METRIC_ARRAYS,
         "eps": [Interval(Real, 0, 1, closed="neither")],
-        "sample_weight": ["array-like", None],
-        "labels": ["array-like", None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -76,15 +74,7 @@ def negative_log_likelihood(
 
 
 @groupable()
-@validate_params(
-    {
-        "y_true": ["array-like"],
-        "y_proba": ["array-like"],
-        "sample_weight": ["array-like", None],
-        "labels": ["array-like", None],
-    },
-    prefer_skip_nested_validation=True,
-)
+@validate_params(METRIC_ARRAYS, prefer_skip_nested_validation=True)
 @dask_dispatch("brier_score")
 def brier_score(y_true, y_proba, *, sample_weight=None, labels=None):
     """Multiclass Brier score: mean squared distance to the one-hot label.

@@ -9,6 +9,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 
+from ..utils._constraints import METRIC_ARRAYS
 from ..utils._sklearn import Interval, StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._cumulative import cumulative_calibration_error, cumulative_calibration_test
@@ -237,15 +238,12 @@ def _report_ece(bound):
 @groupable(value=lambda r: r["ECE"].estimate, score=_report_ece)
 @validate_params(
     {
-        "y_true": ["array-like"],
-        "y_proba": ["array-like"],
-        "sample_weight": ["array-like", None],
+        **METRIC_ARRAYS,
         "n_resamples": [Interval(Integral, 2, None, closed="left")],
         "confidence_level": [Interval(Real, 0, 1, closed="neither")],
         "method": [StrOptions({"percentile", "bca"})],
         "n_bins": [Interval(Integral, 1, None, closed="left")],
         "slow_resamples": [Interval(Integral, 2, None, closed="left"), None],
-        "labels": ["array-like", None],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=False,

@@ -30,6 +30,8 @@ from numbers import Real
 import numpy as np
 from sklearn.utils.validation import column_or_1d
 
+from ..utils._constraints import METRIC_ARRAYS
+from ..utils._docstrings import fill_doc
 from ..utils._sklearn import Interval, validate_params
 from ..utils._validation import check_finite, check_proba_targets
 from ._dask import dask_dispatch
@@ -44,12 +46,27 @@ __all__ = [
 ]
 
 _ARRAYS = {
-    "y_true": ["array-like"],
-    "y_proba": ["array-like"],
+    **METRIC_ARRAYS,
     "confidence": ["array-like", None],
-    "sample_weight": ["array-like", None],
-    "labels": ["array-like", None],
 }
+
+#: The descriptions of the arrays of the selective metrics (and displays).
+SELECTIVE_TARGETS_DOC = """\
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
+        Predicted probabilities (1-D: positive class of a binary problem).
+"""
+SELECTIVE_ROWS_DOC = """\
+    confidence : array-like of shape (n_samples,), default=None
+        Score that ranks the rows, higher is more confident; the top
+        probability by default.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Sample weights.
+    labels : array-like of shape (n_classes,), default=None
+        Label of each column of ``y_proba``.
+"""
+_fill_doc = fill_doc(targets=SELECTIVE_TARGETS_DOC, rows=SELECTIVE_ROWS_DOC)
 
 
 def selective_losses(
@@ -141,11 +158,25 @@ def augrc_of_rows(loss, conf, w) -> float:
     return curve.area(curve.cum_loss / curve.total)
 
 
+def _curve(y_true, y_proba, confidence, sample_weight, labels) -> _Curve:
+    """The curve of the rows, validated by :func:`selective_losses`."""
+    return _Curve(
+        *selective_losses(
+            y_true,
+            y_proba,
+            confidence=confidence,
+            sample_weight=sample_weight,
+            labels=labels,
+        )
+    )
+
+
 #: the areas of validated rows, by metric name (the mergeable states')
 AREAS = {"aurc": aurc_of_rows, "eaurc": eaurc_of_rows, "augrc": augrc_of_rows}
 
 
 @validate_params(_ARRAYS, prefer_skip_nested_validation=True)
+@_fill_doc
 def risk_coverage_curve(
     y_true, y_proba, *, confidence=None, sample_weight=None, labels=None
 ):
@@ -159,10 +190,7 @@ def risk_coverage_curve(
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
-        Predicted probabilities (1-D: positive class of a binary problem).
+    {targets}
     confidence : array-like of shape (n_samples,), default=None
         Score that ranks the rows, higher is more confident; the top
         probability ``y_proba.max(axis=1)`` by default.
@@ -189,20 +217,13 @@ def risk_coverage_curve(
     >>> cov.tolist(), risk.tolist()
     ([0.25, 0.5, 0.75, 1.0], [0.0, 0.5, 0.6666666666666666, 0.5])
     """
-    curve = _Curve(
-        *selective_losses(
-            y_true,
-            y_proba,
-            confidence=confidence,
-            sample_weight=sample_weight,
-            labels=labels,
-        )
-    )
+    curve = _Curve(*selective_losses(**locals()))  # the arguments, by name
     ends = curve.ends
     return curve.coverage[ends], curve.risk[ends], curve.conf[ends]
 
 
 @validate_params(_ARRAYS, prefer_skip_nested_validation=True)
+@_fill_doc
 @dask_dispatch("aurc")
 def aurc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
     """Area under the risk-coverage curve (AURC), lower is better.
@@ -218,17 +239,8 @@ def aurc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
-        Predicted probabilities (1-D: positive class of a binary problem).
-    confidence : array-like of shape (n_samples,), default=None
-        Score that ranks the rows, higher is more confident; the top
-        probability by default.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights.
-    labels : array-like of shape (n_classes,), default=None
-        Label of each column of ``y_proba``.
+    {targets}
+    {rows}
 
     Returns
     -------
@@ -248,17 +260,11 @@ def aurc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
     >>> round(aurc(y, proba), 4)
     0.4722
     """
-    loss, conf, w = selective_losses(
-        y_true,
-        y_proba,
-        confidence=confidence,
-        sample_weight=sample_weight,
-        labels=labels,
-    )
-    return aurc_of_rows(loss, conf, w)
+    return aurc_of_rows(*selective_losses(**locals()))  # the arguments, by name
 
 
 @validate_params(_ARRAYS, prefer_skip_nested_validation=True)
+@_fill_doc
 @dask_dispatch("eaurc")
 def eaurc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
     """Excess AURC: the AURC minus that of the oracle ordering.
@@ -275,17 +281,8 @@ def eaurc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
-        Predicted probabilities (1-D: positive class of a binary problem).
-    confidence : array-like of shape (n_samples,), default=None
-        Score that ranks the rows, higher is more confident; the top
-        probability by default.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights.
-    labels : array-like of shape (n_classes,), default=None
-        Label of each column of ``y_proba``.
+    {targets}
+    {rows}
 
     Returns
     -------
@@ -300,17 +297,11 @@ def eaurc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
     >>> round(eaurc(y, proba), 4)
     0.2778
     """
-    loss, conf, w = selective_losses(
-        y_true,
-        y_proba,
-        confidence=confidence,
-        sample_weight=sample_weight,
-        labels=labels,
-    )
-    return eaurc_of_rows(loss, conf, w)
+    return eaurc_of_rows(*selective_losses(**locals()))  # the arguments, by name
 
 
 @validate_params(_ARRAYS, prefer_skip_nested_validation=True)
+@_fill_doc
 @dask_dispatch("augrc")
 def augrc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
     """Area under the generalized risk-coverage curve (AUGRC), lower is better.
@@ -326,17 +317,8 @@ def augrc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
-        Predicted probabilities (1-D: positive class of a binary problem).
-    confidence : array-like of shape (n_samples,), default=None
-        Score that ranks the rows, higher is more confident; the top
-        probability by default.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights.
-    labels : array-like of shape (n_classes,), default=None
-        Label of each column of ``y_proba``.
+    {targets}
+    {rows}
 
     Returns
     -------
@@ -352,20 +334,14 @@ def augrc(y_true, y_proba, *, confidence=None, sample_weight=None, labels=None):
     >>> round(augrc(y, proba), 4)
     0.3333
     """
-    loss, conf, w = selective_losses(
-        y_true,
-        y_proba,
-        confidence=confidence,
-        sample_weight=sample_weight,
-        labels=labels,
-    )
-    return augrc_of_rows(loss, conf, w)
+    return augrc_of_rows(*selective_losses(**locals()))  # the arguments, by name
 
 
 @validate_params(
     {**_ARRAYS, "coverage": [Interval(Real, 0, 1, closed="right")]},
     prefer_skip_nested_validation=True,
 )
+@_fill_doc
 @dask_dispatch("selective_risk")
 def selective_risk(
     y_true, y_proba, *, coverage, confidence=None, sample_weight=None, labels=None
@@ -381,19 +357,10 @@ def selective_risk(
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
-        Predicted probabilities (1-D: positive class of a binary problem).
+    {targets}
     coverage : float in (0, 1]
         Share of the rows to accept.
-    confidence : array-like of shape (n_samples,), default=None
-        Score that ranks the rows, higher is more confident; the top
-        probability by default.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights.
-    labels : array-like of shape (n_classes,), default=None
-        Label of each column of ``y_proba``.
+    {rows}
 
     Returns
     -------
@@ -408,14 +375,7 @@ def selective_risk(
     >>> selective_risk(y, proba, coverage=0.5)
     0.5
     """
-    loss, conf, w = selective_losses(
-        y_true,
-        y_proba,
-        confidence=confidence,
-        sample_weight=sample_weight,
-        labels=labels,
-    )
-    curve = _Curve(loss, conf, w)
+    curve = _curve(y_true, y_proba, confidence, sample_weight, labels)
     k = np.searchsorted(curve.cum_w, coverage * curve.total, side="left")
     return float(curve.risk[min(k, len(curve.cum_w) - 1)])
 
@@ -424,6 +384,7 @@ def selective_risk(
     {**_ARRAYS, "risk": [Interval(Real, 0, 1, closed="both")]},
     prefer_skip_nested_validation=True,
 )
+@_fill_doc
 @dask_dispatch("coverage_at_risk")
 def coverage_at_risk(
     y_true, y_proba, *, risk, confidence=None, sample_weight=None, labels=None
@@ -438,19 +399,10 @@ def coverage_at_risk(
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_proba : array-like of shape (n_samples, n_classes) or (n_samples,)
-        Predicted probabilities (1-D: positive class of a binary problem).
+    {targets}
     risk : float in [0, 1]
         The largest acceptable error rate among the accepted rows.
-    confidence : array-like of shape (n_samples,), default=None
-        Score that ranks the rows, higher is more confident; the top
-        probability by default.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Sample weights.
-    labels : array-like of shape (n_classes,), default=None
-        Label of each column of ``y_proba``.
+    {rows}
 
     Returns
     -------
@@ -465,13 +417,6 @@ def coverage_at_risk(
     >>> coverage_at_risk(y, proba, risk=0.5)
     1.0
     """
-    loss, conf, w = selective_losses(
-        y_true,
-        y_proba,
-        confidence=confidence,
-        sample_weight=sample_weight,
-        labels=labels,
-    )
-    curve = _Curve(loss, conf, w)
+    curve = _curve(y_true, y_proba, confidence, sample_weight, labels)
     ok = np.flatnonzero(curve.risk <= risk)
     return float(curve.coverage[ok[-1]]) if ok.size else 0.0

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
+from ..utils._constraints import METRIC_ARRAYS
 from ..utils._sklearn import StrOptions, validate_params
 from ..utils._validation import check_proba_targets
 from ._dask import dask_dispatch
@@ -80,11 +81,8 @@ def spiegelhalter_from_sums(numerator, variance, alternative) -> SpiegelhalterTe
 @groupable(value=lambda r: abs(r.normalized))
 @validate_params(
     {
-        "y_true": ["array-like"],
-        "y_proba": ["array-like"],
+        **METRIC_ARRAYS,
         "alternative": [StrOptions({"two-sided", "greater", "less"})],
-        "sample_weight": ["array-like", None],
-        "labels": ["array-like", None],
     },
     prefer_skip_nested_validation=True,
 )

@@ -282,6 +282,17 @@ class MetricState:
         self.has_weight_ = self.has_weight_ or other.has_weight_
         return self
 
+    #: The attributes that merging adds up (in the first pass of quantile
+    #: bins, the sketch of the scores merges instead).
+    _sums: tuple = ()
+
+    def _merge(self, other):
+        if getattr(self, "sketch_", None) is not None and self.pass_ == 1:
+            self.sketch_.merge(other.sketch_)
+            return
+        for name in self._sums:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
     def next_pass(self) -> MetricState:
         """Quantile bins: turn the first pass's sketch into bin edges.
 
@@ -437,6 +448,8 @@ def _same_params(a: dict, b: dict) -> bool:
 class _ProperState(MetricState):
     """NLL or Brier: the weighted loss total and the weight total."""
 
+    _sums = ("loss_sum_", "weight_sum_")
+
     def _init_classes(self, n_classes):
         super()._init_classes(n_classes)
         self.loss_sum_, self.weight_sum_ = 0.0, 0.0
@@ -459,16 +472,14 @@ class _ProperState(MetricState):
         self.loss_sum_ += float(w @ loss)
         self.weight_sum_ += float(w.sum())
 
-    def _merge(self, other):
-        self.loss_sum_ += other.loss_sum_
-        self.weight_sum_ += other.weight_sum_
-
     def _compute(self):
         return self.loss_sum_ / self.weight_sum_
 
 
 class _TopLabelState(MetricState):
     """Top-label binned statistics: ECE (any norm), MCE, reliability bins."""
+
+    _sums = ("count_", "weight_", "sum_score_", "sum_target_")
 
     def __init__(self, metric, params):
         self.n_passes = 2 if params.get("strategy") == "quantile" else 1
@@ -499,15 +510,6 @@ class _TopLabelState(MetricState):
         self.sum_score_ += np.bincount(idx, weights=w * conf, minlength=n_bins)
         self.sum_target_ += np.bincount(idx, weights=w * correct, minlength=n_bins)
 
-    def _merge(self, other):
-        if self.sketch_ is not None and self.pass_ == 1:
-            self.sketch_.merge(other.sketch_)
-            return
-        self.count_ += other.count_
-        self.weight_ += other.weight_
-        self.sum_score_ += other.sum_score_
-        self.sum_target_ += other.sum_target_
-
     def statistics(self) -> BinStatistics:
         """The reliability-diagram statistics of the top-label confidence."""
         return BinStatistics(
@@ -534,6 +536,8 @@ def _top_label_of(proba, y_index):
 
 class _ClasswiseState(MetricState):
     """Per-class binned statistics: classwise ECE and the binned-mean ECCE."""
+
+    _sums = ("weight_", "sum_score_", "sum_target_")
 
     def __init__(self, metric, params):
         self.n_passes = 2 if params.get("strategy") == "quantile" else 1
@@ -584,14 +588,6 @@ class _ClasswiseState(MetricState):
                 idx, weights=w * (y_index == k), minlength=n_bins
             )
 
-    def _merge(self, other):
-        if self.sketch_ is not None and self.pass_ == 1:
-            self.sketch_.merge(other.sketch_)
-            return
-        self.weight_ += other.weight_
-        self.sum_score_ += other.sum_score_
-        self.sum_target_ += other.sum_target_
-
     def _class_weights(self):
         class_weight = self.params.get("class_weight")
         frequencies = None
@@ -619,6 +615,8 @@ class _ClasswiseState(MetricState):
 
 class _SoftState(MetricState):
     """Soft-binned errors: per soft bin mass, confidence and accuracy sums."""
+
+    _sums = ("mass_", "conf_sum_", "acc_sum_", "weight_sum_")
 
     def __init__(self, metric, params):
         n_bins = params["n_bins"]
@@ -655,12 +653,6 @@ class _SoftState(MetricState):
         self.acc_sum_ += sums.acc_sum
         self.weight_sum_ += float(w.sum())
 
-    def _merge(self, other):
-        self.mass_ += other.mass_
-        self.conf_sum_ += other.conf_sum_
-        self.acc_sum_ += other.acc_sum_
-        self.weight_sum_ += other.weight_sum_
-
     def _compute(self):
         from .._torch.kernels import soft_error_from_sums_value
 
@@ -681,6 +673,8 @@ class _L2State(MetricState):
     sketch keeps (up to 2**20 over all columns); beyond, the sketch's
     approximate equal-mass edges.
     """
+
+    _sums = ("sums_",)
 
     def __init__(self, metric, params):
         self.n_passes = 2 if params.get("strategy") == "quantile" else 1
@@ -732,12 +726,6 @@ class _L2State(MetricState):
             self.sums_[start:stop] += bin_sums(scores, targets, w, edges, n_bins)
             start = stop
 
-    def _merge(self, other):
-        if self.sketch_ is not None and self.pass_ == 1:
-            self.sketch_.merge(other.sketch_)
-            return
-        self.sums_ += other.sums_
-
     def _compute(self):
         squared = squared_errors(self.sums_, self.params["debias"])
         return combine(squared, self.params["mode"])
@@ -745,6 +733,8 @@ class _L2State(MetricState):
 
 class _SpiegelhalterState(MetricState):
     """Spiegelhalter's Z: its numerator and variance are sums over rows."""
+
+    _sums = ("numerator_", "variance_")
 
     def _init_classes(self, n_classes):
         super()._init_classes(n_classes)
@@ -754,10 +744,6 @@ class _SpiegelhalterState(MetricState):
         numerator, variance = spiegelhalter_sums(proba, y_index, w)
         self.numerator_ += numerator
         self.variance_ += variance
-
-    def _merge(self, other):
-        self.numerator_ += other.numerator_
-        self.variance_ += other.variance_
 
     def _compute(self):
         return spiegelhalter_from_sums(

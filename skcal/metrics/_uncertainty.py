@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
@@ -99,7 +99,7 @@ def _fmt(x) -> str:
     return f"{x:.4g}"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False)
 class ConfidenceInterval:
     """Bootstrap confidence interval of a metric, from :func:`confidence_interval`.
 
@@ -128,7 +128,7 @@ class ConfidenceInterval:
     confidence_level: float
     method: str
     n_resamples: int
-    resamples: np.ndarray
+    resamples: np.ndarray = field(repr=False)  # the repr leaves it out
 
     @property
     def standard_error(self) -> float:
@@ -142,14 +142,6 @@ class ConfidenceInterval:
         resampled rows); ``method="bca"`` corrects for that bias."""
         return bool(self.low <= self.estimate <= self.high)
 
-    def __repr__(self) -> str:
-        return (
-            f"ConfidenceInterval(metric={self.metric!r}, estimate={self.estimate!r}, "
-            f"low={self.low!r}, high={self.high!r}, "
-            f"confidence_level={self.confidence_level!r}, method={self.method!r}, "
-            f"n_resamples={self.n_resamples!r})"
-        )
-
     def __str__(self) -> str:
         return (
             f"{self.metric} = {_fmt(self.estimate)}, "
@@ -158,7 +150,7 @@ class ConfidenceInterval:
         )
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False)
 class PairedComparison:
     """Paired bootstrap comparison of two predictions, from :func:`paired_comparison`.
 
@@ -195,22 +187,12 @@ class PairedComparison:
     confidence_level: float
     method: str
     n_resamples: int
-    resamples: np.ndarray
+    resamples: np.ndarray = field(repr=False)  # the repr leaves it out
 
     @property
     def standard_error(self) -> float:
         """Bootstrap standard error of the difference."""
         return _standard_error(self.resamples)
-
-    def __repr__(self) -> str:
-        return (
-            f"PairedComparison(metric={self.metric!r}, "
-            f"difference={self.difference!r}, low={self.low!r}, "
-            f"high={self.high!r}, p_value={self.p_value!r}, "
-            f"estimate_a={self.estimate_a!r}, estimate_b={self.estimate_b!r}, "
-            f"confidence_level={self.confidence_level!r}, method={self.method!r}, "
-            f"n_resamples={self.n_resamples!r})"
-        )
 
     def __str__(self) -> str:
         return (

@@ -1,4 +1,4 @@
-"""Parameter constraints shared by families of calibrators.
+"""Parameter constraints shared by families of calibrators and of metrics.
 
 Each calibrator's ``_parameter_constraints`` spreads the dicts of its family
 here, so that a shared parameter is declared once. A class whose bound for
@@ -11,7 +11,20 @@ from numbers import Integral, Real
 
 from ._sklearn import DEVICE_CONSTRAINT, Interval
 
-__all__ = ["LBFGS_CONSTRAINTS", "MINIBATCH_CONSTRAINTS", "TRAINING_CONSTRAINTS"]
+__all__ = [
+    "LBFGS_CONSTRAINTS",
+    "METRIC_ARRAYS",
+    "MINIBATCH_CONSTRAINTS",
+    "TRAINING_CONSTRAINTS",
+]
+
+#: The arrays of the probability metrics (``validate_params``).
+METRIC_ARRAYS = {
+    "y_true": ["array-like"],
+    "y_proba": ["array-like"],
+    "sample_weight": ["array-like", None],
+    "labels": ["array-like", None],
+}
 
 #: The calibrators fitted by full-batch L-BFGS (vector and matrix scaling,
 #: Dirichlet calibration, structured matrix scaling).
