@@ -124,11 +124,13 @@ def _same_settings(estimator, default) -> bool:
 
 
 def _with_grouped(candidates: list) -> list:
-    """``candidates`` with :class:`~skcal.GroupedTemperatureScaling` after
-    temperature scaling (at the end without it): the default set of a fit
-    given ``groups``."""
+    """``candidates`` with :class:`~skcal.GroupedTemperatureScaling` before
+    the Dirichlet-CV candidate (at the end without it): the default set of a
+    fit given ``groups``, still cheapest first (its repeated cross-fitting
+    of the shrinkage took 10 s a fold on 3,600 x 26 rows in 20 groups, the
+    affine candidates 0.1-0.5 s)."""
     kinds = [type(c) for c in candidates]
-    at = kinds.index(TemperatureScaling) + 1 if TemperatureScaling in kinds else None
+    at = kinds.index(DirichletCalibratorCV) if DirichletCalibratorCV in kinds else None
     at = len(candidates) if at is None else at
     return [*candidates[:at], GroupedTemperatureScaling(), *candidates[at:]]
 
@@ -584,7 +586,10 @@ class CalibratorSearchCV(BaseCalibrator):
     ``groups[train]`` and scored with ``predict_proba(X[test],
     groups=groups[test])``; the other candidates ignore the groups. With
     ``candidates=None``, :class:`~skcal.GroupedTemperatureScaling` joins the
-    default candidates after temperature scaling; grouped vector scaling
+    default candidates, before the Dirichlet one (cheapest first: its
+    cross-fitted shrinkage costs 20-100 times a vector scaling fit, e.g.
+    10 s a fold on 3,600 rows x 26 classes in 20 groups on a busy
+    machine); grouped vector scaling
     does not, as its ``2 C`` parameters per group need ``20 C`` events per
     group under the guard (10,400 for 26 classes and 20 groups), and its
     cross-fitted shrinkage costs tens of L-BFGS fits per fold. The folds are

@@ -147,10 +147,14 @@ def test_default_candidates_gain_grouped_temperature_scaling_with_groups():
         cv=2, random_state=0, max_time=0, guard=None
     )  # the first, identity and temperature scaling run; the rest are held back
     names = search.fit(Z, y, groups=groups).cv_results_["candidate"].tolist()
-    assert names[:3] == [
+    assert names == [
         "IdentityCalibrator",
         "TemperatureScaling",
+        "VectorScaling",
+        "StructuredMatrixScaling",
+        "StructuredVectorScaling",
         "GroupedTemperatureScaling",
+        "DirichletCalibratorCV",
     ]
     assert "GroupedTemperatureScaling" not in search.fit(Z, y).cv_results_["candidate"]
 
