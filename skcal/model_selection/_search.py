@@ -1315,12 +1315,7 @@ class CalibratorSearchCV(BaseCalibrator):
             self.__dict__.pop(attr, None)
         names, estimators = zip(*self._named_candidates(groups is not None))
         data = self._prepare(names, estimators, X, y, sample_weight, groups)
-        scoring = self.scoring
-        if isinstance(scoring, str):  # an alias ("nll", "ece") names its scorer
-            scoring = scorer_name(scoring)
-        scorer = None if scoring == "neg_log_loss" else scoring
-        if isinstance(scorer, str):
-            scorer = get_scorer(scorer)
+        scoring, scorer = self._resolve_scoring()
         folds = self._folds(data.X, data.labels, data.groups)
         self.n_splits_ = len(folds)
         n_params, reasons = self._guard(data, len(folds))
@@ -1347,6 +1342,17 @@ class CalibratorSearchCV(BaseCalibrator):
             self._report()
         self._refit(data)
         return self
+
+    def _resolve_scoring(self):
+        """``(scoring, scorer)``: the scoring with an alias ("nll", "ece")
+        resolved to its scorer's name, and its scorer (None: the log loss)."""
+        scoring = self.scoring
+        if isinstance(scoring, str):
+            scoring = scorer_name(scoring)
+        scorer = None if scoring == "neg_log_loss" else scoring
+        if isinstance(scorer, str):
+            scorer = get_scorer(scorer)
+        return scoring, scorer
 
     def _prepare(self, names, estimators, X, y, sample_weight, groups) -> _SearchData:
         """The validated data, each candidate's template and input."""
@@ -1711,7 +1717,7 @@ class CalibratorSearchCV(BaseCalibrator):
         if groups is None:
             return None
         check_is_fitted(self)
-        if self.groups_ is None:
+        if getattr(self, "groups_", None) is None:  # or saved by an earlier skcal
             raise ValueError(
                 "CalibratorSearchCV was fitted without groups, so no candidate "
                 "learnt anything by group; groups given to a prediction would be "
