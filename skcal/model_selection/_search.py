@@ -743,6 +743,9 @@ class CalibratorSearchCV(BaseCalibrator):
         Label of each column.
     reads_embeddings_ : bool
         Whether ``X`` held embeddings (a candidate is local).
+    groups_ : ndarray of shape (n_groups,) or None
+        The sorted group labels given to :meth:`fit`; None when fitted
+        without groups.
     coef_, intercept_ : ndarray of shape (n_classes, n_features), (n_classes,)
         The head, validated, as float64 (only when ``coef`` is given).
     n_features_in_ : int
