@@ -190,6 +190,31 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
         self.classes = classes
         self.random_state = random_state
 
+    def n_free_parameters(self, n_classes, n_features=None, n_groups=1):
+        """A scale and an offset per class and per group: ``2 C n_groups``.
+
+        What :class:`~skcal.model_selection.CalibratorSearchCV`'s small-data
+        guard reads, given the number of groups: the shrinkage toward the
+        pooled map is chosen by cross-fitting and can be 0, and the pooled
+        map is held by one pseudo-row only, so every entry counts as free.
+
+        Parameters
+        ----------
+        n_classes : int
+        n_features : int, default=None
+        n_groups : int, default=1
+
+        Returns
+        -------
+        float
+        """
+        return float(2 * n_classes * n_groups)
+
+    def _wrapper_params(self, *, classes, input) -> dict:
+        """The wrapper protocol of :class:`~skcal.base.BaseCalibrator`: the
+        ``classes`` and ``input`` a wrapper or a search sets on a clone."""
+        return {"classes": classes, "input": input}
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, groups=None, sample_weight=None):
         """Fit the pooled and the per-group maps.

@@ -87,7 +87,7 @@ def tree_reduce(parts):
     return level[0].compute()
 
 
-def lazy_on_dask(kind: str):
+def lazy_on_dask(kind: str, rows: tuple = ()):
     """Make a prediction method lazy on Dask arrays (``map_blocks`` by rows).
 
     ``kind`` is ``"proba"`` (one column per class, float64) or ``"labels"``
@@ -96,6 +96,9 @@ def lazy_on_dask(kind: str):
     which is what ``dask_ml.wrappers.ParallelPostFit`` does. An empty block
     (ragged chunks after a filter) gives an empty block of the same kind,
     without calling the method: estimators refuse 0 rows, as sklearn's do.
+    ``rows`` names keyword arguments with one entry per row of ``X`` (such
+    as ``groups``): given (not None), numpy or Dask, they are split along
+    ``X``'s row blocks, each block's method call getting its own part.
     """
 
     def decorate(method):
@@ -108,7 +111,7 @@ def lazy_on_dask(kind: str):
             check_is_fitted(self)
             if X.ndim == 2:
                 X = X.rechunk({1: -1})
-
+            per_row = {k: kwargs.pop(k) for k in rows if kwargs.get(k) is not None}
             classes = self.classes_
             empty = (
                 np.empty((0,), dtype=classes.dtype)
@@ -116,11 +119,13 @@ def lazy_on_dask(kind: str):
                 else np.empty((0, len(classes)), dtype=np.float64)
             )
 
-            def block(x):
+            def block(x, *parts):
                 if x.shape[0] == 0:
                     return empty.copy()
-                return method(self, x, *args, **kwargs)
+                return method(self, x, *args, **kwargs, **dict(zip(per_row, parts)))
 
+            if per_row:
+                return _blockwise_rows(block, X, per_row.values(), kind, classes)
             if kind == "labels":
                 return X.map_blocks(
                     block,
@@ -138,3 +143,26 @@ def lazy_on_dask(kind: str):
         return wrapper
 
     return decorate
+
+
+def _blockwise_rows(block, X, extras, kind, classes):
+    """``block(x, *parts)`` over the row blocks of the 2-D ``X`` and of the
+    1-D ``extras`` aligned to them (lengths checked here, before anything
+    runs)."""
+    import dask.array as da
+
+    X = _whole_rows(X)
+    parts = []
+    for extra in extras:
+        aligned = _rows(extra, X.chunks[0])
+        parts += [aligned, "i"]
+    if kind == "labels":
+        return da.blockwise(
+            block, "i", X, "ij", *parts, concatenate=True,
+            dtype=classes.dtype, meta=np.empty((0,), dtype=classes.dtype),
+        )  # fmt: skip
+    return da.blockwise(
+        block, "ik", X, "ij", *parts, concatenate=True,
+        new_axes={"k": len(classes)}, dtype=np.float64,
+        meta=np.empty((0, 0), dtype=np.float64),
+    )  # fmt: skip
