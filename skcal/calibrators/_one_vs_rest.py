@@ -37,6 +37,7 @@ __all__ = [
     "ConfidenceMapMixin",
     "OneVsRestCalibrator",
     "map_transposed",
+    "held_out_folds",
     "present_classes",
     "renormalize_inplace",
     "stratified_folds",
@@ -54,8 +55,14 @@ _ACCURACY_DROP_SE = 2.0
 #: The drop is measured out of sample: the maps are fitted again on all but
 #: one of this many stratified folds of the calibration rows, and judged on
 #: the fold left out (a fit judged on its own rows keeps their top class
-#: better than new rows'). The folds are drawn with this seed.
-_HELD_OUT_FOLDS = 2
+#: better than new rows'). Three folds: maps fitted on half the rows are
+#: coarser than the fit's and made the check warn of test losses of half a
+#: point or less (synthetic problems of 3 to 10 classes); on problems of more
+#: than _HELD_OUT_ENTRIES scores (rows times classes), two folds, which
+#: cost half as much. The folds are drawn with this seed.
+_HELD_OUT_FOLDS = 3
+_HELD_OUT_FOLDS_LARGE = 2
+_HELD_OUT_ENTRIES = 1_000_000
 _HELD_OUT_SEED = 0
 #: Rows per block of the transposed copy in :func:`map_transposed`.
 _TRANSPOSE_ROWS = 512
@@ -118,6 +125,14 @@ def map_transposed(Q: np.ndarray, logits, map_column) -> np.ndarray:
     if rows.size:
         Q[rows] = softmax_into(logits[rows], np.empty((rows.size, n_classes)))
     return Q
+
+
+def held_out_folds(shape) -> int:
+    """The number of folds of the held-out accuracy check of scores of
+    ``shape`` (rows, classes): 3, or 2 beyond a million scores."""
+    return _HELD_OUT_FOLDS if shape[0] * shape[1] <= _HELD_OUT_ENTRIES else (
+        _HELD_OUT_FOLDS_LARGE
+    )  # fmt: skip
 
 
 def stratified_folds(y_index, n_folds: int, seed: int = _HELD_OUT_SEED) -> np.ndarray:
@@ -329,13 +344,15 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         """The cross-fitted calibrated probabilities of the calibration rows
         (each row's from maps fitted without its fold, by a clone of this
         calibrator through its own ``_fit_scores``; their warnings are
-        dropped), or None where a fold would leave no weight to fit on."""
-        folds = stratified_folds(y_index, _HELD_OUT_FOLDS)
+        dropped), with the number of folds; None where a fold would leave no
+        weight to fit on."""
+        n_folds = held_out_folds(scores.shape)
+        folds = stratified_folds(y_index, n_folds)
         twin = clone(self)
         if "verbose" in twin.get_params():
             twin.set_params(verbose=0)
         held_out = np.empty(scores.shape)
-        for fold in range(_HELD_OUT_FOLDS):
+        for fold in range(n_folds):
             train, test = folds != fold, folds == fold
             if not (weights[train] > 0).any() or not test.any():
                 return None
@@ -343,7 +360,7 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
                 warnings.simplefilter("ignore")
                 twin._fit_scores(scores[train], y_index[train], weights[train])
             held_out[test] = calibrated(twin, test)
-        return held_out
+        return held_out, n_folds
 
     def _warn_accuracy_drop(self, scores, P, y_index, sample_weight, calibrated):
         """:class:`~skcal.exceptions.AccuracyDropWarning` when the calibrated
@@ -357,12 +374,16 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         on the rows they were fitted on keep those rows' top class better
         than new rows' (histogram binning on 45 classes: no loss there, 1.3
         points on the test set), so the drop is cross-fitted: the maps are
-        fitted again, by a clone of the calibrator, on one of two stratified
-        folds of the calibration rows (drawn with a fixed seed) and judged
-        on the other, and the other way round; where a fold has no row of
-        positive weight, on the calibration rows themselves. The fitted maps
-        are those of the whole calibration set, as without the check; the
-        check costs about one more fit (two fits of half the rows). Both
+        fitted again, by a clone of the calibrator, on all but one of three
+        stratified folds of the calibration rows (drawn with a fixed seed)
+        and judged on the fold left out, for each fold; where a fold would
+        leave no row of positive weight to fit on, on the calibration rows
+        themselves. The fitted maps are those of the whole calibration set,
+        as without the check. The check costs about two more fits (three
+        fits of two thirds of the rows); beyond a million scores (rows times
+        classes) it is bounded to two folds, about one more fit (two fits of
+        half the rows), whose coarser maps make it warn a little more
+        readily. Both
         predictions follow the tie rule of :meth:`predict`. Material: a
         drop of more than one point and two standard errors of the paired
         difference (as for the local calibrators). Problems of three
@@ -372,10 +393,12 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         the calibration rows ``rows``.
         """
         weights = np.asarray(sample_weight, dtype=np.float64)
-        held_out = self._held_out_proba(scores, y_index, weights, calibrated)
-        in_sample = None
-        if held_out is None:
+        found = self._held_out_proba(scores, y_index, weights, calibrated)
+        in_sample = n_folds = None
+        if found is None:
             held_out = in_sample = calibrated(self, slice(None))
+        else:
+            held_out, n_folds = found
         before = argmax_ties_by_scores(P, P)
         right_before = before == y_index
         right_after = argmax_ties_by_scores(held_out, P) == y_index
@@ -387,7 +410,7 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         after = argmax_ties_by_scores(in_sample, P)
         self._accuracy_drop_message(
             P.shape[1], weights, right_before, right_after, after == y_index,
-            (drop, se, np.average(before != after, weights=weights)),
+            (drop, se, np.average(before != after, weights=weights), n_folds),
         )  # fmt: skip
 
     def _accuracy_drop_message(
@@ -396,21 +419,26 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         """Warn the :class:`~skcal.exceptions.AccuracyDropWarning`: the
         held-out accuracies before and after (``right_after``), the
         ``drop``, its standard error and the share of the calibration rows
-        whose top class the fitted maps move, with the accuracy there."""
-        drop, se, moved = drop
+        whose top class the fitted maps move, with the accuracy there, and
+        the number of folds (None: the calibration rows themselves)."""
+        drop, se, moved, n_folds = drop
 
         def accuracy(right):
             return f"{np.average(right, weights=weights):.4f}"
 
+        how = (
+            f"all but one of {n_folds} stratified folds of the calibration rows, "
+            "each judged on the fold left out"
+        )
+        if n_folds is None:  # too few rows to hold some out
+            how = "the calibration rows, judged on themselves: too few to hold out"
         warn(
-            f"{type(self).__name__} loses accuracy on rows it was not fitted "
-            f"on: held-out accuracy {accuracy(right_before)} -> "
-            f"{accuracy(right_after)} (a drop of {drop:.4f}, standard error "
-            f"{se:.4f}; maps fitted on {_HELD_OUT_FOLDS} stratified folds of "
-            f"the calibration rows in turn, each judged on the rows left "
-            f"out). Fitted on all the rows, it changes the top class of "
-            f"{moved:.1%} of the calibration rows; accuracy there "
-            f"{accuracy(right_before)} -> {accuracy(right_in_sample)}. Its "
+            f"{type(self).__name__} loses accuracy: held-out accuracy "
+            f"{accuracy(right_before)} -> {accuracy(right_after)} (a drop of "
+            f"{drop:.4f}, standard error {se:.4f}; maps fitted on {how}). "
+            f"Fitted on all the rows, it changes the top class of {moved:.1%} "
+            f"of the calibration rows; accuracy there {accuracy(right_before)} "
+            f"-> {accuracy(right_in_sample)}. Its "
             f"one-vs-rest maps rank the {n_classes} classes by their own "
             "calibrated values, and coarse maps of many classes give unrelated "
             "classes similar values. To keep the classifier's top class, "
