@@ -293,9 +293,12 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     probabilities; a subclass that reads something else sets
     ``_fits_probabilities = False``) and the prediction paths. A fit that did not
     converge for some classes raises a ``ConvergenceWarning`` naming them; a
-    fit whose probabilities are materially less accurate than the input on
-    the calibration rows (three classes or more) raises an
-    :class:`~skcal.exceptions.AccuracyDropWarning` with both accuracies.
+    fit whose probabilities are materially less accurate than the input out
+    of sample (maps fitted again on stratified folds of the calibration
+    rows, each judged on the fold left out; three classes or more) raises
+    an :class:`~skcal.exceptions.AccuracyDropWarning` with both held-out
+    accuracies. The check costs about two more fits of the maps (one beyond
+    a million scores, rows times classes).
     """
 
     _shift_invariant = True
