@@ -324,31 +324,31 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
             P = scores if self._fits_probabilities else softmax_inplace(
                 np.array(logits, dtype=np.float64)
             )  # fmt: skip
-
-            def calibrated(estimator, rows):
-                return estimator._calibrated_proba(logits[rows])
-
-            self._warn_accuracy_drop(scores, P, y_index, sample_weight, calibrated)
+            self._warn_accuracy_drop(scores, P, y_index, sample_weight, logits)
 
     def _fit_probabilities(self, P, y_index, sample_weight):
         """With ``input="proba"``, the maps of the softmax are fitted on the
         validated probabilities themselves (no round trip through logs)."""
         self._fit_scores(P, y_index, sample_weight)
         if P.shape[1] > 2 and len(P):
+            self._warn_accuracy_drop(P, P, y_index, sample_weight, None)
 
-            def calibrated(estimator, rows):
-                return estimator._calibrated_proba_of_probabilities(
-                    P[rows], _LogsOf(P[rows])
-                )
-
-            self._warn_accuracy_drop(P, P, y_index, sample_weight, calibrated)
+    def _calibrated_rows(self, logits, P, rows):
+        """The calibrated probabilities of the calibration rows ``rows`` (an
+        array of indices: a copy), from their ``logits``, or where those are
+        None from their validated probabilities ``P``."""
+        if logits is not None:
+            return self._calibrated_proba(logits[rows])
+        given = P[rows]
+        return self._calibrated_proba_of_probabilities(given.copy(), _LogsOf(given))
 
     def _held_out_proba(self, scores, y_index, weights, calibrated):
         """The cross-fitted calibrated probabilities of the calibration rows
         (each row's from maps fitted without its fold, by a clone of this
         calibrator through its own ``_fit_scores``; their warnings are
         dropped), with the number of folds; None where a fold would leave no
-        weight to fit on."""
+        weight to fit on. ``calibrated``: the ``(logits, P)`` of
+        :meth:`_calibrated_rows`."""
         n_folds = held_out_folds(scores.shape)
         folds = stratified_folds(y_index, n_folds)
         twin = clone(self)
@@ -356,16 +356,16 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
             twin.set_params(verbose=0)
         held_out = np.empty(scores.shape)
         for fold in range(n_folds):
-            train, test = folds != fold, folds == fold
-            if not (weights[train] > 0).any() or not test.any():
+            train, test = folds != fold, np.flatnonzero(folds == fold)
+            if not (weights[train] > 0).any() or not test.size:
                 return None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 twin._fit_scores(scores[train], y_index[train], weights[train])
-            held_out[test] = calibrated(twin, test)
+            held_out[test] = twin._calibrated_rows(*calibrated, test)
         return held_out, n_folds
 
-    def _warn_accuracy_drop(self, scores, P, y_index, sample_weight, calibrated):
+    def _warn_accuracy_drop(self, scores, P, y_index, sample_weight, logits):
         """:class:`~skcal.exceptions.AccuracyDropWarning` when the calibrated
         probabilities are materially less accurate than their input
         probabilities ``P``, out of sample.
@@ -391,15 +391,16 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         drop of more than one point and two standard errors of the paired
         difference (as for the local calibrators). Problems of three
         classes or more only (a binary problem's top class is one
-        threshold, and TopVersusAll fits these maps on one). ``calibrated
-        (estimator, rows)`` gives an estimator's calibrated probabilities of
-        the calibration rows ``rows``.
+        threshold, and TopVersusAll fits these maps on one). ``logits``: the
+        calibration rows' logits, or None where the maps read the validated
+        probabilities ``P``.
         """
         weights = np.asarray(sample_weight, dtype=np.float64)
+        calibrated, every_row = (logits, P), np.arange(len(P))
         found = self._held_out_proba(scores, y_index, weights, calibrated)
         in_sample = n_folds = None
         if found is None:
-            held_out = in_sample = calibrated(self, slice(None))
+            held_out = in_sample = self._calibrated_rows(*calibrated, every_row)
         else:
             held_out, n_folds = found
         before = argmax_ties_by_scores(P, P)
@@ -409,7 +410,7 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         if not drop > max(_ACCURACY_DROP_MIN, _ACCURACY_DROP_SE * se):
             return
         if in_sample is None:
-            in_sample = calibrated(self, slice(None))
+            in_sample = self._calibrated_rows(*calibrated, every_row)
         after = argmax_ties_by_scores(in_sample, P)
         self._accuracy_drop_message(
             P.shape[1], weights, right_before, right_after, after == y_index,

@@ -73,13 +73,23 @@ def test_warns_when_held_out_accuracy_drops_though_in_sample_rises():
 
 
 def test_warns_with_probabilities_as_input():
+    """The same problem given as probabilities: the same warning, with the
+    accuracy of the calibration rows computed by hand; the caller's array
+    is not modified."""
     X, y = make_miscalibrated_logits(1000, 30, random_state=1)
     P = np.exp(X - X.max(axis=1, keepdims=True))
     P /= P.sum(axis=1, keepdims=True)
-    _, messages = _fit_recording(
+    given = P.copy()
+    cal, messages = _fit_recording(
         lambda: HistogramBinningCalibrator(input="proba"), P, y
     )
-    assert len(messages) == 1 and "held-out accuracy" in messages[0]
+    np.testing.assert_array_equal(P, given)
+    assert len(messages) == 1
+    before, after = _held_out(messages[0])
+    assert float(after) < float(before) - 0.01
+    in_before = np.mean(P.argmax(axis=1) == y)
+    in_after = np.mean(cal.predict(P) == y)
+    assert f"accuracy there {in_before:.4f} -> {in_after:.4f}" in messages[0]
 
 
 def test_held_out_accuracy_is_the_cross_fitted_argmax_accuracy():
