@@ -355,13 +355,17 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         if "verbose" in twin.get_params():
             twin.set_params(verbose=0)
         held_out = np.empty(scores.shape)
+        columns = np.ascontiguousarray(scores.T)  # one transpose for all folds
         for fold in range(n_folds):
             train, test = folds != fold, np.flatnonzero(folds == fold)
             if not (weights[train] > 0).any() or not test.size:
                 return None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                twin._fit_scores(scores[train], y_index[train], weights[train])
+                # the rows of the fold as the transpose of contiguous columns,
+                # which _fit_scores reads without copying them again
+                train_scores = columns[:, train].T
+                twin._fit_scores(train_scores, y_index[train], weights[train])
             held_out[test] = twin._calibrated_rows(*calibrated, test)
         return held_out, n_folds
 
