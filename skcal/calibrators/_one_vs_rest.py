@@ -390,7 +390,8 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         fits of two thirds of the rows); beyond a million scores (rows times
         classes) it is bounded to two folds, about one more fit (two fits of
         half the rows), whose coarser maps make it warn a little more
-        readily. Both
+        readily, and the message leaves out the accuracy of the calibration
+        rows themselves (one more prediction). Both
         predictions follow the tie rule of :meth:`predict`. Material: a
         drop of more than one point and two standard errors of the paired
         difference (as for the local calibrators). Problems of three
@@ -413,12 +414,16 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         drop, se = paired_mean_difference(right_before - 1.0 * right_after, weights)
         if not drop > max(_ACCURACY_DROP_MIN, _ACCURACY_DROP_SE * se):
             return
-        if in_sample is None:
+        moved = right_in_sample = None
+        if in_sample is None and P.size <= _HELD_OUT_ENTRIES:
             in_sample = self._calibrated_rows(*calibrated, every_row)
-        after = argmax_ties_by_scores(in_sample, P)
+        if in_sample is not None:  # (not beyond a million scores: its cost)
+            after = argmax_ties_by_scores(in_sample, P)
+            right_in_sample = after == y_index
+            moved = np.average(before != after, weights=weights)
         self._accuracy_drop_message(
-            P.shape[1], weights, right_before, right_after, after == y_index,
-            (drop, se, np.average(before != after, weights=weights), n_folds),
+            P.shape[1], weights, right_before, right_after, right_in_sample,
+            (drop, se, moved, n_folds),
         )  # fmt: skip
 
     def _accuracy_drop_message(
@@ -427,8 +432,9 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         """Warn the :class:`~skcal.exceptions.AccuracyDropWarning`: the
         held-out accuracies before and after (``right_after``), the
         ``drop``, its standard error and the share of the calibration rows
-        whose top class the fitted maps move, with the accuracy there, and
-        the number of folds (None: the calibration rows themselves)."""
+        whose top class the fitted maps move, with the accuracy there
+        (``right_in_sample``; None: left out), and the number of folds
+        (None: the calibration rows themselves)."""
         drop, se, moved, n_folds = drop
 
         def accuracy(right):
@@ -440,13 +446,18 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         )
         if n_folds is None:  # too few rows to hold some out
             how = "the calibration rows, judged on themselves: too few to hold out"
+        in_sample = ""
+        if right_in_sample is not None:
+            in_sample = (
+                f"Fitted on all the rows, it changes the top class of {moved:.1%} "
+                f"of the calibration rows; accuracy there {accuracy(right_before)} "
+                f"-> {accuracy(right_in_sample)}. "
+            )
         warn(
             f"{type(self).__name__} loses accuracy: held-out accuracy "
             f"{accuracy(right_before)} -> {accuracy(right_after)} (a drop of "
             f"{drop:.4f}, standard error {se:.4f}; maps fitted on {how}). "
-            f"Fitted on all the rows, it changes the top class of {moved:.1%} "
-            f"of the calibration rows; accuracy there {accuracy(right_before)} "
-            f"-> {accuracy(right_in_sample)}. Its "
+            f"{in_sample}Its "
             f"one-vs-rest maps rank the {n_classes} classes by their own "
             "calibrated values, and coarse maps of many classes give unrelated "
             "classes similar values. To keep the classifier's top class, "

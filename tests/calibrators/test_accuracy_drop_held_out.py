@@ -175,3 +175,18 @@ def test_zero_weight_rows_and_a_class_in_one_fold_only():
     X3, y3 = make_miscalibrated_logits(3, 3, random_state=0)
     cal, messages = _fit_recording(IsotonicCalibrator, X3, y3)
     assert messages == [] and cal.predict(X3).shape == (3,)
+
+
+def test_beyond_a_million_scores_two_folds_and_no_in_sample_pass():
+    """8,400 rows of 120 classes (1,008,000 scores): the check is bounded to
+    two folds, and the message leaves out the calibration rows' own
+    accuracy (one prediction less)."""
+    X, y = make_miscalibrated_logits(8400, 120, random_state=0)
+    assert held_out_folds(X.shape) == 2
+    _, messages = _fit_recording(HistogramBinningCalibrator, X, y)
+    assert len(messages) == 1
+    assert "all but one of 2 stratified folds" in messages[0]
+    assert "accuracy there" not in messages[0]
+    before, after = _held_out(messages[0])
+    assert before == f"{np.mean(X.argmax(axis=1) == y):.4f}"
+    assert float(after) < float(before) - 0.01
