@@ -72,11 +72,16 @@ class AccuracyDropWarning(UserWarning):
     of rows). The message names the settings to change.
 
     The one-vs-rest calibrators (binning, isotonic regression, Platt,
-    beta) compare, on their calibration rows, the accuracy of their
-    calibrated probabilities with that of the input scores (three classes
-    or more, same criterion): their maps rank the classes of a row by
-    their own calibrated values, which coarse maps of many classes can
-    scramble (scaling-binning on 26 classes: accuracy 0.95 -> 0.65).
+    beta) compare the accuracy of their calibrated probabilities with that
+    of the input scores out of sample (three classes or more, same
+    criterion): maps fitted on all but one of three stratified folds of the
+    calibration rows (two beyond a million scores) are judged on the fold
+    left out, for each fold, because maps judged on their own rows keep
+    those rows' top class better than new rows' (histogram binning on 45
+    classes: no loss there, 1.3 points on the test set). Their maps rank the
+    classes of a row by their own calibrated values, which coarse maps of
+    many classes can scramble (scaling-binning on 26 classes: accuracy 0.95
+    -> 0.65). The message names the held-out accuracies before and after.
     """
 
 

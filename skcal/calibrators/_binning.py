@@ -886,8 +886,9 @@ class ScalingBinningCalibrator(OneVsRestCalibrator):
       positives, so unrelated classes get similar values and the top class
       of a row can move: on 26 classes (UCI letter, 4,000 rows) accuracy
       fell from 0.948 to 0.652. The fit then warns
-      (:class:`~skcal.exceptions.AccuracyDropWarning`, measured on the
-      calibration rows); ``mode="top_label"`` keeps the top class.
+      (:class:`~skcal.exceptions.AccuracyDropWarning`, measured on held-out
+      folds of the calibration rows); ``mode="top_label"`` keeps the top
+      class.
     * ``mode="top_label"``: one map of the top-label confidence ``max_k
       p_k`` against whether the argmax is right
       (``PlattBinnerTopCalibrator``). The argmax gets the calibrated
