@@ -170,13 +170,14 @@ def _cases():
 
         return setup
 
-    def hook(cls_name, name, n, n_classes, plain):
+    def hook(cls_name, name, n, n_classes, plain, **params):
         def setup():
             cls = getattr(skcal, cls_name)
             own = [k for k in cls.__mro__ if name in vars(k)]
             if not own or own[0] is base.BaseCalibrator:
                 return None
-            est = fitted(cls, 2000 if n_classes < 500 else 3 * n_classes, n_classes)
+            n_fit = 2000 if n_classes < 500 else 3 * n_classes
+            est = fitted(cls, n_fit, n_classes, **{k: v() for k, v in params.items()})
             X, _ = _logits(n, n_classes)
 
             def call():
@@ -375,6 +376,22 @@ def _cases():
                 "VectorScaling", "_calibrated_proba_inplace", 10_000, 1000, base_inplace
             ),
         ),
+        *[
+            (
+                "_calibrated_proba_inplace",
+                "top-versus-all, isotonic" if n == 100_000 else "",
+                f"{n // 1000}k x {n_classes}",
+                hook(
+                    "TopVersusAll",
+                    "_calibrated_proba_inplace",
+                    n,
+                    n_classes,
+                    base_inplace,
+                    calibrator=lambda: skcal.IsotonicCalibrator(),
+                ),
+            )
+            for n, n_classes in ((100_000, 10), (10_000, 1000))
+        ],
         (
             "_cost_per_entry",
             "thread choice (matrix scaling)",

@@ -82,6 +82,29 @@ def _work(estimator, X, *args, **kwargs) -> float:
     return float(shape[0]) * shape[1]
 
 
+def _softmax_rows(calibrator, a: np.ndarray, *, log: bool = False) -> np.ndarray:
+    """Row (log-)softmax of the owned float64 ``a``, in place: torch's
+    kernel for a calibrator that needs torch, numpy's otherwise (the two
+    agree to a few units in the last place)."""
+    if calibrator._needs_torch:
+        from ._torch.kernels import softmax_inplace as torch_softmax
+
+        return torch_softmax(a, log=log)
+    return softmax_inplace(a, log=log)
+
+
+def export_input(calibrator):
+    """The torch block of a fitted calibrator's input handling, for its
+    ``to_torch``: the logits its validation gives (see
+    :class:`skcal._torch._export.ScoresToLogits`)."""
+    from ._torch._export import ScoresToLogits
+
+    check_is_fitted(calibrator)
+    return ScoresToLogits(
+        calibrator.input, calibrator._proba_eps(), calibrator._shift_invariant
+    )
+
+
 class _LogRows:
     """Rows of the logits of validated probabilities, computed on demand.
 
@@ -393,17 +416,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         round trip through the log); it must not modify ``logits`` and may
         return any float64 array, which the caller copies if needed.
         """
-        return self._softmax_inplace(_owned(self._calibrated_logits(logits), logits))
-
-    def _softmax_inplace(self, a: np.ndarray, *, log: bool = False) -> np.ndarray:
-        """Row (log-)softmax of the owned float64 ``a``, in place: torch's
-        kernel for a calibrator that needs torch, numpy's otherwise (the two
-        agree to a few units in the last place)."""
-        if self._needs_torch:
-            from ._torch.kernels import softmax_inplace as torch_softmax
-
-            return torch_softmax(a, log=log)
-        return softmax_inplace(a, log=log)
+        return _softmax_rows(self, _owned(self._calibrated_logits(logits), logits))
 
     def _calibrated_proba_inplace(self, logits: np.ndarray) -> np.ndarray:
         """:meth:`_calibrated_proba` of ``logits``, which it may overwrite.
@@ -448,16 +461,6 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
             Keyword arguments for :meth:`set_params`.
         """
         return {"classes": classes, "input": input}
-
-    # ---------------------------------------------------------------- export
-    def _export_input(self):
-        """The torch block of this calibrator's input handling, for its
-        ``to_torch``: the logits :meth:`_validate_scores` gives (see
-        :class:`skcal._torch._export.ScoresToLogits`)."""
-        from ._torch._export import ScoresToLogits
-
-        check_is_fitted(self)
-        return ScoresToLogits(self.input, self._proba_eps(), self._shift_invariant)
 
     # ------------------------------------------------------------ validation
     def _score_array(self, X, *, reset: bool) -> tuple[np.ndarray, float]:
@@ -712,7 +715,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         if self._maps_probabilities and self.input == "proba":
             check_is_fitted(self)
             return self._log_of_proba(X)
-        return self._softmax_inplace(self.decision_function(X), log=True)
+        return _softmax_rows(self, self.decision_function(X), log=True)
 
     @lazy_on_dask("labels")
     @threaded(_work)

@@ -12,7 +12,7 @@ from .._torch import newton_root_1d
 from .._torch._progress import Progress
 from .._torch.kernels import logit_scale, softmax_inplace
 from .._torch.kernels._softmax import softmax_into
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input
 from ..exceptions import ConvergenceWarning
 from ..llm._topk import PAD as PAD_INDEX
 from ..llm._topk import TopKScores
@@ -735,7 +735,7 @@ class EnsembleTemperatureScaling(TopKInputMixin, BaseCalibrator):
         from .._torch._export import Chain, EnsembleMix
 
         mix = EnsembleMix(self.temperature_, self.weights_, self.n_features_in_)
-        return Chain(self._export_input(), mix)
+        return Chain(export_input(self), mix)
 
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), PROBA_EPS))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input
 
 __all__ = ["IdentityCalibrator"]
 
@@ -111,7 +111,7 @@ class IdentityCalibrator(BaseCalibrator):
         """
         from .._torch._export import Chain, Softmax
 
-        return Chain(self._export_input(), Softmax())
+        return Chain(export_input(self), Softmax())
 
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64)

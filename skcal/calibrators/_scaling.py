@@ -18,7 +18,7 @@ from .._torch.kernels import (
     fit_affine_softmax,
     logit_scale,
 )
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input
 from ..exceptions import ConvergenceWarning
 from ..llm._topk import TopKScores
 from ..llm._topk_ops import (
@@ -305,7 +305,7 @@ class TemperatureScaling(BaseCalibrator):
         """
         from .._torch._export import Chain, Softmax, Temperature
 
-        return Chain(self._export_input(), Temperature(self.temperature_), Softmax())
+        return Chain(export_input(self), Temperature(self.temperature_), Softmax())
 
     # -------------------------------------------------------- top-k input
     def fit(self, X, y, sample_weight=None):
@@ -1096,7 +1096,7 @@ class BiasCorrectedTemperatureScaling(BaseCalibrator):
         from .._torch._export import Chain, Softmax, Temperature
 
         block = Temperature(self.temperature_, self.intercept_)
-        return Chain(self._export_input(), block, Softmax())
+        return Chain(export_input(self), block, Softmax())
 
     def _calibrated_logits(self, logits):
         return (
