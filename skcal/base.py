@@ -62,13 +62,10 @@ def _owned(out, logits: np.ndarray) -> np.ndarray:
     """``out`` as a fresh, writeable, C-contiguous float64 array.
 
     Copied only if it is not already one: a view of ``logits`` (which may be
-    the caller's own ``X``; None: ``logits`` are the caller's to give away)
-    or a read-only array.
+    the caller's own ``X``) or a read-only array.
     """
     out = np.asarray(out, dtype=np.float64, order="C")
-    if not out.flags.writeable or (
-        logits is not None and np.may_share_memory(out, logits)
-    ):
+    if not out.flags.writeable or np.may_share_memory(out, logits):
         out = out.copy()
     return out
 
@@ -418,19 +415,6 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         """
         return _softmax_rows(self, _owned(self._calibrated_logits(logits), logits))
 
-    def _calibrated_proba_inplace(self, logits: np.ndarray) -> np.ndarray:
-        """:meth:`_calibrated_proba` of ``logits``, which it may overwrite.
-
-        :meth:`predict_proba` calls this instead when the validated logits
-        are its own new float64 array (a shifted copy, or the logs of
-        probabilities), which a subclass may compute its result in. Only
-        :class:`~skcal.TopVersusAll` does: the overrides of the scaling maps
-        saved nothing measurable at 100,000 rows and were retired (the
-        "Fast paths" section of the performance page); new calibrators
-        implement :meth:`_calibrated_proba` only.
-        """
-        return self._calibrated_proba(logits)
-
     def _calibrated_proba_of_probabilities(self, P: np.ndarray, logits) -> np.ndarray:
         """Calibrated probabilities of validated probabilities ``P``.
 
@@ -531,18 +515,12 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
             return X[list(fitted)], fit_order  # a new frame: X is not changed
         return X, order
 
-    def _validate_scores(self, X, *, reset: bool, shift=None, return_owned=False):
-        """Validated logits of ``X`` (see :func:`scores_to_logits`).
-
-        With ``return_owned``, also whether they are a new float64 array
-        that nothing else references (a shifted copy, or the logs of
-        probabilities), which :meth:`_calibrated_proba_inplace` may then
-        overwrite.
-        """
+    def _validate_scores(self, X, *, reset: bool, shift=None):
+        """Validated logits of ``X`` (see :func:`scores_to_logits`)."""
         X, tol = self._score_array(X, reset=reset)
-        return self._logits_of(X, tol, shift=shift, return_owned=return_owned)
+        return self._logits_of(X, tol, shift=shift)
 
-    def _logits_of(self, X, tol, *, shift=None, return_owned=False):
+    def _logits_of(self, X, tol, *, shift=None):
         """:meth:`_validate_scores` of the array of :meth:`_score_array`."""
         if self.input == "logits" and X.dtype != np.float64:
             # float32 logits: every computation in float64, the shift too
@@ -553,17 +531,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         elif shift == "unless_float64":  # see _softmax_first
             shift = self._shift_invariant and X.dtype != np.float64
         eps = self._proba_eps()
-        logits = scores_to_logits(X, self.input, tol=tol, shift=shift, eps=eps)
-        if not return_owned:
-            return logits
-        owned = (
-            logits is not X
-            and logits.dtype == np.float64
-            and logits.flags.c_contiguous
-            and logits.flags.writeable
-            and logits.base is None
-        )
-        return logits, owned
+        return scores_to_logits(X, self.input, tol=tol, shift=shift, eps=eps)
 
     def _validate_fit_data(self, X, y, sample_weight, *, probabilities=False):
         """Validated scores, labels' columns and weights for :meth:`fit`.
@@ -673,11 +641,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         if self._maps_probabilities and self.input == "proba":
             return self._predict_proba_of_probabilities(X)
         shift = "unless_float64" if self._softmax_first else None
-        logits, owned = self._validate_scores(
-            X, reset=False, shift=shift, return_owned=True
-        )
-        if owned:
-            return _owned(self._calibrated_proba_inplace(logits), None)
+        logits = self._validate_scores(X, reset=False, shift=shift)
         return _owned(self._calibrated_proba(logits), logits)
 
     def _predict_proba_of_probabilities(self, X) -> np.ndarray:

@@ -979,9 +979,6 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
     def _calibrated_proba(self, logits):
         return self._proba(logits, owned=False)
 
-    def _calibrated_proba_inplace(self, logits):
-        return self._proba(logits, owned=True)
-
     def _calibrated_logits(self, logits):
         if logits.shape[0] == 0:
             return np.empty(logits.shape)
