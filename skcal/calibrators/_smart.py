@@ -260,7 +260,7 @@ class SMARTCalibrator(TopKInputMixin, BaseCalibrator):
     _shift_invariant = True
     _keeps_argmax = "proba"
     # the gaps and the softmax subtract the row maxima themselves
-    _softmax_first = True
+    _reads = "softmax"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,

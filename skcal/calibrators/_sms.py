@@ -57,7 +57,7 @@ class _StructuredScaling(BaseCalibrator):
     _shift_invariant = True
     # the logits are read through their log-softmax, which subtracts the row
     # maxima itself: predict_proba passes float64 scores unshifted
-    _softmax_first = True
+    _reads = "softmax"
     # full maps are solved in whitened coordinates (fit_affine_softmax's
     # precondition; no effect on a diagonal map)
     _precondition = True
