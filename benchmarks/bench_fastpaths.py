@@ -148,12 +148,14 @@ def _cases():
 
         return setup
 
-    def flag(cls_name, name, n, n_classes, input="logits", method="predict_proba"):
+    def flag(cls_name, plain, n, n_classes, input="logits", method="predict_proba"):
+        """The fast paths of ``_reads = "probabilities"``, switched off by
+        declaring ``plain`` instead (``"logits"``: float64 logits shifted;
+        ``"softmax"``: probabilities through their logs)."""
+
         def setup():
             cls = getattr(skcal, cls_name)
-            if not vars(cls).get(name, False) and not any(
-                vars(k).get(name, False) for k in cls.__mro__[1:]
-            ):
+            if getattr(cls, "_reads", None) != "probabilities":
                 return None
             X, y = _logits(n, n_classes)
             if input == "proba":
@@ -166,17 +168,18 @@ def _cases():
                 Xf = _softmax(Xf) if input == "proba" else Xf
                 est = cls(input=input, classes=np.arange(n_classes)).fit(Xf, yf)
                 call = lambda: getattr(est, method)(X)  # noqa: E731
-            return call, on, off(cls, name, False)
+            return call, on, off(cls, "_reads", plain)
 
         return setup
 
-    def hook(cls_name, name, n, n_classes, plain):
+    def hook(cls_name, name, n, n_classes, plain, **params):
         def setup():
             cls = getattr(skcal, cls_name)
             own = [k for k in cls.__mro__ if name in vars(k)]
             if not own or own[0] is base.BaseCalibrator:
                 return None
-            est = fitted(cls, 2000 if n_classes < 500 else 3 * n_classes, n_classes)
+            n_fit = 2000 if n_classes < 500 else 3 * n_classes
+            est = fitted(cls, n_fit, n_classes, **{k: v() for k, v in params.items()})
             X, _ = _logits(n, n_classes)
 
             def call():
@@ -304,36 +307,34 @@ def _cases():
         ("_labels_as_columns", "", "1M, 10 classes", labels(1_000_000, 10)),
         ("_labels_as_columns", "", "100k, 1000 classes", labels(100_000, 1000)),
         (
-            "_softmax_first",
+            "_reads (softmax first)",
             "no shifted copy (isotonic)",
             "100k x 10",
-            flag("IsotonicCalibrator", "_softmax_first", 100_000, 10),
+            flag("IsotonicCalibrator", "logits", 100_000, 10),
         ),
         (
-            "_softmax_first",
+            "_reads (softmax first)",
             "",
             "10k x 1000",
-            flag("IsotonicCalibrator", "_softmax_first", 10_000, 1000),
+            flag("IsotonicCalibrator", "logits", 10_000, 1000),
         ),
         (
-            "_maps_probabilities",
+            "_reads (maps proba)",
             "no log round trip (isotonic, proba)",
             "100k x 10",
-            flag("IsotonicCalibrator", "_maps_probabilities", 100_000, 10, "proba"),
+            flag("IsotonicCalibrator", "softmax", 100_000, 10, "proba"),
         ),
         (
-            "_maps_probabilities",
+            "_reads (maps proba)",
             "",
             "10k x 1000",
-            flag("IsotonicCalibrator", "_maps_probabilities", 10_000, 1000, "proba"),
+            flag("IsotonicCalibrator", "softmax", 10_000, 1000, "proba"),
         ),
         (
-            "_fits_probabilities",
+            "_reads (fits proba)",
             "no log round trip (isotonic fit, proba)",
             "100k x 10",
-            flag(
-                "IsotonicCalibrator", "_fits_probabilities", 100_000, 10, "proba", "fit"
-            ),
+            flag("IsotonicCalibrator", "softmax", 100_000, 10, "proba", "fit"),
         ),
         (
             "_calibrated_proba_inplace",
@@ -375,6 +376,22 @@ def _cases():
                 "VectorScaling", "_calibrated_proba_inplace", 10_000, 1000, base_inplace
             ),
         ),
+        *[
+            (
+                "_calibrated_proba_inplace",
+                "top-versus-all, isotonic" if n == 100_000 else "",
+                f"{n // 1000}k x {n_classes}",
+                hook(
+                    "TopVersusAll",
+                    "_calibrated_proba_inplace",
+                    n,
+                    n_classes,
+                    base_inplace,
+                    calibrator=lambda: skcal.IsotonicCalibrator(),
+                ),
+            )
+            for n, n_classes in ((100_000, 10), (10_000, 1000))
+        ],
         (
             "_cost_per_entry",
             "thread choice (matrix scaling)",

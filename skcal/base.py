@@ -30,6 +30,7 @@ from .utils._validation import (
     check_scores_shape,
     class_column_order,
     frame_column_names,
+    log_probabilities_inplace,
     proba_floor,
     resolve_classes,
     scores_to_logits,
@@ -62,13 +63,10 @@ def _owned(out, logits: np.ndarray) -> np.ndarray:
     """``out`` as a fresh, writeable, C-contiguous float64 array.
 
     Copied only if it is not already one: a view of ``logits`` (which may be
-    the caller's own ``X``; None: ``logits`` are the caller's to give away)
-    or a read-only array.
+    the caller's own ``X``) or a read-only array.
     """
     out = np.asarray(out, dtype=np.float64, order="C")
-    if not out.flags.writeable or (
-        logits is not None and np.may_share_memory(out, logits)
-    ):
+    if not out.flags.writeable or np.may_share_memory(out, logits):
         out = out.copy()
     return out
 
@@ -82,6 +80,49 @@ def _work(estimator, X, *args, **kwargs) -> float:
     return float(shape[0]) * shape[1]
 
 
+def _softmax_rows(calibrator, a: np.ndarray, *, log: bool = False) -> np.ndarray:
+    """Row (log-)softmax of the owned float64 ``a``, in place: torch's
+    kernel for a calibrator that needs torch, numpy's otherwise (the two
+    agree to a few units in the last place)."""
+    if calibrator._needs_torch:
+        from ._torch.kernels import softmax_inplace as torch_softmax
+
+        return torch_softmax(a, log=log)
+    return softmax_inplace(a, log=log)
+
+
+def shifted_rows(logits: np.ndarray) -> np.ndarray:
+    """``logits - logits.max(axis=1)`` as a new float64 array: the shift of
+    the validation (see :func:`scores_to_logits`), bit for bit, for a
+    shift-invariant calibrator that reads the probabilities
+    (``_reads = "probabilities"``) but computes them from shifted logits."""
+    z = np.asarray(logits, dtype=np.float64)
+    return z - z.max(axis=1)[:, None]
+
+
+def fit_logits(calibrator, scores: np.ndarray) -> np.ndarray:
+    """The logits of the ``scores`` that ``_fit`` is given: ``scores``
+    themselves, or for a calibrator that reads the probabilities
+    (``_reads = "probabilities"``) with ``input="proba"``, their logs, taken
+    in ``scores`` (the calibrator's own copy), bit for bit those that the
+    validation of logits would give."""
+    if calibrator._reads == "probabilities" and calibrator.input == "proba":
+        return log_probabilities_inplace(scores)
+    return scores
+
+
+def export_input(calibrator):
+    """The torch block of a fitted calibrator's input handling, for its
+    ``to_torch``: the logits its validation gives (see
+    :class:`skcal._torch._export.ScoresToLogits`)."""
+    from ._torch._export import ScoresToLogits
+
+    check_is_fitted(calibrator)
+    return ScoresToLogits(
+        calibrator.input, calibrator._proba_eps(), calibrator._shift_invariant
+    )
+
+
 class _LogRows:
     """Rows of the logits of validated probabilities, computed on demand.
 
@@ -89,7 +130,7 @@ class _LogRows:
     of ``X`` with ``input="proba"``: ``log(max(p, eps))`` of the
     renormalised rows (``eps``: the calibrator's ``proba_floor_``). The
     ``input="proba"`` path of a calibrator that maps
-    probabilities (``_maps_probabilities``) needs them only for the rare
+    probabilities (``_reads = "probabilities"``) needs them only for the rare
     rows of its fallbacks.
     """
 
@@ -229,6 +270,28 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     ``_calibrated_proba(logits)`` (their ``_calibrated_logits`` is its log),
     which :meth:`predict_proba` then uses without a softmax.
 
+    **Subclass contract.** Everything a subclass may declare or override
+    (each documented where it is defined); nothing else of this class is
+    meant to be overridden.
+
+    * Flags: ``_shift_invariant`` (adding a constant to a row of logits
+      changes nothing), ``_keeps_argmax`` (the promise about the predicted
+      class), ``_needs_torch`` (the fit or prediction runs torch kernels),
+      ``_reads`` (``"logits"``, ``"softmax"`` or ``"probabilities"``: what
+      the model reads of the scores, which decides whether float64 logits
+      are shifted and whether ``input="proba"`` reaches the model as
+      probabilities) and ``_floors_probabilities`` (whether probabilities
+      are floored at ``proba_floor_`` before their logs).
+    * Hooks: ``_fit`` and ``_calibrated_logits`` (required),
+      ``_calibrated_proba``, and for ``_reads = "probabilities"``
+      ``_calibrated_proba_of_probabilities``;
+      ``_check_fit_probabilities`` and ``_proba_eps`` (what the fit on
+      probabilities is given, and their floor) for a calibrator that reads
+      the probabilities unlike the others; ``_wrapper_params`` (the wrapper
+      protocol below). Helpers for subclasses, not hooks:
+      :func:`fit_logits`, :func:`shifted_rows` and :func:`export_input` of
+      this module.
+
     **Input contract.** ``input`` says whether ``X`` holds logits (any real
     scores whose softmax is the model's prediction; log-probabilities are
     valid logits) or probabilities. It is never guessed: a warning is raised
@@ -244,7 +307,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     rows whose true class has probability 0; rows the floor raises are
     renormalised. Calibrators that only bin or sort probabilities, or clip
     them before their logs as their references do (beta, scaling-binning),
-    keep 2.2e-308 (``_floors_probabilities``). Logits beyond 1e300 in
+    keep 2.2e-308 (``_floors_probabilities = False``). Logits beyond 1e300 in
     absolute value are refused.
 
     **Classes.** Column ``j`` of ``X`` is class ``classes_[j]``. Pass
@@ -308,21 +371,17 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     #: ``doc/methods.rst`` lists it as needing torch, and its row softmax is
     #: torch's (faster than numpy's, and torch is loaded anyway).
     _needs_torch = False
-    #: Whether ``_calibrated_proba`` reads the logits only through their
-    #: softmax (which subtracts the row maxima itself): :meth:`predict_proba`
-    #: then passes float64 scores unshifted, which gives the same
-    #: probabilities bit for bit without the shifted copy.
-    _softmax_first = False
-    #: Whether the model reads the scores only through their softmax and
-    #: implements :meth:`_calibrated_proba_of_probabilities`: with
-    #: ``input="proba"``, :meth:`predict_proba` then maps the validated
-    #: probabilities themselves, without the round trip through their logs.
-    _maps_probabilities = False
-    #: Whether the fit reads the scores only through their softmax and
-    #: implements :meth:`_fit_probabilities`: with ``input="proba"``,
-    #: :meth:`fit` then passes the validated probabilities themselves,
-    #: without the round trip through their logs.
-    _fits_probabilities = False
+    #: What the model reads of the scores. ``"logits"``: the logits
+    #: themselves. ``"softmax"``: only their softmax (which subtracts the row
+    #: maxima itself), so :meth:`predict_proba` passes float64 logits
+    #: unshifted to :meth:`_calibrated_proba` (the same probabilities bit for
+    #: bit, without the shifted copy; a calibrator that computes from the
+    #: logits after all shifts them itself, see :func:`shifted_rows`).
+    #: ``"probabilities"``: their softmax too, and with ``input="proba"``
+    #: the validated probabilities themselves, without the round trip
+    #: through their logs: :meth:`_fit` is given them and
+    #: :meth:`_calibrated_proba_of_probabilities` maps them.
+    _reads = "logits"
     #: Whether the probabilities of ``input="proba"`` are floored at
     #: ``proba_floor_`` before their logs (log-probabilities as logits,
     #: log-odds), with a warning about rows whose true class has probability
@@ -333,23 +392,21 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     _floors_probabilities = True
 
     # ------------------------------------------------------------------ hooks
-    def _fit(self, logits: np.ndarray, y_index: np.ndarray, sample_weight):
-        raise NotImplementedError
+    def _fit(self, scores: np.ndarray, y_index: np.ndarray, sample_weight):
+        """Fit on the validated ``scores`` (see :meth:`_validate_fit_data`).
 
-    def _fit_probabilities(self, P: np.ndarray, y_index: np.ndarray, sample_weight):
-        """Fit on validated probabilities ``P`` (``_fits_probabilities``).
-
-        ``P`` (C-contiguous float64, the calibrator's own copy, which it may
-        overwrite) holds the renormalised rows of ``X`` floored at
-        ``proba_floor_``: the softmax of the logits :meth:`_fit` would get, to
-        a few units in the last place, which are
-        ``log_probabilities_inplace(P)`` (of :mod:`skcal.utils._validation`)
-        bit for bit.
+        The logits, or for a calibrator that reads the probabilities
+        (``_reads = "probabilities"``) with ``input="proba"``, the validated
+        probabilities (C-contiguous float64, the calibrator's own copy, which
+        it may overwrite: the renormalised rows of ``X`` floored at
+        ``proba_floor_``, the softmax of the logits to a few units in the
+        last place), or what :meth:`_check_fit_probabilities` returns. A fit
+        that needs the logits takes :func:`fit_logits` of ``scores``.
         """
         raise NotImplementedError
 
     def _check_fit_probabilities(self, X: np.ndarray, tol: float):
-        """The validated probabilities that :meth:`_fit_probabilities` is
+        """The validated probabilities that :meth:`_fit` is
         given (``X`` has rows; a calibrator that needs less than the whole
         copy may return its own summary, with a ``shape``)."""
         return check_probabilities(X, tol=tol, floor=True, eps=self._proba_eps())
@@ -393,30 +450,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         round trip through the log); it must not modify ``logits`` and may
         return any float64 array, which the caller copies if needed.
         """
-        return self._softmax_inplace(_owned(self._calibrated_logits(logits), logits))
-
-    def _softmax_inplace(self, a: np.ndarray, *, log: bool = False) -> np.ndarray:
-        """Row (log-)softmax of the owned float64 ``a``, in place: torch's
-        kernel for a calibrator that needs torch, numpy's otherwise (the two
-        agree to a few units in the last place)."""
-        if self._needs_torch:
-            from ._torch.kernels import softmax_inplace as torch_softmax
-
-            return torch_softmax(a, log=log)
-        return softmax_inplace(a, log=log)
-
-    def _calibrated_proba_inplace(self, logits: np.ndarray) -> np.ndarray:
-        """:meth:`_calibrated_proba` of ``logits``, which it may overwrite.
-
-        :meth:`predict_proba` calls this instead when the validated logits
-        are its own new float64 array (a shifted copy, or the logs of
-        probabilities), which a subclass may compute its result in. Only
-        :class:`~skcal.TopVersusAll` does: the overrides of the scaling maps
-        saved nothing measurable at 100,000 rows and were retired (the
-        "Fast paths" section of the performance page); new calibrators
-        implement :meth:`_calibrated_proba` only.
-        """
-        return self._calibrated_proba(logits)
+        return _softmax_rows(self, _owned(self._calibrated_logits(logits), logits))
 
     def _calibrated_proba_of_probabilities(self, P: np.ndarray, logits) -> np.ndarray:
         """Calibrated probabilities of validated probabilities ``P``.
@@ -448,16 +482,6 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
             Keyword arguments for :meth:`set_params`.
         """
         return {"classes": classes, "input": input}
-
-    # ---------------------------------------------------------------- export
-    def _export_input(self):
-        """The torch block of this calibrator's input handling, for its
-        ``to_torch``: the logits :meth:`_validate_scores` gives (see
-        :class:`skcal._torch._export.ScoresToLogits`)."""
-        from ._torch._export import ScoresToLogits
-
-        check_is_fitted(self)
-        return ScoresToLogits(self.input, self._proba_eps(), self._shift_invariant)
 
     # ------------------------------------------------------------ validation
     def _score_array(self, X, *, reset: bool) -> tuple[np.ndarray, float]:
@@ -528,18 +552,12 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
             return X[list(fitted)], fit_order  # a new frame: X is not changed
         return X, order
 
-    def _validate_scores(self, X, *, reset: bool, shift=None, return_owned=False):
-        """Validated logits of ``X`` (see :func:`scores_to_logits`).
-
-        With ``return_owned``, also whether they are a new float64 array
-        that nothing else references (a shifted copy, or the logs of
-        probabilities), which :meth:`_calibrated_proba_inplace` may then
-        overwrite.
-        """
+    def _validate_scores(self, X, *, reset: bool, shift=None):
+        """Validated logits of ``X`` (see :func:`scores_to_logits`)."""
         X, tol = self._score_array(X, reset=reset)
-        return self._logits_of(X, tol, shift=shift, return_owned=return_owned)
+        return self._logits_of(X, tol, shift=shift)
 
-    def _logits_of(self, X, tol, *, shift=None, return_owned=False):
+    def _logits_of(self, X, tol, *, shift=None):
         """:meth:`_validate_scores` of the array of :meth:`_score_array`."""
         if self.input == "logits" and X.dtype != np.float64:
             # float32 logits: every computation in float64, the shift too
@@ -547,20 +565,10 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
             X = X.astype(np.float64)
         if shift is None:
             shift = self._shift_invariant
-        elif shift == "unless_float64":  # see _softmax_first
+        elif shift == "unless_float64":  # see _reads
             shift = self._shift_invariant and X.dtype != np.float64
         eps = self._proba_eps()
-        logits = scores_to_logits(X, self.input, tol=tol, shift=shift, eps=eps)
-        if not return_owned:
-            return logits
-        owned = (
-            logits is not X
-            and logits.dtype == np.float64
-            and logits.flags.c_contiguous
-            and logits.flags.writeable
-            and logits.base is None
-        )
-        return logits, owned
+        return scores_to_logits(X, self.input, tol=tol, shift=shift, eps=eps)
 
     def _validate_fit_data(self, X, y, sample_weight, *, probabilities=False):
         """Validated scores, labels' columns and weights for :meth:`fit`.
@@ -629,14 +637,11 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         self : object
             The fitted calibrator.
         """
-        if self._fits_probabilities and self.input == "proba":
-            P, y_index, sample_weight = self._validate_fit_data(
-                X, y, sample_weight, probabilities=True
-            )
-            self._fit_probabilities(P, y_index, sample_weight)
-            return self
-        logits, y_index, sample_weight = self._validate_fit_data(X, y, sample_weight)
-        self._fit(logits, y_index, sample_weight)
+        probabilities = self._reads == "probabilities" and self.input == "proba"
+        scores, y_index, sample_weight = self._validate_fit_data(
+            X, y, sample_weight, probabilities=probabilities
+        )
+        self._fit(scores, y_index, sample_weight)
         return self
 
     @lazy_on_dask("proba")
@@ -648,13 +653,13 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         constant per row; calibrators whose model ignores such a constant
         (``_shift_invariant``) return them computed from ``X - X.max(axis=1)``.
         With ``input="proba"``, calibrators that map the probabilities
-        directly (``_maps_probabilities``) return the logs of
+        directly (``_reads = "probabilities"``) return the logs of
         :meth:`predict_proba` itself (see :meth:`_log_of_proba`): a step map
         could put the probabilities and the softmax of their logs, equal to
         the last place, in different bins.
         """
         check_is_fitted(self)
-        if self._maps_probabilities and self.input == "proba":
+        if self._reads == "probabilities" and self.input == "proba":
             return self._log_of_proba(X)
         logits = self._validate_scores(X, reset=False)
         return _owned(self._calibrated_logits(logits), logits)
@@ -667,18 +672,14 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         Column ``j`` is the probability of ``classes_[j]``; rows sum to 1.
         """
         check_is_fitted(self)
-        if self._maps_probabilities and self.input == "proba":
+        if self._reads == "probabilities" and self.input == "proba":
             return self._predict_proba_of_probabilities(X)
-        shift = "unless_float64" if self._softmax_first else None
-        logits, owned = self._validate_scores(
-            X, reset=False, shift=shift, return_owned=True
-        )
-        if owned:
-            return _owned(self._calibrated_proba_inplace(logits), None)
+        shift = None if self._reads == "logits" else "unless_float64"
+        logits = self._validate_scores(X, reset=False, shift=shift)
         return _owned(self._calibrated_proba(logits), logits)
 
     def _predict_proba_of_probabilities(self, X) -> np.ndarray:
-        """:meth:`predict_proba` for ``input="proba"`` (``_maps_probabilities``).
+        """:meth:`predict_proba` for ``input="proba"`` (``_reads``).
 
         The validation of :meth:`_validate_scores` (same checks, same
         messages), whose copy of the probabilities is mapped directly.
@@ -709,10 +710,10 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         that underflowed to 0 has the log of the smallest positive float,
         about -744.4).
         """
-        if self._maps_probabilities and self.input == "proba":
+        if self._reads == "probabilities" and self.input == "proba":
             check_is_fitted(self)
             return self._log_of_proba(X)
-        return self._softmax_inplace(self.decision_function(X), log=True)
+        return _softmax_rows(self, self.decision_function(X), log=True)
 
     @lazy_on_dask("labels")
     @threaded(_work)

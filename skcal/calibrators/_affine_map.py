@@ -8,6 +8,7 @@ calibration (:mod:`skcal.calibrators._dirichlet`) fit ``coef_`` and
 from __future__ import annotations
 
 from .._torch.kernels import affine_rows
+from ..base import export_input
 
 __all__ = ["AffineMap", "affine_module"]
 
@@ -66,7 +67,7 @@ class AffineMap:
         True
         """
         return affine_module(
-            self._export_input(),
+            export_input(self),
             self.coef_,
             self.intercept_,
             log_softmax=self._log_softmax_first,

@@ -7,7 +7,7 @@ from numbers import Integral
 import numpy as np
 
 from .._torch.kernels import class_temperature_search
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ._scaling import fit_inverse_temperature
 
@@ -202,7 +202,7 @@ class ClassTemperatureScaling(BaseCalibrator):
             block = Temperature(self.temperatures_)
         else:
             block = ClassTemperature(self.temperatures_)
-        return Chain(self._export_input(), block, Softmax())
+        return Chain(export_input(self), block, Softmax())
 
     def _calibrated_logits(self, logits):
         logits = np.asarray(logits, dtype=np.float64)

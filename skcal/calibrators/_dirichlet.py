@@ -13,7 +13,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from .._torch import check_device
 from .._torch._progress import Progress
 from .._torch.kernels import fit_affine_softmax, softmax_inplace
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input
 from ..exceptions import GridEdgeWarning
 from ..utils._constraints import LBFGS_CONSTRAINTS
 from ..utils._parameters import dirichlet_count
@@ -891,7 +891,7 @@ class DirichletCalibratorCV(BaseCalibrator):
         True
         """
         return affine_module(
-            self._export_input(), self.coef_, self.intercept_, log_softmax=True
+            export_input(self), self.coef_, self.intercept_, log_softmax=True
         )
 
     def _calibrated_logits(self, logits):

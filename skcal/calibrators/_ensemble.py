@@ -12,7 +12,7 @@ from .._torch import newton_root_1d
 from .._torch._progress import Progress
 from .._torch.kernels import logit_scale, softmax_inplace
 from .._torch.kernels._softmax import softmax_into
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input, fit_logits, shifted_rows
 from ..exceptions import ConvergenceWarning
 from ..llm._topk import PAD as PAD_INDEX
 from ..llm._topk import TopKScores
@@ -463,7 +463,8 @@ class EnsembleTemperatureScaling(TopKInputMixin, BaseCalibrator):
     _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
-    _maps_probabilities = True
+    # input="proba": mapped as probabilities, fitted on their logs
+    _reads = "probabilities"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -506,6 +507,7 @@ class EnsembleTemperatureScaling(TopKInputMixin, BaseCalibrator):
         return Progress(self.verbose, total, f"{type(self).__name__}: {phase}", unit)
 
     def _fit(self, logits, y_index, sample_weight):
+        logits = fit_logits(self, logits)  # input="proba": their logs
         with self._phase(1, "NLL temperature", "solve") as progress:
             result = fit_inverse_temperature(
                 logits, y_index, sample_weight, self.device, self.tol, self.max_iter
@@ -647,10 +649,8 @@ class EnsembleTemperatureScaling(TopKInputMixin, BaseCalibrator):
         return softmax_inplace(z / self.temperature_), p1
 
     def _calibrated_proba(self, logits):
-        if logits.dtype != np.float64:  # computed in float64, in a copy
-            copy = np.array(logits, dtype=np.float64, order="C")
-            return self._mix_into(copy, copy)
-        return self._mix_into(logits, np.empty(logits.shape))
+        z = shifted_rows(logits)  # its own copy: z / T reads shifted logits
+        return self._mix_into(z, z)
 
     def _calibrated_proba_of_probabilities(self, P, logits):
         """The mixture of validated probabilities ``P`` (overwritten).
@@ -735,7 +735,7 @@ class EnsembleTemperatureScaling(TopKInputMixin, BaseCalibrator):
         from .._torch._export import Chain, EnsembleMix
 
         mix = EnsembleMix(self.temperature_, self.weights_, self.n_features_in_)
-        return Chain(self._export_input(), mix)
+        return Chain(export_input(self), mix)
 
     def _calibrated_logits(self, logits):
         return np.log(np.maximum(self._calibrated_proba(logits), PROBA_EPS))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input
 
 __all__ = ["IdentityCalibrator"]
 
@@ -71,11 +71,9 @@ class IdentityCalibrator(BaseCalibrator):
     # no map to fit: it cannot correct an over-confident temperature
     # (tests/calibrators/test_behaviour.py reads this statement)
     _corrects_temperature = False
-    # predict_proba is the softmax of the logits: float64 scores are passed
-    # unshifted (softmax subtracts the row maxima itself)
-    _softmax_first = True
-    # input="proba": the validated probabilities themselves, no log/softmax
-    _maps_probabilities = True
+    # predict_proba is the softmax of the logits (float64 scores passed
+    # unshifted), or with input="proba" the validated probabilities themselves
+    _reads = "probabilities"
     # nothing is fitted: the floor stays PROBA_EPS, the probabilities as given
     _floors_probabilities = False
 
@@ -111,7 +109,7 @@ class IdentityCalibrator(BaseCalibrator):
         """
         from .._torch._export import Chain, Softmax
 
-        return Chain(self._export_input(), Softmax())
+        return Chain(export_input(self), Softmax())
 
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64)

@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, fit_logits
 from ..exceptions import AccuracyDropWarning, ConvergenceWarning
 from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._proba import argmax_ties_by_scores
@@ -315,8 +315,8 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
 
     and may override ``_class_scores(logits)`` (the scores the maps read;
     the softmax by default, or with ``input="proba"`` the validated
-    probabilities; a subclass that reads something else sets
-    ``_fits_probabilities = False``) and the prediction paths. A fit that did not
+    probabilities; a subclass that reads something else is fitted on the
+    logs of ``input="proba"``) and the prediction paths. A fit that did not
     converge for some classes raises a ``ConvergenceWarning`` naming them; a
     fit whose probabilities are materially less accurate than the input out
     of sample (maps fitted again on stratified folds of the calibration
@@ -327,11 +327,10 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     """
 
     _shift_invariant = True
-    _softmax_first = True
-    _maps_probabilities = True
-    #: the maps read the softmax (a subclass whose ``_class_scores`` reads
-    #: the logits sets False)
-    _fits_probabilities = True
+    #: the maps read the softmax, or with ``input="proba"`` the validated
+    #: probabilities (a subclass whose ``_class_scores`` reads the logits
+    #: fits on their logs, :func:`~skcal.base.fit_logits`)
+    _reads = "probabilities"
     #: the maps bin or sort the probabilities, or clip them before their logs
     #: as their references do (a subclass that takes logs of the floored
     #: probabilities, as Platt scaling, sets True)
@@ -342,18 +341,29 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     def _class_scores(self, logits: np.ndarray) -> np.ndarray:
         return softmax_inplace(np.array(logits, dtype=np.float64))
 
-    def _fit(self, logits, y_index, sample_weight):
+    @classmethod
+    def _scores_are_softmax(cls) -> bool:
+        """Whether the maps read the softmax (``_class_scores`` not
+        overridden)."""
+        return cls._class_scores is OneVsRestCalibrator._class_scores
+
+    def _fit(self, scores, y_index, sample_weight):
+        if self.input == "proba" and self._scores_are_softmax():
+            self._fit_proba(scores, y_index, sample_weight)
+            return
+        logits = fit_logits(self, scores)
         scores = self._class_scores(logits)
         self._fit_scores(scores, y_index, sample_weight)
         if logits.shape[1] > 2 and len(logits):
-            P = scores if self._fits_probabilities else softmax_inplace(
+            P = scores if self._scores_are_softmax() else softmax_inplace(
                 np.array(logits, dtype=np.float64)
             )  # fmt: skip
             self._warn_accuracy_drop(scores, P, y_index, sample_weight, logits)
 
-    def _fit_probabilities(self, P, y_index, sample_weight):
+    def _fit_proba(self, P, y_index, sample_weight):
         """With ``input="proba"``, the maps of the softmax are fitted on the
-        validated probabilities themselves (no round trip through logs)."""
+        validated probabilities ``P`` themselves (no round trip through
+        logs)."""
         self._fit_scores(P, y_index, sample_weight)
         if P.shape[1] > 2 and len(P):
             self._warn_accuracy_drop(P, P, y_index, sample_weight, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, log_expit
 
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, shifted_rows
 from ..utils._constants import SUM_FLOOR
 from ..utils._sklearn import StrOptions
 from ..utils._softmax import (
@@ -177,9 +177,6 @@ class PlattCalibrator(OneVsRestCalibrator):
     True
     """
 
-    #: the maps read the class log-odds, computed from shifted logits
-    _softmax_first = False
-    _fits_probabilities = False
     _floors_probabilities = True
 
     def __init__(self, *, input="logits", classes=None):
@@ -214,9 +211,10 @@ class PlattCalibrator(OneVsRestCalibrator):
         return mapping, logits
 
     def _calibrated_proba(self, logits):
-        Q = _class_log_odds(logits, out=np.empty(logits.shape))
+        z = shifted_rows(logits)  # the log-odds are computed from shifted logits
+        Q = _class_log_odds(z, out=np.empty(z.shape))
         affine_columns(Q, self.coef_, self.intercept_, out=Q)
-        return renormalize_inplace(sigmoid_inplace(Q), logits)
+        return renormalize_inplace(sigmoid_inplace(Q), z)
 
     def _calibrated_proba_of_probabilities(self, P, logits):
         """:meth:`_calibrated_proba` of the probabilities ``P`` themselves.

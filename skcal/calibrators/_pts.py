@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._torch.kernels import fit_pts, pts_predict_logits
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input
 from ..utils._constraints import MINIBATCH_CONSTRAINTS, TRAINING_CONSTRAINTS
 from ..utils._parameters import hidden_sizes, mlp_count
 from ..utils._sklearn import Interval
@@ -244,7 +244,7 @@ class ParameterizedTemperatureScaling(BaseCalibrator):
             self.temperature_init_, self.coefs_, self.intercepts_, self.n_top_,
             LOGIT_CLIP,
         )  # fmt: skip
-        return Chain(self._export_input(), network, Softmax())
+        return Chain(export_input(self), network, Softmax())
 
     def _calibrated_logits(self, logits):
         return pts_predict_logits(

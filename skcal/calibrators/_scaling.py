@@ -18,7 +18,7 @@ from .._torch.kernels import (
     fit_affine_softmax,
     logit_scale,
 )
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input, fit_logits
 from ..exceptions import ConvergenceWarning
 from ..llm._topk import TopKScores
 from ..llm._topk_ops import (
@@ -305,7 +305,7 @@ class TemperatureScaling(BaseCalibrator):
         """
         from .._torch._export import Chain, Softmax, Temperature
 
-        return Chain(self._export_input(), Temperature(self.temperature_), Softmax())
+        return Chain(export_input(self), Temperature(self.temperature_), Softmax())
 
     # -------------------------------------------------------- top-k input
     def fit(self, X, y, sample_weight=None):
@@ -503,7 +503,8 @@ class _AffineScaling(AffineMap, BaseCalibrator):
 
     _needs_torch = True  # its fit runs torch kernels
     _kind = "diagonal"
-    _maps_probabilities = True
+    # input="proba": mapped as probabilities, fitted on their logs
+    _reads = "probabilities"
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "reg_lambda": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
@@ -522,6 +523,7 @@ class _AffineScaling(AffineMap, BaseCalibrator):
     _AUTO_RIDGE = 4.0
 
     def _fit(self, logits, y_index, sample_weight):
+        logits = fit_logits(self, logits)  # input="proba": their logs
         # weights are relative: n is Kish's effective sample size
         n_samples = effective_sample_size(sample_weight)
         self.reg_lambda_ = (
@@ -1096,7 +1098,7 @@ class BiasCorrectedTemperatureScaling(BaseCalibrator):
         from .._torch._export import Chain, Softmax, Temperature
 
         block = Temperature(self.temperature_, self.intercept_)
-        return Chain(self._export_input(), block, Softmax())
+        return Chain(export_input(self), block, Softmax())
 
     def _calibrated_logits(self, logits):
         return (

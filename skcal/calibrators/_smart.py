@@ -16,7 +16,7 @@ from .._torch.kernels import (
     smart_predict_proba,
     smart_predict_temperature,
 )
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input
 from ..exceptions import ConvergenceWarning
 from ..llm._topk import TopKScores
 from ..llm._topk_ops import (
@@ -260,7 +260,7 @@ class SMARTCalibrator(TopKInputMixin, BaseCalibrator):
     _shift_invariant = True
     _keeps_argmax = "proba"
     # the gaps and the softmax subtract the row maxima themselves
-    _softmax_first = True
+    _reads = "softmax"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -591,7 +591,7 @@ class SMARTCalibrator(TopKInputMixin, BaseCalibrator):
             self.gap_std_ + GAP_EPS, float(self.t_min),
             self.gap_range_ if self.clip_gap else None,
         )  # fmt: skip
-        return Chain(self._export_input(), network, Softmax())
+        return Chain(export_input(self), network, Softmax())
 
     def _calibrated_logits(self, logits):
         # only the temperatures need torch; dividing in numpy saves a

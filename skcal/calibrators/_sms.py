@@ -21,7 +21,7 @@ from .._torch.kernels._softmax import (
     row_sum,
     scale_rows_inplace,
 )
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, export_input
 from ..utils._constants import FLOAT32_LOG_FLOOR
 from ..utils._constraints import LBFGS_CONSTRAINTS
 from ..utils._docstrings import fill_doc
@@ -58,7 +58,7 @@ class _StructuredScaling(BaseCalibrator):
     _shift_invariant = True
     # the logits are read through their log-softmax, which subtracts the row
     # maxima itself: predict_proba passes float64 scores unshifted
-    _softmax_first = True
+    _reads = "softmax"
     # full maps are solved in whitened coordinates (fit_affine_softmax's
     # precondition; no effect on a diagonal map)
     _precondition = True
@@ -163,7 +163,7 @@ class _StructuredScaling(BaseCalibrator):
             self.beta_, self.mix_, self.n_features_in_, self._floor()
         )
         affine = Affine(self.coef_, self.intercept_)
-        return Chain(self._export_input(), features, affine, Softmax())
+        return Chain(export_input(self), features, affine, Softmax())
 
     def _calibrated_logits(self, logits):
         return self._predict(logits, proba=False)

@@ -7,7 +7,7 @@ from numbers import Integral
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from ..base import BaseCalibrator
+from ..base import BaseCalibrator, fit_logits
 from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._proba import interp, replace_top_label, replace_top_label_inplace
 from ..utils._sklearn import Interval, StrOptions
@@ -164,8 +164,7 @@ class SplineCalibrator(BaseCalibrator):
     _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
-    _softmax_first = True
-    _maps_probabilities = True
+    _reads = "probabilities"  # fitted on the logs of input="proba"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -187,6 +186,7 @@ class SplineCalibrator(BaseCalibrator):
         return int(self.n_knots) + (self.redistribution == "temperature")
 
     def _fit(self, logits, y_index, sample_weight):
+        logits = fit_logits(self, logits)  # input="proba": their logs
         P = softmax_inplace(np.array(logits, dtype=np.float64))
         top = np.argmax(logits, axis=1)
         keep = sample_weight > 0

@@ -23,7 +23,7 @@ from .._torch.kernels._softmax import (
     softmax_inplace,
     softmax_into,
 )
-from ..base import BaseCalibrator, BaseLocalCalibrator
+from ..base import BaseCalibrator, BaseLocalCalibrator, shifted_rows
 from ..exceptions import ConvergenceWarning
 from ..llm._topk import TopKScores
 from ..llm._topk_ops import (
@@ -542,8 +542,7 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
     _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
-    _maps_probabilities = True
-    _fits_probabilities = True
+    _reads = "probabilities"
 
     @property
     def _floors_probabilities(self) -> bool:
@@ -625,12 +624,15 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         return count + (self.redistribution == "temperature")
 
     # ----------------------------------------------------------------- fit
-    def _fit(self, logits, y_index, sample_weight):
-        top = np.argmax(logits, axis=1)
+    def _fit(self, scores, y_index, sample_weight):
+        if self.input == "proba":
+            self._fit_proba(scores, y_index, sample_weight)
+            return
+        top = np.argmax(scores, axis=1)
         binary = None
         if self._inner_kind() != "scaling":
-            binary = _BinaryProblem(binary_log_proba(logits, top))
-        self._fit_top(top, y_index, sample_weight, binary, logits)
+            binary = _BinaryProblem(binary_log_proba(scores, top))
+        self._fit_top(top, y_index, sample_weight, binary, scores)
 
     def _check_fit_probabilities(self, X, tol):
         """A binary calibrator with proportional redistribution reads only
@@ -642,7 +644,7 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
             return super()._check_fit_probabilities(X, tol)
         return _TopRows(X, tol, rest=kind != "one_map")
 
-    def _fit_probabilities(self, P, y_index, sample_weight):
+    def _fit_proba(self, P, y_index, sample_weight):
         """:meth:`_fit` of validated probabilities ``P`` (our copy, or the
         :class:`_TopRows` of :meth:`_check_fit_probabilities`): the binary
         problem read from ``P`` as given (as in the predictions), then the
@@ -1048,10 +1050,9 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         return _replace_top(shares, top, confidence, complement, ahead)
 
     def _calibrated_proba(self, logits):
-        return self._proba(logits, owned=False)
-
-    def _calibrated_proba_inplace(self, logits):
-        return self._proba(logits, owned=True)
+        # its own shifted copy (the top entries' gaps read shifted logits),
+        # which the prediction may then overwrite
+        return self._proba(shifted_rows(logits), owned=True)
 
     def _calibrated_logits(self, logits):
         if logits.shape[0] == 0:

@@ -449,9 +449,7 @@ class VennAbersCalibrator(BaseCalibrator):
         "verbose": ["verbose"],
     }
     _shift_invariant = True
-    _softmax_first = True
-    _fits_probabilities = True
-    _maps_probabilities = True
+    _reads = "probabilities"
     # input="proba": isotonic fits of the probabilities as given, no logs
     _floors_probabilities = False
 
@@ -539,7 +537,14 @@ class VennAbersCalibrator(BaseCalibrator):
             for fold in self._folds(labels):
                 yield m, scores[fold], labels[fold], weights[fold]
 
-    def _fit(self, logits, y_index, sample_weight):
+    def _fit(self, scores, y_index, sample_weight):
+        """With ``input="proba"``, the binary problems read the given
+        probabilities themselves: no round trip through their logs, which
+        would break their ties."""
+        if self.input == "proba":
+            self._fit_columns(np.ascontiguousarray(scores.T), y_index, sample_weight)
+            return
+        logits = scores
         columns = softmax_into(logits, np.empty(logits.shape)).T.copy()
         self._fit_columns(columns, y_index, sample_weight)
 
@@ -547,12 +552,6 @@ class VennAbersCalibrator(BaseCalibrator):
         """The given probabilities, validated and clipped to [0, 1] but not
         renormalised (see :meth:`_columns`)."""
         return check_probabilities(X, tol=tol, renormalize=False)
-
-    def _fit_probabilities(self, P, y_index, sample_weight):
-        """With ``input="proba"``, the binary problems read the given
-        probabilities themselves: no round trip through their logs, which
-        would break their ties."""
-        self._fit_columns(np.ascontiguousarray(P.T), y_index, sample_weight)
 
     def _fit_columns(self, columns, y_index, sample_weight):
         """Fit every problem on the probability columns (one row per class)."""
