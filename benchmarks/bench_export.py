@@ -144,11 +144,11 @@ def _time_torch(calibrator, X, repeats, repeats_all):
     return diff, times, times_all
 
 
-def torch_rows(repeats, repeats_all, only=None):
+def torch_rows(repeats, repeats_all, only=None, classes=(10, 1000)):
     """Table 1b: (method, classes, max diff, 1-row and 10k-row times) of
     the torch modules, against ``predict_proba``."""
     rows = []
-    for n_classes in (10, 1000):
+    for n_classes in classes:
         rng = np.random.default_rng(0)
         X_fit, y_fit = score_data(max(2000, 3 * n_classes), n_classes, rng)
         X = score_data(N_ROWS, n_classes, rng)[0].astype(np.float32)
@@ -164,14 +164,14 @@ def torch_rows(repeats, repeats_all, only=None):
     return rows
 
 
-def latency_rows(repeats, only=None):
+def latency_rows(repeats, only=None, classes=(10, 1000)):
     """Table 1: (method, classes, bytes, max diff, 1-row and 10k-row times),
     of the calibrators named in ``only`` (all if None)."""
     from skcal.exceptions import NotExportableError
     from skcal.export import to_onnx
 
     rows = []
-    for n_classes in (10, 1000):
+    for n_classes in classes:
         rng = np.random.default_rng(0)
         X_fit, y_fit = score_data(max(2000, 3 * n_classes), n_classes, rng)
         X = score_data(N_ROWS, n_classes, rng)[0].astype(np.float32)
@@ -399,6 +399,7 @@ def main(argv=None):
         help="also time the torch modules (to_torch) against predict_proba",
     )
     parser.add_argument("--torch-repeats", type=int, default=5)
+    parser.add_argument("--classes", type=int, nargs="+", default=[10, 1000])
     args = parser.parse_args(argv)
     import onnxruntime
     import skl2onnx
@@ -428,7 +429,7 @@ def main(argv=None):
                 f"skcal {N_ROWS}",
                 "skcal/ORT",
             ],
-            _ms(latency_rows(args.repeats, args.only)),
+            _ms(latency_rows(args.repeats, args.only, args.classes)),
         )
     ]
     if args.torch:
@@ -448,7 +449,11 @@ def main(argv=None):
                     f"skcal {N_ROWS}",
                     "skcal/torch",
                 ],
-                _ms(torch_rows(args.repeats, args.torch_repeats, args.only)),
+                _ms(
+                    torch_rows(
+                        args.repeats, args.torch_repeats, args.only, args.classes
+                    )
+                ),
             )
         )
     if not args.only:
