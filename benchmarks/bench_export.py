@@ -4,7 +4,8 @@ of classifier + calibrator; what skl2onnx fails on (issue 53).
 Three tables, one process:
 
 1. **Latency.** Each calibrator (TemperatureScaling, VectorScaling,
-   DirichletCalibrator, IsotonicCalibrator, HistogramBinningCalibrator) is
+   DirichletCalibrator, IsotonicCalibrator, CenteredIsotonicCalibrator,
+   HistogramBinningCalibrator) is
    fitted on ImageNet-like logits (``_lib/synthetic.score_data``) of 10 and
    1,000 classes, exported by ``skcal.export.to_onnx`` (float32), and timed
    on 1 row and on 10,000 rows: onnxruntime's ``session.run`` (CPU, one
@@ -12,7 +13,10 @@ Three tables, one process:
    rows, call for call alternately, median of ``--repeats``; with the
    largest difference of the two and the graph's size in bytes. The
    Dirichlet map at 1,000 classes is fitted with ``max_iter=20`` (its
-   predict costs the same converged or not).
+   predict costs the same converged or not). With ``--torch``, also the
+   module of ``skcal.export.to_torch`` (eager, float32 rows, one thread)
+   against ``predict_proba`` in the same way, ``--torch-repeats`` times on
+   10,000 rows.
 2. **One graph per classifier.** ``CalibratedClassifier(FrozenEstimator(
    clf), TemperatureScaling())`` on digits (half to fit, a quarter to
    calibrate, a quarter to test), exported by ``model_to_onnx`` (float32):
@@ -27,6 +31,7 @@ Three tables, one process:
 Run (from the repository root)::
 
     python benchmarks/bench_export.py [--repeats 15] [--out FILE.md] [--only NAME ...]
+        [--torch [--torch-repeats 5]]
 """
 
 import argparse
@@ -74,7 +79,11 @@ def _alternate(f, g, repeats):
 
 def _calibrators(n_classes):
     from skcal import DirichletCalibrator, TemperatureScaling, VectorScaling
-    from skcal.calibrators import HistogramBinningCalibrator, IsotonicCalibrator
+    from skcal.calibrators import (
+        CenteredIsotonicCalibrator,
+        HistogramBinningCalibrator,
+        IsotonicCalibrator,
+    )
 
     yield "TemperatureScaling", TemperatureScaling(device="cpu")
     yield "VectorScaling", VectorScaling(device="cpu")
@@ -84,6 +93,7 @@ def _calibrators(n_classes):
         DirichletCalibrator(device="cpu", reg_lambda=1e-3, **dirichlet),
     )
     yield "IsotonicCalibrator", IsotonicCalibrator()
+    yield "CenteredIsotonicCalibrator", CenteredIsotonicCalibrator()
     yield "HistogramBinningCalibrator", HistogramBinningCalibrator()
 
 
@@ -110,14 +120,58 @@ def _time_pair(session, calibrator, X, repeats):
     return diff, times
 
 
-def latency_rows(repeats, only=None):
+def _time_torch(calibrator, X, repeats, repeats_all):
+    """The torch module's largest difference, and its times (and
+    ``predict_proba``'s, alternately) on 1 row and on all rows."""
+    import torch
+
+    from skcal.export import to_torch
+
+    module = to_torch(calibrator)
+    x = torch.from_numpy(X)
+
+    def run(Z):
+        with torch.no_grad():
+            return module(Z)
+
+    diff = np.abs(run(x).numpy() - calibrator.predict_proba(X)).max()
+    times = _alternate(
+        lambda: run(x[:1]), lambda: calibrator.predict_proba(X[:1]), 10 * repeats
+    )
+    times_all = _alternate(
+        lambda: run(x), lambda: calibrator.predict_proba(X), repeats_all
+    )
+    return diff, times, times_all
+
+
+def torch_rows(repeats, repeats_all, only=None, classes=(10, 1000)):
+    """Table 1b: (method, classes, max diff, 1-row and 10k-row times) of
+    the torch modules, against ``predict_proba``."""
+    rows = []
+    for n_classes in classes:
+        rng = np.random.default_rng(0)
+        X_fit, y_fit = score_data(max(2000, 3 * n_classes), n_classes, rng)
+        X = score_data(N_ROWS, n_classes, rng)[0].astype(np.float32)
+        for name, calibrator in _calibrators(n_classes):
+            if only is not None and name not in only:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                calibrator.set_params(classes=np.arange(n_classes))
+                calibrator.fit(X_fit, y_fit)
+            diff, (t1, s1), (tn, sn) = _time_torch(calibrator, X, repeats, repeats_all)
+            rows.append((name, n_classes, "", diff, t1, s1, tn, sn))
+    return rows
+
+
+def latency_rows(repeats, only=None, classes=(10, 1000)):
     """Table 1: (method, classes, bytes, max diff, 1-row and 10k-row times),
     of the calibrators named in ``only`` (all if None)."""
     from skcal.exceptions import NotExportableError
     from skcal.export import to_onnx
 
     rows = []
-    for n_classes in (10, 1000):
+    for n_classes in classes:
         rng = np.random.default_rng(0)
         X_fit, y_fit = score_data(max(2000, 3 * n_classes), n_classes, rng)
         X = score_data(N_ROWS, n_classes, rng)[0].astype(np.float32)
@@ -339,6 +393,13 @@ def main(argv=None):
         nargs="+",
         help="table 1 alone, of these calibrators (e.g. IsotonicCalibrator)",
     )
+    parser.add_argument(
+        "--torch",
+        action="store_true",
+        help="also time the torch modules (to_torch) against predict_proba",
+    )
+    parser.add_argument("--torch-repeats", type=int, default=5)
+    parser.add_argument("--classes", type=int, nargs="+", default=[10, 1000])
     args = parser.parse_args(argv)
     import onnxruntime
     import skl2onnx
@@ -368,9 +429,33 @@ def main(argv=None):
                 f"skcal {N_ROWS}",
                 "skcal/ORT",
             ],
-            _ms(latency_rows(args.repeats, args.only)),
+            _ms(latency_rows(args.repeats, args.only, args.classes)),
         )
     ]
+    if args.torch:
+        tables.append(
+            "## 1b. Latency: torch module (eager) vs skcal predict_proba "
+            "(float32, median ms)\n\n"
+            + _table(
+                [
+                    "calibrator",
+                    "classes",
+                    "",
+                    "max diff",
+                    "torch 1 row",
+                    "skcal 1 row",
+                    "skcal/torch",
+                    f"torch {N_ROWS}",
+                    f"skcal {N_ROWS}",
+                    "skcal/torch",
+                ],
+                _ms(
+                    torch_rows(
+                        args.repeats, args.torch_repeats, args.only, args.classes
+                    )
+                ),
+            )
+        )
     if not args.only:
         tables += _other_tables()
     text = "# Export\n\n" + head + "\n" + "\n\n".join(tables) + "\n"

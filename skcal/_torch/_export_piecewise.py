@@ -70,14 +70,28 @@ def _int32(g, value) -> str:
     return g.op("Constant", value=numpy_helper.from_array(array))
 
 
-def _flat(rows) -> tuple[np.ndarray, np.ndarray]:
-    """The 1-D arrays ``rows`` concatenated in float64 without padding (one
-    0 after them, so that the array is never empty), and the index where
-    each row starts."""
-    rows = [np.asarray(row, dtype=np.float64).ravel() for row in rows]
-    sizes = np.array([row.size for row in rows], dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    return np.concatenate([*rows, [0.0]]), starts
+def _layout(sizes) -> tuple[list[tuple[int, int, int, int]], np.ndarray]:
+    """Groups of the classes of ``sizes`` thresholds: ``(first, end,
+    offset, width)`` per group (rows ``first`` to ``end`` of the classes in
+    the returned order, stored from ``offset`` of the flat tables as ``(end
+    - first, width)``), and that order.
+
+    A class of ``s`` thresholds has ``s + 1`` counts, and belongs to the
+    group of the largest power of two ``m <= s + 1`` (the binary search of
+    :meth:`_Lookup._onnx_count` takes the same steps for all its rows); a
+    group's rows are as wide as its largest class's ``s + 1``, less than
+    twice its smallest."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    powers = np.array([int(s + 1).bit_length() for s in sizes], dtype=np.int64)
+    order = np.argsort(powers, kind="stable")
+    groups, first, offset = [], 0, 0
+    for power in np.unique(powers):
+        end = first + int(np.count_nonzero(powers == power))
+        width = int(sizes[order[first:end]].max()) + 1
+        groups.append((first, end, offset, width))
+        offset += (end - first) * width
+        first = end
+    return groups, order
 
 
 class Float64Block(ExportModule):
@@ -106,103 +120,183 @@ class Float64Block(ExportModule):
 
 class _Lookup(Float64Block):
     """Shared code of the per-class tables: how many thresholds of its class
-    each entry reaches, found by a binary search in one flat array.
+    each entry reaches, and the entry of a per-class table at that count.
 
-    The thresholds of class ``k`` (nondecreasing) are ``knots[start_k :
-    end_k]`` of the flat float64 buffer ``knots``, without padding: the
-    constants grow with the total number of thresholds, and the search
-    holds a few arrays of the input's shape (no ``(n, classes, width)``
-    comparison). The search descends by powers of two, ``2**(steps - 1)``
-    down to 1 with ``2**steps > max(end_k - start_k)``: the position
-    ``pos`` (from ``start_k``) moves by ``step`` where ``knots[pos + step -
-    1] <= x``, the index clamped to the class's last threshold, as if the
-    class went on repeating it (a nondecreasing array whose count of
-    entries ``<= x`` is the class's own count, or more where all of them
-    are reached); the result is ``pos`` clamped to ``end_k``. It is the
-    count of thresholds ``<= x`` plus ``start_k``: the same comparisons as
-    a linear count, so a value on a threshold is counted as reaching it.
+    The classes are grouped by their number of thresholds (:func:`_layout`):
+    the rows of a group are ``[first, t_1, ..., t_s, inf...]``, the class's
+    thresholds after a first entry ``first <= t_1`` (``-inf``, or a value a
+    subclass reads at count 0) and padded with ``inf`` to the group's
+    width, stored flat in the buffer ``knots`` with those of the other
+    groups; the per-class tables (``s + 1`` entries, one per count) alike.
+    The input is transposed (a row per class) and its rows put in the
+    groups' order (``order``); each group is searched in its own rows and
+    the results put back in the classes' order (``inverse``): the constants
+    stay within twice the total number of thresholds, the work of a class
+    follows its own number of thresholds, and no ``(n, classes, width)``
+    comparison is ever made.
+
+    In torch a group's count is ``torch.searchsorted(..., right=True)`` row
+    by row, less the first entry; in ONNX an unrolled binary search
+    (:meth:`_onnx_count`). Both count the thresholds ``<= x`` (a value on a
+    threshold reaches it), at most ``s`` (an ``inf`` input reaches no
+    padding).
     """
 
-    def _thresholds(self, rows, knots=None, starts=None) -> None:
-        """Store the thresholds ``rows`` (one nondecreasing array per class)
-        as the buffer ``knots``; or, given ``starts``, read them in the flat
-        buffer ``knots`` (stored by the caller) from ``starts``."""
+    def _thresholds(self, rows, first=None) -> None:
+        """Store the thresholds ``rows`` (one nondecreasing array per
+        class) in the groups' layout, after ``first`` (one value per class,
+        ``-inf`` if None)."""
         sizes = np.array([np.size(row) for row in rows], dtype=np.int64)
-        if knots is None:
-            knots, starts = _flat(rows)
-            self._constant("knots", knots)
-        self.steps = int(sizes.max(initial=0)).bit_length()
-        ends = np.asarray(starts, dtype=np.int64) + sizes
+        self.groups, order = _layout(sizes)
         for name, value in (
-            ("starts", starts),
-            ("ends", ends),
-            ("lasts", np.maximum(ends - 1, starts)),
+            ("order", order),
+            ("inverse", np.argsort(order)),
+            ("sizes", sizes[order]),
         ):
-            value = np.array(value, dtype=np.int64)
-            self.register_buffer(name, torch.from_numpy(value))
+            self.register_buffer(name, torch.from_numpy(np.array(value, np.int64)))
+        self.in_order = bool(np.all(order == np.arange(order.size)))
+        first = np.full(len(rows), -np.inf) if first is None else first
+        rows = [np.concatenate([[f], np.ravel(r)]) for f, r in zip(first, rows)]
+        self._constant("knots", self._padded(rows, np.inf))
 
-    def _count(self, xt: torch.Tensor) -> torch.Tensor:
-        """The flat counts of the transposed input ``xt`` (a contiguous row
-        per class: a class's knots are read in a run, from the cache)."""
-        # ``below = pos - 1``: the index read at a step is ``below + step``
-        # (clamped), the new position where that knot is reached
-        below = self.starts.unsqueeze(1).expand(xt.shape) - 1
-        lasts = self.lasts.unsqueeze(1)
-        for i in range(self.steps):
-            ahead = below + (1 << (self.steps - 1 - i))
-            index = torch.minimum(ahead, lasts)
-            below = torch.where(torch.take(self.knots, index) <= xt, ahead, below)
-        return torch.minimum(below + 1, self.ends.unsqueeze(1))
+    def _padded(self, rows, fill: float = 0.0, last: bool = False) -> np.ndarray:
+        """The per-class arrays ``rows`` (each at most its group's width) in
+        the groups' layout, padded with ``fill`` (or each row's last entry),
+        flat, as float64."""
+        order = self.order.numpy()
+        blocks = []
+        for first, end, _, width in self.groups:
+            block = np.full((end - first, width), fill, dtype=np.float64)
+            for i, k in enumerate(order[first:end]):
+                row = np.asarray(rows[k], dtype=np.float64).ravel()
+                block[i, : row.size] = row
+                if last and row.size:
+                    block[i, row.size :] = row[-1]
+            blocks.append(block.ravel())
+        return np.concatenate(blocks)
+
+    def _block(
+        self, table: torch.Tensor, first: int, end: int, offset: int, width: int
+    ) -> torch.Tensor:
+        """The rows of a group in the flat padded ``table``."""
+        return table[offset : offset + (end - first) * width].view(end - first, width)
+
+    def _take(
+        self,
+        table: torch.Tensor,
+        count: torch.Tensor,
+        first: int,
+        end: int,
+        offset: int,
+        width: int,
+    ) -> torch.Tensor:
+        """The entries ``count`` of the rows of a group of ``table``."""
+        return torch.gather(self._block(table, first, end, offset, width), 1, count)
+
+    def _count(
+        self, x: torch.Tensor, first: int, end: int, offset: int, width: int
+    ) -> torch.Tensor:
+        """The counts of the rows ``x`` of a group (see the class): one
+        less than ``searchsorted``'s, as each row starts with ``first``.
+        The subclasses keep their inputs within the thresholds' range, or
+        pad their tables with the values of the largest count."""
+        knots = self._block(self.knots, first, end, offset, width)
+        return torch.searchsorted(knots, x, right=True).sub_(1)
+
+    def _map(
+        self, x: torch.Tensor, first: int, end: int, offset: int, width: int
+    ) -> torch.Tensor:
+        """The values of the rows ``x`` of a group (a subclass's map)."""
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # a row per class: a class's knots are read in a run, from the cache
+        xt = x.to(torch.float64).t().contiguous()
+        if self.in_order:  # the groups are runs of classes
+            parts: list[torch.Tensor] = []
+            for first, end, offset, width in self.groups:
+                parts.append(self._map(xt[first:end], first, end, offset, width))
+            out = parts[0] if len(parts) == 1 else torch.cat(parts)
+            return out.t()
+        out = torch.empty(xt.shape, dtype=torch.float64, device=xt.device)
+        for first, end, offset, width in self.groups:
+            rows = self.order[first:end]
+            # indexing: several times faster than index_select / index_copy_
+            out[rows] = self._map(xt[rows], first, end, offset, width)
+        return out.t()
 
     @torch.jit.ignore
-    def _onnx_count(self, g, xt: str, knots: str) -> str:
-        """:meth:`_count` in ONNX of the transposed input ``xt`` (a row
-        per class: a class's knots are read one after the other, from the
-        cache), flattened: ``knots`` the name of the buffer as a ``(1,
-        total)`` constant of ``g``; returns the counts of ``xt`` as int32 of
-        shape ``(1, xt.size)`` (for :meth:`_onnx_take`).
+    def _onnx_map(self, g, x: str, group) -> str:
+        """:meth:`_map` in ONNX."""
+        raise NotImplementedError
 
-        Written for onnxruntime's CPU kernels (1.32): indices in int32 (half
-        the memory traffic of int64), the knots read by GatherElements of
-        one row (eight times faster than Gather, which copies entry by
-        entry), and a step taken as ``below + reached * step`` (a Where on
-        int32 costs several times its Cast, Mul and Add)."""
-        shape, flat = g.op("Shape", xt), _int(g, [1, -1])
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        xt = g.op("Transpose", x, perm=[1, 0])
+        parts = []
+        for first, end, offset, width in self.groups:
+            if self.in_order:
+                part = xt
+                if len(self.groups) > 1:
+                    starts, ends = _int(g, [first]), _int(g, [end])
+                    part = g.op("Slice", xt, starts, ends, _int(g, [0]))
+            else:
+                part = g.op("Gather", xt, _int(g, self.order[first:end]))
+            parts.append(self._onnx_map(g, part, (first, end, offset, width)))
+        out = g.op("Concat", *parts, axis=0) if len(parts) > 1 else parts[0]
+        if not self.in_order:
+            out = g.op("Gather", out, _int(g, self.inverse))
+        return g.op("Transpose", out, perm=[1, 0])
 
-        def spread(value):  # a per-class int32 constant, at every entry
-            column = _int32(g, value[:, None])
-            return g.op("Reshape", g.op("Expand", column, shape), flat)
+    @torch.jit.ignore
+    def _onnx_block(self, g, name: str, group) -> str:
+        """The rows of a group of the flat buffer ``name``, a constant."""
+        first, end, offset, width = group
+        value = self._value(name)[offset : offset + (end - first) * width]
+        return _const(g, value.reshape(end - first, width))
 
-        x, lasts, below = (
-            g.op("Reshape", xt, flat),
-            spread(self.lasts),
-            spread(self.starts - 1),
-        )
-        for i in range(self.steps):
-            step = _int32(g, 1 << (self.steps - 1 - i))
-            index = g.op("Min", g.op("Add", below, step), lasts)
+    @torch.jit.ignore
+    def _onnx_count(self, g, x: str, group) -> str:
+        """:meth:`_count` in ONNX, int32, of the rows ``x`` of a group.
+
+        With ``m`` the group's power of two (:func:`_layout`), a class of
+        ``s`` thresholds has its count in ``[0, m - 1]`` or in ``[s + 1 - m,
+        s]``: the first step moves to ``s + 1 - m`` where the threshold of
+        that rank (a per-class column) is ``<= x``; the next ``log2(m)``
+        steps move ``pos`` by ``step`` (``m / 2`` down to 1) where the
+        threshold ``pos + step`` is ``<= x``: never past ``s``, so no
+        padding is read. A step is ``pos + reached * step``, the thresholds
+        read by GatherElements along the rows (onnxruntime's CPU kernels: a
+        Where on int32 costs several times the Cast, Mul and Add; int32
+        indices halve the memory traffic)."""
+        first, end, offset, width = group
+        sizes = self.sizes[first:end].numpy()
+        m = 1 << (int(sizes[0] + 1).bit_length() - 1)
+        rows = self._value("knots")[offset : offset + (end - first) * width]
+        rows = rows.reshape(end - first, width)
+        knots = _const(g, rows)
+        jump = sizes + 1 - m  # 0 where s + 1 = m
+        if jump.any():
+            column = np.where(jump > 0, rows[np.arange(jump.size), jump], np.inf)
+            reached = g.op("LessOrEqual", _const(g, column[:, None]), x)
+            pos = g.op(
+                "Mul", g.op("Cast", reached, to=_INT32), _int32(g, jump[:, None])
+            )
+        else:
+            pos = g.op("Mul", g.op("Cast", x, to=_INT32), _int32(g, 0))  # zeros
+        step = m >> 1
+        while step:
+            index = g.op("Add", pos, _int32(g, step))
             knot = g.op("GatherElements", knots, index, axis=1)
             reached = g.op("Cast", g.op("LessOrEqual", knot, x), to=_INT32)
-            below = g.op("Add", below, g.op("Mul", reached, step))
-        return g.op("Min", g.op("Add", below, _int32(g, 1)), spread(self.ends))
+            pos = g.op("Add", pos, g.op("Mul", reached, _int32(g, step)))
+            step >>= 1
+        return pos
 
     @torch.jit.ignore
-    def _onnx_row(self, g, name: str) -> str:
-        """The flat float64 buffer ``name`` as a ``(1, size)`` constant."""
-        return _const(g, self._value(name)[None])
-
-    @torch.jit.ignore
-    def _onnx_column(self, g, name: str) -> str:
-        """The per-class float64 buffer ``name`` as a ``(classes, 1)``
-        constant (for the transposed input)."""
-        return _const(g, self._value(name)[:, None])
-
-    @torch.jit.ignore
-    def _onnx_take(self, g, table: str, index: str, x: str) -> str:
-        """The entries ``index`` (from :meth:`_onnx_count`) of the ``(1,
-        size)`` constant ``table``, in the shape of ``x``."""
-        taken = g.op("GatherElements", table, index, axis=1)
-        return g.op("Reshape", taken, g.op("Shape", x))
+    def _onnx_take(self, g, name: str, group, count: str) -> str:
+        """The entries ``count`` of the rows of a group of the table ``name``."""
+        return g.op("GatherElements", self._onnx_block(g, name, group), count, axis=1)
 
 
 class StepMap(_Lookup):
@@ -215,8 +309,8 @@ class StepMap(_Lookup):
     :func:`~skcal.metrics._binning.assign_bins` with ``"left"``);
     ``closed="right"``: bins ``(l, u]`` (the number of interior edges
     ``< p``, as ``np.searchsorted(edges[1:-1], p, "left")``: ``p > t`` is
-    ``p >= nextafter(t, inf)``). The edges and values of all classes are
-    stored flat (see :class:`_Lookup`).
+    ``p >= nextafter(t, inf)``). The edges and values of the classes are
+    stored grouped by size (see :class:`_Lookup`).
     """
 
     def __init__(self, edges, values, closed: str = "left"):
@@ -232,24 +326,35 @@ class StepMap(_Lookup):
         if closed == "right":
             interior = [np.nextafter(e, np.inf) for e in interior]
         self._thresholds(interior)
-        table, table_starts = _flat(values)
-        self._constant("table", table)
-        # a class's values start ``shift`` after its thresholds
-        shift = table_starts - self.starts.numpy()
-        self.register_buffer("shift", torch.from_numpy(shift))
+        # padded with each class's last value: the count of an inf input
+        self._constant("table", self._padded(values, last=True))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xt = x.t().contiguous()
-        return torch.take(self.table, self._count(xt) + self.shift.unsqueeze(1)).t()
+    def _map(
+        self, x: torch.Tensor, first: int, end: int, offset: int, width: int
+    ) -> torch.Tensor:
+        count = self._count(x, first, end, offset, width)
+        return self._take(self.table, count, first, end, offset, width)
 
     @torch.jit.ignore
-    def onnx(self, g, x: str) -> str:
-        xt = g.op("Transpose", x, perm=[1, 0])
-        count = self._onnx_count(g, xt, self._onnx_row(g, "knots"))
-        shift = g.op("Expand", _int32(g, self.shift[:, None]), g.op("Shape", xt))
-        index = g.op("Add", count, g.op("Reshape", shift, _int(g, [1, -1])))
-        out = self._onnx_take(g, self._onnx_row(g, "table"), index, xt)
-        return g.op("Transpose", out, perm=[1, 0])
+    def _onnx_map(self, g, x: str, group) -> str:
+        return self._onnx_take(g, "table", group, self._onnx_count(g, x, group))
+
+
+def _segments(x: np.ndarray, f: np.ndarray) -> dict[str, np.ndarray]:
+    """np.interp's segments of the knots ``x`` and values ``f`` (at least
+    two), by the count ``c`` of knots ``<= p``: ``f0`` and
+    numpy's ``slope`` of segment ``c - 1`` for ``0 < c < n``, and for
+    ``c = 0`` and ``c = n`` the first and last values with slope 0; with
+    each segment's ``width`` and ``rise`` (for the steep ones)."""
+    width, rise = np.diff(x), np.diff(f)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        slope = np.where(width > 0, rise / np.where(width > 0, width, 1.0), 0.0)
+    return {
+        "f0": np.concatenate([[f[0]], f[:-1], [f[-1]]]),
+        "slope": np.concatenate([[0.0], slope, [0.0]]),
+        "width": np.concatenate([[1.0], width, [1.0]]),
+        "rise": np.concatenate([[0.0], rise, [0.0]]),
+    }
 
 
 class PiecewiseLinear(_Lookup):
@@ -262,9 +367,13 @@ class PiecewiseLinear(_Lookup):
     with numpy's slope ``(fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])``; where
     that is not finite (knots closer than ~1e-308), the fraction of the
     segment, as :func:`~skcal.utils._proba.interp` does. A single knot is
-    a constant map. The knots of all classes are stored flat (the buffers
-    ``knots`` and ``values``), the segment found by a binary search among
-    each class's interior knots (see :class:`_Lookup`).
+    a constant map.
+
+    The segment is the count ``c`` of knots ``<= p`` (see :class:`_Lookup`),
+    its ``xp[j]``, ``fp[j]`` and slope (computed here, as numpy does) read
+    from per-class tables of ``n + 1`` entries, the two ends' a slope of 0
+    on ``p`` clamped to ``[xp[0], xp[-1]]``. The fraction of a steep
+    segment is computed only where a class has one (``steep``).
     """
 
     def __init__(self, xp, fp):
@@ -273,55 +382,60 @@ class PiecewiseLinear(_Lookup):
         fp = [np.asarray(f, dtype=np.float64).ravel() for f in fp]
         xp = [x if x.size > 1 else np.repeat(x, 2) for x in xp]
         fp = [f if f.size > 1 else np.repeat(f, 2) for f in fp]
-        knots, starts = _flat(xp)
-        self._constant("knots", knots)
-        self._constant("values", _flat(fp)[0])
-        # the segment: 1 + the number of interior knots reached, from start
-        self._thresholds([x[1:-1] for x in xp], knots, starts + 1)
-        for name, value in (
-            ("first_x", [x[0] for x in xp]),
-            ("first_f", [f[0] for f in fp]),
-            ("last_x", [x[-1] for x in xp]),
-            ("last_f", [f[-1] for f in fp]),
-        ):
-            self._constant(name, value)
+        # the knots after xp[0]: the row is the x0 of every count
+        self._thresholds(xp, first=[x[0] for x in xp])
+        segments = [_segments(x, f) for x, f in zip(xp, fp)]
+        for name in ("f0", "slope"):  # padded for a NaN input's count
+            self._constant(name, self._padded([s[name] for s in segments], last=True))
+        self.steep = not all(np.isfinite(s["slope"]).all() for s in segments)
+        for name, fill in (("width", 1.0), ("rise", 0.0)):
+            rows = [s[name] for s in segments]
+            self._constant(name, self._padded(rows, fill) if self.steep else [])
+        order = self.order.numpy()
+        self._constant("low", [xp[k][0] for k in order])
+        self._constant("high", [xp[k][-1] for k in order])
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.t().contiguous()  # a row per class (see _count)
-        j = self._count(x)  # the flat index of the segment's right knot
-        x0, x1 = torch.take(self.knots, j - 1), torch.take(self.knots, j)
-        f0, f1 = torch.take(self.values, j - 1), torch.take(self.values, j)
-        dx = x - x0
-        width = x1 - x0
-        value = ((f1 - f0) / width) * dx + f0
-        # knots too close for the slope: the fraction of the segment
-        t = torch.clamp(dx / width, 0.0, 1.0)
-        t = torch.where(torch.isfinite(t), t, torch.ones_like(t))
-        value = torch.where(torch.isfinite(value), value, f0 + t * (f1 - f0))
-        last_x, last_f = self.last_x.unsqueeze(1), self.last_f.unsqueeze(1)
-        value = torch.where(x >= last_x, last_f, value)
-        first_x, first_f = self.first_x.unsqueeze(1), self.first_f.unsqueeze(1)
-        return torch.where(x >= first_x, value, first_f).t()
+    def _map(
+        self, x: torch.Tensor, first: int, end: int, offset: int, width: int
+    ) -> torch.Tensor:
+        low = self.low[first:end].unsqueeze(1)
+        x = torch.clamp(x, low, self.high[first:end].unsqueeze(1))
+        count = self._count(x, first, end, offset, width)
+        x0 = self._take(self.knots, count, first, end, offset, width)
+        f0 = self._take(self.f0, count, first, end, offset, width)
+        slope = self._take(self.slope, count, first, end, offset, width)
+        # in place on the arrays made here: fewer fresh arrays to fault in
+        dx = x.sub_(x0)
+        value = slope.mul_(dx).add_(f0)
+        if self.steep:
+            span = self._take(self.width, count, first, end, offset, width)
+            rise = self._take(self.rise, count, first, end, offset, width)
+            t = torch.clamp(dx / span, 0.0, 1.0)
+            t = torch.where(torch.isfinite(t), t, torch.ones_like(t))
+            value = torch.where(torch.isfinite(value), value, f0 + t * rise)
+        return value
 
     @torch.jit.ignore
-    def onnx(self, g, x: str) -> str:
-        x = g.op("Transpose", x, perm=[1, 0])  # a row per class
-        knots, values = self._onnx_row(g, "knots"), self._onnx_row(g, "values")
-        j = self._onnx_count(g, x, knots)
-        i = g.op("Sub", j, _int32(g, 1))
-        x0, x1 = (self._onnx_take(g, knots, at, x) for at in (i, j))
-        f0, f1 = (self._onnx_take(g, values, at, x) for at in (i, j))
-        dx, width, rise = g.op("Sub", x, x0), g.op("Sub", x1, x0), g.op("Sub", f1, f0)
-        value = g.op("Add", g.op("Mul", g.op("Div", rise, width), dx), f0)
-        t = g.op("Clip", g.op("Div", dx, width), _const(g, 0.0), _const(g, 1.0))
-        t = g.op("Where", _onnx_isfinite(g, t), t, _const(g, 1.0))
-        steep = g.op("Add", f0, g.op("Mul", t, rise))
-        value = g.op("Where", _onnx_isfinite(g, value), value, steep)
-        last = g.op("GreaterOrEqual", x, self._onnx_column(g, "last_x"))
-        value = g.op("Where", last, self._onnx_column(g, "last_f"), value)
-        first = g.op("GreaterOrEqual", x, self._onnx_column(g, "first_x"))
-        value = g.op("Where", first, value, self._onnx_column(g, "first_f"))
-        return g.op("Transpose", value, perm=[1, 0])
+    def _onnx_map(self, g, x: str, group) -> str:
+        count = self._onnx_count(g, x, group)
+        x0, f0, slope = (
+            self._onnx_take(g, name, group, count) for name in ("knots", "f0", "slope")
+        )
+        first, end = group[:2]
+        low, high = (
+            _const(g, self._value(name)[first:end, None]) for name in ("low", "high")
+        )
+        dx = g.op("Sub", g.op("Min", g.op("Max", x, low), high), x0)
+        value = g.op("Add", g.op("Mul", slope, dx), f0)
+        if self.steep:
+            width, rise = (
+                self._onnx_take(g, name, group, count) for name in ("width", "rise")
+            )
+            t = g.op("Clip", g.op("Div", dx, width), _const(g, 0.0), _const(g, 1.0))
+            t = g.op("Where", _onnx_isfinite(g, t), t, _const(g, 1.0))
+            steep = g.op("Add", f0, g.op("Mul", t, rise))
+            value = g.op("Where", _onnx_isfinite(g, value), value, steep)
+        return value
 
 
 def _onnx_sigmoid(g, x: str) -> str:

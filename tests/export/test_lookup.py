@@ -95,3 +95,24 @@ def test_the_graph_grows_with_the_total_number_of_knots():
     g = GraphBuilder(np.float64)
     size = len(g.model("x", module.onnx(g, "x"), len(sizes)).SerializeToString())
     assert size < 200_000, size
+
+
+def test_classes_out_of_size_order_and_infinite_inputs():
+    # the classes' sizes shuffled: the groups are not runs of classes, so
+    # the rows are gathered and scattered back; +-inf reach no padding
+    rng = np.random.default_rng(3)
+    sizes = [65, 2, 17, 1, 300, 4, 9, 2, 33]
+    xp = [_knots(rng, n) for n in sizes]
+    fp = [np.sort(rng.uniform(0, 1, n)) for n in sizes]
+    q = np.concatenate([_queries(xp), [-np.inf, np.inf]])
+    X = np.repeat(q[:, None], len(sizes), axis=1)
+    want = np.column_stack([np.interp(q, x, f) for x, f in zip(xp, fp)])
+    for form, got in _runs(PiecewiseLinear(xp, fp), X):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-15, err_msg=form)
+    edges = [np.concatenate([[0.0], x, [1.0]]) for x in xp]
+    values = [rng.uniform(0, 1, n + 1) for n in sizes]
+    want = np.column_stack(
+        [v[np.searchsorted(e[1:-1], q, side="right")] for e, v in zip(edges, values)]
+    )
+    for form, got in _runs(StepMap(edges, values), X):
+        np.testing.assert_array_equal(got, want, err_msg=form)
