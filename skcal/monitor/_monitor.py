@@ -340,14 +340,16 @@ class CalibrationMonitor:
         """``(proba, y_index)`` of one batch, as :func:`check_proba_targets`
         gives them.
 
-        Once the number of classes is known, a batch of integer labels that
-        are their own columns (no ``classes``, or ``classes`` ``0..K-1``)
-        and a float array of ``K`` columns skips the general label
-        resolution (whose per-call cost dominates small batches, and whose
-        scikit-learn check warns about a regression target when a batch
-        holds few rows per class); the probabilities are checked as always.
+        A batch of integer labels that are their own columns (no
+        ``classes``, or ``classes`` ``0..K-1``) and a float array of the
+        monitor's ``K`` columns skips the general label resolution (whose
+        per-call cost dominates small batches, and whose scikit-learn check
+        warns about a regression target when a batch holds few rows per
+        class); the probabilities are checked as always.
         """
         n_classes = self._n_classes
+        if n_classes is None and getattr(y_proba, "ndim", 0) == 2:
+            n_classes = max(y_proba.shape[1], 2)  # 1 column: the general path
         if not (
             self._labels_are_columns
             and n_classes is not None
