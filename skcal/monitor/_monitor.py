@@ -58,9 +58,9 @@ DEFAULT_TEMPERATURES = (0.5, 0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 2.0)
 #: bin accuracies toward the bin's confidence).
 _SHRINKAGE = 20.0
 #: Most entries of one ``(temperatures, rows, classes)`` block of the
-#: temperature family's logits (8 MiB of float64); larger batches are
-#: split over the grid.
-_GRID_BLOCK = 1 << 20
+#: temperature family's logits (256 KiB of float64, to stay in cache); a
+#: larger batch is split over the grid (one temperature at a time at most).
+_GRID_BLOCK = 1 << 15
 #: Looks after the alarm before the verdict's family is stated as settled.
 _SETTLE_LOOKS = 3
 _FAMILIES = ("temperature", "prior", "confidence")
@@ -551,7 +551,8 @@ def _temperature_log_ratios(log_p, log_py, temperatures) -> np.ndarray:
         t = temperatures[start : start + step, None, None]
         z = log_p / t
         z_max = z.max(axis=2, keepdims=True)
-        lse = z_max[:, :, 0] + np.log(np.exp(z - z_max).sum(axis=2))
+        np.exp(np.subtract(z, z_max, out=z), out=z)
+        lse = z_max[:, :, 0] + np.log(z.sum(axis=2))
         # log q_T(y) = log p(y) / T - lse: the same division as z's entry
         out[start : start + step] = np.sum(log_py / t[:, :, 0] - lse - log_py, axis=1)
     return out
