@@ -14,13 +14,15 @@ labels are drawn from a stated truth, so that the null is exact:
   variation (the mass of the classes ranked first half by ``pi`` scaled down,
   the rest up).
 
-Printed: the fraction of null runs that ever raised an alarm (at most alpha
-within Monte-Carlo error is the guarantee; the standard error is shown), and
+Printed: the number and fraction of null runs that ever raised an alarm (at
+most alpha within Monte-Carlo error is the guarantee; the exact 95%
+Clopper-Pearson interval of the rate is shown), and
 for each shift and batch size the median number of looks (and rows) until
 the alarm and the share of runs whose verdict named the right family.
 
 Run:  python benchmarks/bench_monitor.py [--tasks letter satimage] [--runs 100]
-          [--looks 10000] [--null-batch 20] [--alpha 0.05]
+          [--looks 10000] [--null-batch 20] [--alpha 0.05] [--seed 0]
+          [--delay-runs 50 (0: the null runs only)] [--verbose]
 """
 
 from __future__ import annotations
@@ -86,18 +88,33 @@ def _deployed(task):
     return ts.predict_proba(task.test_logits)
 
 
+def _clopper_pearson(k, n, level=0.95):
+    """The exact two-sided binomial confidence interval for ``k`` of ``n``."""
+    from scipy.stats import beta
+
+    a = (1 - level) / 2
+    low = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return low, high
+
+
 def _null_row(name, p, args, rng):
     start = time.perf_counter()
     alarms = 0
-    for _ in range(args.runs):
+    for run in range(args.runs):
         m = _run(p, p, args.null_batch, args.looks, args.alpha, rng)
         alarms += m.alarm_
-    rate = alarms / args.runs
-    se = np.sqrt(args.alpha * (1 - args.alpha) / args.runs)
+        if args.verbose:  # one line per run: a partial run still counts
+            print(
+                f"# {name} batch {args.null_batch} run {run}: alarm look "
+                f"{m.alarm_look_}, looks {m.n_looks_}",
+                flush=True,
+            )
+    low, high = _clopper_pearson(alarms, args.runs)
     return (
         f"| {name} | {args.runs} x {args.looks} looks of {args.null_batch} | "
-        f"{rate:.3f} | {args.alpha} (+2 SE: {args.alpha + 2 * se:.3f}) | "
-        f"{time.perf_counter() - start:.0f} s |"
+        f"{alarms} | {alarms / args.runs:.3f} | [{low:.3f}, {high:.3f}] | "
+        f"{args.alpha} | {time.perf_counter() - start:.0f} s |"
     )
 
 
@@ -124,25 +141,30 @@ def main(argv=None) -> int:
     parser.add_argument("--null-batch", type=int, default=20)
     parser.add_argument("--delay-runs", type=int, default=50)
     parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true", help="a line per null run")
     args = parser.parse_args(argv)
     from _lib.datasets import available_tasks, load_task
 
     tasks = [t for t in args.tasks if t in available_tasks()]
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(args.seed)
     null_rows, delay_rows = [], []
     for name in tasks:
         p = _deployed(load_task(name))
         null_rows.append(_null_row(name, p, args, rng))
-        for kind in ("temperature", "prior"):
+        for kind in ("temperature", "prior") if args.delay_runs else ():
             for batch in (100, 1000):
                 delay_rows.append(_delay_row(name, p, kind, batch, args, rng))
         print(null_rows[-1], *delay_rows[-4:], sep="\n", flush=True)
-    print("\n| task | null runs | false-alarm rate | alpha | time |")
-    print("|---|---|---|---|---|")
+    print("\n| task | null runs | alarms | false-alarm rate | 95% CI | alpha | time |")
+    print("|---|---|---|---|---|---|---|")
     print(*null_rows, sep="\n")
-    print("\n| task | shift | batch | median looks to alarm | rows | right verdict |")
-    print("|---|---|---|---|---|---|")
-    print(*delay_rows, sep="\n")
+    if delay_rows:
+        print(
+            "\n| task | shift | batch | median looks to alarm | rows | right verdict |"
+        )
+        print("|---|---|---|---|---|---|")
+        print(*delay_rows, sep="\n")
     return 0
 
 

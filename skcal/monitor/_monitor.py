@@ -44,7 +44,11 @@ import numpy as np
 
 from ..utils._constants import FLOOR_BEFORE_LOG
 from ..utils._sklearn import Interval, validate_params
-from ..utils._validation import check_proba_targets
+from ..utils._validation import (
+    check_proba_targets,
+    check_probabilities,
+    sum_tolerance,
+)
 
 __all__ = ["CalibrationMonitor", "MonitorVerdict"]
 
@@ -53,6 +57,10 @@ DEFAULT_TEMPERATURES = (0.5, 0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 2.0)
 #: Pseudo-rows of the plug-in estimates' shrinkage (class weights toward 1,
 #: bin accuracies toward the bin's confidence).
 _SHRINKAGE = 20.0
+#: Most entries of one ``(temperatures, rows, classes)`` block of the
+#: temperature family's logits (256 KiB of float64, to stay in cache); a
+#: larger batch is split over the grid (one temperature at a time at most).
+_GRID_BLOCK = 1 << 15
 #: Looks after the alarm before the verdict's family is stated as settled.
 _SETTLE_LOOKS = 3
 _FAMILIES = ("temperature", "prior", "confidence")
@@ -118,10 +126,11 @@ class _GroupState:
 
     def wealth(self) -> np.ndarray:
         """Each family's wealth (the temperature family: its grid's mean)."""
-        t = _mean_exp(self.log_wealth_t)
-        return np.array(
-            [t, np.exp(self.log_wealth_prior), np.exp(self.log_wealth_conf)]
-        )
+        with np.errstate(over="ignore"):  # an astronomical wealth is inf
+            t = _mean_exp(self.log_wealth_t)
+            return np.array(
+                [t, np.exp(self.log_wealth_prior), np.exp(self.log_wealth_conf)]
+            )
 
     def to_dict(self) -> dict:
         return {k: np.asarray(v).tolist() for k, v in vars(self).items()}
@@ -137,8 +146,9 @@ class _GroupState:
 
 def _mean_exp(log_values: np.ndarray) -> float:
     """``mean(exp(log_values))`` without overflow for large values."""
-    top = float(np.max(log_values))
-    return float(np.exp(top) * np.mean(np.exp(log_values - top)))
+    top = float(log_values.max())
+    # the mean as np.mean computes it (the sum, divided), without its wrapper
+    return float(np.exp(top) * (np.exp(log_values - top).sum() / log_values.size))
 
 
 class CalibrationMonitor:
@@ -240,13 +250,20 @@ class CalibrationMonitor:
         self._groups: dict = {}
         self._grouped = None  # fixed by the first update: groups given or not
         self._n_classes = None if classes is None else len(self.classes)
+        # integer labels that are their own column: the fast path of update
+        self._labels_are_columns = self.classes is None or (
+            self.classes.dtype.kind in "iu"
+            and np.array_equal(self.classes, np.arange(len(self.classes)))
+        )
 
     # ----------------------------------------------------------------- results
     @property
     def e_value_(self) -> float:
         """The mean wealth over families and the ``max_groups`` group slots."""
         slots = self.max_groups if self._grouped else 1
-        total = sum(float(g.wealth().mean()) for g in self._groups.values())
+        total = sum(
+            float(g.wealth().sum() / len(_FAMILIES)) for g in self._groups.values()
+        )
         return (total + (slots - len(self._groups))) / slots
 
     @property
@@ -305,19 +322,59 @@ class CalibrationMonitor:
         -------
         self
         """
-        proba, y_index, _ = check_proba_targets(
-            y_true, y_proba, labels=self.classes, copy=True
-        )
+        proba, y_index = self._check_batch(y_true, y_proba)
         self._check_classes(proba.shape[1])
         keys = self._group_keys(groups, len(y_index))
-        for key in dict.fromkeys(keys.tolist() if keys is not None else [None]):
-            rows = slice(None) if keys is None else keys == key
+        if keys is None:
+            _bet(self._group_state(None), proba, y_index, self)
+        for key in dict.fromkeys(keys.tolist() if keys is not None else []):
+            rows = keys == key
             _bet(self._group_state(key), proba[rows], y_index[rows], self)
         self.n_looks_ += 1
         self.n_rows_ += len(y_index)
         if self.alarm_look_ is None and self.e_value_ >= 1 / self.alpha:
             self.alarm_look_ = self.n_looks_
         return self
+
+    def _check_batch(self, y_true, y_proba):
+        """``(proba, y_index)`` of one batch, as :func:`check_proba_targets`
+        gives them.
+
+        A batch of integer labels that are their own columns (no
+        ``classes``, or ``classes`` ``0..K-1``) and a float array of the
+        monitor's ``K`` columns skips the general label resolution (whose
+        per-call cost dominates small batches, and whose scikit-learn check
+        warns about a regression target when a batch holds few rows per
+        class); the probabilities are checked as always.
+        """
+        n_classes = self._n_classes
+        if n_classes is None and getattr(y_proba, "ndim", 0) == 2:
+            n_classes = max(y_proba.shape[1], 2)  # 1 column: the general path
+        if not (
+            self._labels_are_columns
+            and n_classes is not None
+            and type(y_true) is np.ndarray
+            and type(y_proba) is np.ndarray
+            and y_true.ndim == 1
+            and y_true.dtype.kind in "iu"
+            and 0 < y_true.size
+            and y_proba.shape == (y_true.size, n_classes)
+            and y_proba.dtype in (np.float64, np.float32)
+            and 0 <= y_true.min()
+            and y_true.max() < n_classes
+        ):
+            proba, y_index, _ = check_proba_targets(
+                y_true, y_proba, labels=self.classes, copy=True
+            )
+            return proba, y_index
+        proba = check_probabilities(
+            y_proba,
+            "y_proba",
+            tol=sum_tolerance(y_proba.dtype),
+            renormalize=False,
+            copy=y_proba.dtype != np.float64,  # float32: a float64 copy
+        )
+        return proba, y_true.astype(np.int64)
 
     def _check_classes(self, n_classes: int) -> None:
         if self._n_classes is None:
@@ -462,12 +519,7 @@ def _bet(state: _GroupState, proba, y_index, monitor) -> None:
     rows = np.arange(n)
     log_p = np.log(np.maximum(proba, FLOOR_BEFORE_LOG))
     log_py = log_p[rows, y_index]
-    # temperature family: log q_T(y) - log p(y), q_T = softmax(log p / T)
-    for j, t in enumerate(monitor.temperatures):
-        z = log_p / t
-        z_max = z.max(axis=1, keepdims=True)
-        lse = z_max[:, 0] + np.log(np.exp(z - z_max).sum(axis=1))
-        state.log_wealth_t[j] += float(np.sum(z[rows, y_index] - lse - log_py))
+    state.log_wealth_t += _temperature_log_ratios(log_p, log_py, monitor.temperatures)
     # prior family: q proportional to p * w, w from earlier batches
     w = (state.label_counts + _SHRINKAGE) / (state.proba_sums + _SHRINKAGE)
     state.log_wealth_prior += float(np.sum(np.log(w[y_index]) - np.log(proba @ w)))
@@ -486,3 +538,21 @@ def _bet(state: _GroupState, proba, y_index, monitor) -> None:
     state.proba_sums += proba.sum(axis=0)
     np.add.at(state.bin_correct, bins, hit.astype(np.float64))
     np.add.at(state.bin_confidence, bins, conf)
+
+
+def _temperature_log_ratios(log_p, log_py, temperatures) -> np.ndarray:
+    """``sum_rows log q_T(y) - log p(y)`` for each grid temperature ``T``,
+    ``q_T = softmax(log p / T)``: the grid at once, in blocks of at most
+    ``_GRID_BLOCK`` logits."""
+    n, k = log_p.shape
+    step = max(1, _GRID_BLOCK // (n * k))
+    out = np.empty(len(temperatures))
+    for start in range(0, len(temperatures), step):
+        t = temperatures[start : start + step, None, None]
+        z = log_p / t
+        z_max = z.max(axis=2, keepdims=True)
+        np.exp(np.subtract(z, z_max, out=z), out=z)
+        lse = z_max[:, :, 0] + np.log(z.sum(axis=2))
+        # log q_T(y) = log p(y) / T - lse: the same division as z's entry
+        out[start : start + step] = np.sum(log_py / t[:, :, 0] - lse - log_py, axis=1)
+    return out

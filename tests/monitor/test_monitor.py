@@ -3,6 +3,7 @@ martingale property checked exactly, its false-alarm rate, detection and
 verdicts, merging, persistence and errors."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -199,3 +200,85 @@ def test_bad_input_is_refused_clearly():
     before = p.copy()
     CalibrationMonitor().update([0, 1], p)
     np.testing.assert_array_equal(p, before)
+
+
+def _log_softmax(z):
+    # written out here, independently of the monitor's blocked computation
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("n_rows", [7, 2_000])  # 2,000 rows: the grid in blocks
+def test_temperature_wealth_matches_the_formula_for_every_grid_point(n_rows):
+    rng = np.random.default_rng(6)
+    temperatures = (0.5, 0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 2.0)
+    m = CalibrationMonitor(temperatures=temperatures)
+    expected = np.zeros(len(temperatures))
+    for _ in range(2):
+        _, p = _batch(rng, n_rows)
+        y = _draw(rng, p)
+        m.update(y, p)
+        rows = np.arange(n_rows)
+        for j, t in enumerate(temperatures):
+            log_q = _log_softmax(np.log(p) / t)
+            expected[j] += np.sum(log_q[rows, y] - np.log(p[rows, y]))
+    got = m.to_dict()["groups"][0][1]["log_wealth_t"]
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+
+
+def test_small_batches_of_many_classes_raise_no_warning():
+    # 30 rows of 26 classes: scikit-learn's target check would call the
+    # labels a regression target; the monitor knows its classes
+    rng = np.random.default_rng(7)
+    m = CalibrationMonitor()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            _, p = _batch(rng, 30, k=26)
+            m.update(_draw(rng, p), p)
+    assert m.n_rows_ == 90
+
+
+def test_every_input_form_gives_the_same_evidence():
+    # integer arrays (the fast path), lists, explicit classes 0..K-1, string
+    # labels with classes and float32 probabilities: one e-process
+    rng = np.random.default_rng(8)
+    batches = [(_draw(rng, p), p) for _, p in (_batch(rng, 15, k=5) for _ in range(8))]
+    names = np.array(list("abcde"))
+    forms = {
+        "arrays": (CalibrationMonitor(), lambda y, p: (y, p)),
+        "lists": (CalibrationMonitor(), lambda y, p: (y.tolist(), p.tolist())),
+        "classes": (CalibrationMonitor(classes=range(5)), lambda y, p: (y, p)),
+        "strings": (CalibrationMonitor(classes=names), lambda y, p: (names[y], p)),
+    }
+    for y, p in batches:
+        for monitor, form in forms.values():
+            monitor.update(*form(y, p))
+    reference = forms["lists"][0].e_value_
+    for monitor, _ in forms.values():
+        assert monitor.e_value_ == pytest.approx(reference, rel=1e-12)
+    # float32 probabilities: the e-process of their float64 values
+    single, double = CalibrationMonitor(), CalibrationMonitor()
+    for y, p in batches:
+        p32 = (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
+        single.update(y, p32)
+        double.update(y.tolist(), p32.astype(np.float64).tolist())
+    assert single.e_value_ == pytest.approx(double.e_value_, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ([[0.5, 0.7], [0.9, 0.1]], "sum to 1"),
+        ([[-0.1, 1.1], [0.9, 0.1]], r"in \[0, 1\]"),
+        ([[np.nan, 0.5], [0.9, 0.1]], "NaN"),
+    ],
+)
+def test_later_batches_are_checked_as_the_first(bad, match):
+    m = CalibrationMonitor()
+    m.update(np.array([0, 1]), np.array([[0.5, 0.5], [0.9, 0.1]]))
+    with pytest.raises(ValueError, match=match):
+        m.update(np.array([0, 1]), np.array(bad))
+    with pytest.raises(ValueError, match="same classes"):
+        m.update(np.array([0, 1]), np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]]))
+    assert m.n_looks_ == 1
