@@ -297,9 +297,7 @@ def test_probabilities_input_renormalises_as_the_validation_does():
     _check(cal, rows, program=False)
 
 
-@pytest.mark.parametrize(
-    "name", ["SplineCalibrator", "VennAbersCalibrator", "TopVersusAll"]
-)
+@pytest.mark.parametrize("name", ["TopVersusAll"])
 def test_calibrators_without_blocks_are_refused_with_the_reason(name):
     X, y = _generated()
     est = getattr(skcal, name)
