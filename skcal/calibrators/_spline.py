@@ -231,7 +231,7 @@ class SplineCalibrator(BaseCalibrator):
         and :func:`skcal.export.to_onnx`.
 
         With ``input="logits"`` the softmax's row sum is added in numpy's
-        order and a top probability within 64 units in the last place of a
+        order and a top probability within 8 units in the last place of a
         calibration score is put on it, so that a steep segment of the map
         (between calibration scores a few units in the last place apart)
         reads the score numpy reads.
