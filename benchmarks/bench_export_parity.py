@@ -15,7 +15,10 @@ Targets: 1e-6 in float64, 1e-5 in float32.
 Run (by hand, from the repository root)::
 
     python benchmarks/bench_export_parity.py [--tasks letter satimage pendigits]
-        [--n-cal 2000] [--out FILE]
+        [--n-cal 2000] [--out FILE] [--only-top-versus-all]
+
+``--only-top-versus-all`` measures only the rows of :class:`TopVersusAll`
+(one per inner calibrator of each protocol).
 """
 
 import argparse
@@ -34,6 +37,17 @@ SCORE = [
     "SMARTCalibrator", "IdentityCalibrator",
 ]  # fmt: skip
 LOCAL = ["LocalNetCalibrator", "VQLocalCalibrator"]
+#: the inner calibrators of TopVersusAll's rows (each protocol: scaling,
+#: one map, binary), as "TopVersusAll(<inner>)"
+TVA = [
+    f"TopVersusAll({inner})"
+    for inner in (
+        "TemperatureScaling", "VectorScaling", "IsotonicCalibrator",
+        "CenteredIsotonicCalibrator", "HistogramBinningCalibrator",
+        "PlattCalibrator", "BetaCalibrator", "BBQCalibrator", "ENIRCalibrator",
+        "ScalingBinningCalibrator",
+    )
+]  # fmt: skip
 FORMS = ["eager64", "eager32", "script64", "export64", "onnx64", "onnx32"]
 # --- Venn-Abers and spline calibration: a row per variant (--calibrators
 # VennAbers Spline runs only these); --sizes N... prints the Venn-Abers
@@ -81,6 +95,7 @@ def _parse():
     parser.add_argument("--calibrators", nargs="+", help="only rows whose name "
                         "starts with one of these")  # fmt: skip
     parser.add_argument("--sizes", nargs="*", type=int, default=[])
+    parser.add_argument("--only-top-versus-all", action="store_true")
     return parser.parse_args()
 
 
@@ -108,6 +123,9 @@ def _calibrator(name, input, task):
     import skcal
     from skcal.utils._testing import make_estimator
 
+    if name.startswith("TopVersusAll("):
+        inner = make_estimator(getattr(skcal, name[len("TopVersusAll(") : -1]))
+        return skcal.TopVersusAll(inner, input=input)
     name, extra = VARIANTS.get(name, (name, {}))
     params = (
         {"random_state": 0}
@@ -154,8 +172,10 @@ def main():
         task = load_task(task_name)
         rows = _rows(task, args.n_cal)
         y = task.cal_labels[: args.n_cal]
-        cases = [(n, i) for n in SCORE for i in ("logits", "proba")]
-        cases += [(n, "embeddings") for n in LOCAL]
+        score = TVA if args.only_top_versus_all else SCORE + TVA
+        cases = [(n, i) for n in score for i in ("logits", "proba")]
+        if not args.only_top_versus_all:
+            cases += [(n, "embeddings") for n in LOCAL]
         cases += [(n, i) for n in VARIANTS for i in ("logits", "proba")]
         if args.calibrators:
             cases = [c for c in cases if c[0].startswith(tuple(args.calibrators))]

@@ -28,6 +28,7 @@ __all__ = [
     "GapTemperature",
     "LocalNetLogits",
     "LogSoftmax",
+    "NextAfterUp",
     "ScoresToLogits",
     "SmoothedLogProba",
     "Softmax",
@@ -35,6 +36,7 @@ __all__ = [
     "TopTemperature",
     "VQLogits",
     "module_dtype",
+    "onnx_next_up",
     "run_module",
 ]
 
@@ -166,6 +168,64 @@ class Softmax(ExportModule):
     @torch.jit.ignore
     def onnx(self, g, x: str) -> str:
         return g.op("Softmax", x, axis=-1)
+
+
+#: Per float type: (mantissa bits, the smallest positive subnormal, the
+#: bound below which the next float is ``x`` plus that subnormal, the bound
+#: below which ``x`` is scaled up first, and that scale, a power of two)
+_NEXT_UP = {
+    np.float64: (52, 2.0**-1074, 2.0**-1021, 2.0**-900, 2.0**200),
+    np.float32: (23, 2.0**-149, 2.0**-125, 2.0**-90, 2.0**60),
+}
+
+
+def onnx_next_up(g, x: str) -> str:
+    """``np.nextafter(x, inf)`` elementwise, exactly, in ONNX ops (which
+    have no ``nextafter`` and no bit cast), in the float type of ``g``.
+
+    With ``p`` the mantissa bits (52, or 23 in float32), ``x + |x| (2^-(p+1)
+    + 2^-(2p+1))`` is the next float above ``x``: the product is more than
+    half a unit in the last place of ``x`` and less than one and a half (for
+    ``x`` a power of two, exactly half a unit times ``1 + 2^-p``, so the sum
+    never rounds back to ``x`` by ties-to-even), and for ``x < 0`` it is
+    between half a unit and one unit of ``|x|`` below it, so the sum rounds
+    to the float next toward 0. Where the product would be subnormal (and
+    rounded), ``x`` is first scaled by a power of two (exact both ways);
+    below twice the smallest normal, the spacing of the floats is the
+    smallest subnormal, added directly. ``inf`` stays ``inf``, ``-inf``
+    goes to the lowest float and the largest float to ``inf``, as with
+    ``nextafter``.
+    """
+    bits, tiny, sub_bound, small_bound, scale = _NEXT_UP[np.dtype(g.dtype).type]
+    a = g.op("Abs", x)
+    s = g.op(
+        "Where",
+        g.op("Less", a, g.const(np.array(small_bound))),
+        g.const(np.array(scale)),
+        g.const(np.array(1.0)),
+    )
+    xs = g.op("Mul", x, s)
+    half = g.const(np.array(2.0 ** -(bits + 1) + 2.0 ** -(2 * bits + 1)), "half_ulp")
+    up = g.op("Div", g.op("Add", xs, g.op("Mul", g.op("Abs", xs), half)), s)
+    near_zero = g.op("Less", a, g.const(np.array(sub_bound)))
+    up = g.op("Where", near_zero, g.op("Add", x, g.const(np.array(tiny))), up)
+    lowest = np.finfo(g.dtype).min  # -inf goes to the lowest float, not NaN
+    minus_inf = g.op("Equal", x, g.const(np.array(-np.inf)))
+    return g.op("Where", minus_inf, g.const(np.array(lowest)), up)
+
+
+class NextAfterUp(ExportModule):
+    """The next float above each entry, ``np.nextafter(x, inf)``, exactly, in
+    the dtype of ``x`` (float32 or float64): ``torch.nextafter`` in torch,
+    :func:`onnx_next_up` in ONNX. For breaking a tie by one unit in the last
+    place, as the numpy predictions do."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nextafter(x, torch.full_like(x, float("inf")))
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str) -> str:
+        return onnx_next_up(g, x)
 
 
 class Temperature(ExportModule):

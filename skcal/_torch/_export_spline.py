@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._export import onnx_next_up
 from ._export_exact import ExactSoftmax, SnapToKnots
-from ._export_nextafter import next_up, onnx_next_up
 from ._export_piecewise import (
     _DOUBLE,
     Float64Block,
@@ -35,9 +35,9 @@ class SplineTopLabel(Float64Block):
     e`` (computed from the logits: exact where their probabilities
     underflow), and the top class ``max(c, largest other)``, the next float
     above the largest other where its logit is strictly the largest
-    (:func:`~skcal._torch._export_nextafter.next_up`). ``c`` and ``1 - c``
-    are floored at ``floor``. Float64 inside; a float32 output holds the
-    top class strictly first again in float32.
+    (``torch.nextafter``; :func:`~skcal._torch._export.onnx_next_up` in
+    ONNX). ``c`` and ``1 - c`` are floored at ``floor``. Float64 inside;
+    a float32 output holds the top class strictly first again in float32.
     """
 
     def __init__(self, input, n_classes, proba_floor, scores, calibrated,
@@ -105,7 +105,8 @@ class SplineTopLabel(Float64Block):
         ahead = torch.amax(z_top, -1, keepdim=True) > torch.amax(
             rest_z, -1, keepdim=True
         )
-        value = torch.where(ahead & (value <= other), next_up(other), value)
+        up = torch.nextafter(other, torch.full_like(other, float("inf")))
+        value = torch.where(ahead & (value <= other), up, value)
         return torch.where(top, value, q)
 
     @torch.jit.ignore
@@ -162,5 +163,7 @@ class SplineTopLabel(Float64Block):
             "Greater", z_top, g.reduce("ReduceMax", g.op("Where", top, z_low, z))
         )
         level = g.op("And", ahead, g.op("LessOrEqual", value, other))
-        value = g.op("Where", level, onnx_next_up(g, other, dtype), value)
+        with g.precision(dtype):  # constants of the type of ``other``
+            up = onnx_next_up(g, other)
+        value = g.op("Where", level, up, value)
         return g.op("Where", top, value, q)

@@ -234,6 +234,31 @@ class ConfidenceMapMixin:
         c = _check_confidence(confidence, "predict_confidence")
         return np.clip(self._map_column(1, c), 0.0, 1.0)
 
+    def confidence_to_torch(self):
+        """:meth:`predict_confidence` as a torch module: a ``(n, 1)`` column
+        of confidences to their calibrated values (float64 inside, the
+        input's dtype out), with an ``onnx`` method as the blocks of
+        :func:`skcal.export.to_torch`; for :meth:`TopVersusAll.to_torch`.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> from skcal import IsotonicCalibrator
+        >>> p = np.array([0.5, 0.6, 0.7, 0.8, 0.9, 0.95])
+        >>> iso = IsotonicCalibrator().fit_confidence(p, [0, 1, 0, 1, 1, 1])
+        >>> module = iso.confidence_to_torch()
+        >>> module(torch.tensor([[0.5], [0.65], [0.9]], dtype=torch.float64))[:, 0]
+        tensor([0.0000, 0.5000, 1.0000], dtype=torch.float64)
+        """
+        from .._torch._export_tva import ConfidenceMap
+
+        check_is_fitted(self)
+        return ConfidenceMap(self._torch_map()[0])
+
 
 class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     """A binary map of each class's score, then row renormalisation.

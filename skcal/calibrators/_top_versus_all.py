@@ -14,6 +14,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn import config_context
 from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
 
 from .._torch.kernels._softmax import (
     row_max,
@@ -811,39 +812,109 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
 
     # ------------------------------------------------------------- predict
     def to_torch(self):
-        """Not exportable yet: raises :class:`~skcal.exceptions.NotExportableError`.
+        """The fitted calibrator as a torch module: dense scores to
+        :meth:`predict_proba`.
 
-        Its prediction replaces the top class's probability by the inner
-        calibrator's map of the confidence and shares the rest among the other
-        classes; that replacement is not written as torch and ONNX blocks yet.
+        The top class (each row's first maximum) gets the inner calibrator's
+        calibrated confidence (its own exported map: a calibrator of one map
+        by ``confidence_to_torch``, a binary calibrator by its ``to_torch`` on
+        the binary problem's two columns, a scaling calibrator by its
+        ``to_torch`` without the softmax); the others share the rest in the
+        proportions of the softmax of their shares, in log space where they
+        underflow; the top class is kept strictly first by one unit in the
+        last place, as :meth:`predict_proba` does. Computed in float64
+        whatever the input's dtype. See :func:`skcal.export.to_torch` and
+        :func:`skcal.export.to_onnx`.
+
+        The module reads dense scores (``input``); a
+        :class:`~skcal.llm.TopKScores` is calibrated by :meth:`predict_proba`
+        only. As for the one-vs-rest calibrators, a confidence within a few
+        units in the last place of a bin edge of a step map (histogram
+        binning, BBQ, ...) can fall in the neighbouring bin (numpy's,
+        torch's and onnxruntime's ``exp`` and ``log`` differ in the last
+        place on some entries).
+
+        Returns
+        -------
+        torch.nn.Module
 
         Raises
         ------
         NotExportableError
-            Always, with the reason.
+            If the inner calibrator cannot be exported (a scikit-learn
+            classifier, or a calibrator without ``to_torch``), with the reason.
 
         Examples
         --------
+        >>> import numpy as np, torch
         >>> from skcal import IsotonicCalibrator, TopVersusAll
-        >>> from skcal.exceptions import NotExportableError
         >>> from skcal.utils._testing import make_miscalibrated_logits
         >>> X, y = make_miscalibrated_logits(300, 3, random_state=0)
         >>> cal = TopVersusAll(IsotonicCalibrator()).fit(X, y)
-        >>> try:
-        ...     cal.to_torch()
-        ... except NotExportableError as error:
-        ...     print(str(error).split(":")[0])
-        TopVersusAll cannot be exported to torch or ONNX yet
+        >>> P = cal.to_torch()(torch.from_numpy(X)).numpy()
+        >>> bool(np.abs(P - cal.predict_proba(X)).max() < 1e-12)
+        True
         """
+        from .._torch._export import Chain
+        from .._torch._export_tva import TopVersusAllMap
+
+        check_is_fitted(self)
+        kind, inner = self._export_inner()
+        binary_proba = (
+            kind == "binary"
+            and self.input == "proba"
+            and _reads_input(self.calibrator_)
+        )
+        block = TopVersusAllMap(
+            kind, self.input == "proba", int(self.n_features_in_), inner,
+            temperature=self.temperature_ if kind in ("one_map", "binary") else 1.0,
+            scaled_shares=kind == "scaling" and self.redistribution == "temperature",
+            softmax_ahead=kind == "scaling" and self._temperature_only(),
+            proba_floor=getattr(self, "proba_floor_", PROBA_EPS),
+            binary_proba=binary_proba,
+            right_column=getattr(self, "_right_column_", 1),
+            floor=FLOOR_BEFORE_LOG, sum_floor=SUM_FLOOR, tiny=PROBA_EPS,
+            log_tiny=_LOG_TINY,
+        )  # fmt: skip
+        return Chain(block)
+
+    def _export_inner(self):
+        """The kind of the fitted inner calibrator (``"none"`` without a
+        binary problem) and its exported block (see :meth:`to_torch`)."""
+        from .._torch._export import Chain, Softmax
         from ..exceptions import NotExportableError
 
-        raise NotExportableError(
-            "TopVersusAll cannot be exported to torch or ONNX yet: its top-label "
-            "replacement (the inner calibrator's map of the confidence, the "
-            "others sharing the rest, the top class kept strictly first) has no "
-            "exported blocks. Use predict_proba, or export the one-vs-rest "
-            "calibrator itself (e.g. IsotonicCalibrator().to_torch())."
-        )
+        inner = self.calibrator_
+        if inner is None:
+            return "none", None
+        kind = "scaling" if self.scaling_ else _kind(inner)
+        name = type(inner).__name__
+        if kind == "one_map":
+            return kind, inner.confidence_to_torch()
+        if not callable(getattr(inner, "to_torch", None)):
+            raise NotExportableError(
+                f"TopVersusAll({name}) cannot be exported: {name} has no to_torch "
+                "method, so its map of the confidence has no torch or ONNX form. "
+                "Use a skcal calibrator that can be exported (e.g. "
+                "IsotonicCalibrator, PlattCalibrator, TemperatureScaling)."
+            )
+        try:
+            module = inner.to_torch()
+        except NotExportableError as error:
+            raise NotExportableError(
+                f"TopVersusAll({name}) cannot be exported, because its inner "
+                f"calibrator cannot: {error}"
+            ) from error
+        if kind == "scaling":
+            blocks = list(module.blocks) if isinstance(module, Chain) else []
+            if not blocks or not isinstance(blocks[-1], Softmax):
+                raise NotExportableError(
+                    f"TopVersusAll({name}) cannot be exported: the module of "
+                    f"{name} does not end with the softmax of its logits, which "
+                    "the top-label replacement reads."
+                )
+            module = Chain(*blocks[:-1])
+        return kind, module
 
     def _confidence_and_shares(self, logits, top, owned=False, confidence=None):
         """The calibrated confidence ``c`` of the argmax ``top`` of
