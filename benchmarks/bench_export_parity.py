@@ -49,6 +49,40 @@ TVA = [
     )
 ]  # fmt: skip
 FORMS = ["eager64", "eager32", "script64", "export64", "onnx64", "onnx32"]
+# --- Venn-Abers and spline calibration: a row per variant (--calibrators
+# VennAbers Spline runs only these); --sizes N... prints the Venn-Abers
+# graph sizes at N calibration rows of each task
+VARIANTS = {
+    **{
+        f"VennAbers-{s}-{m}": ("VennAbersCalibrator", {"strategy": s, "method": m})
+        for s in ("ovr", "ovo")
+        for m in ("inductive", "cross")
+    },
+    **{
+        f"Spline-{r}": ("SplineCalibrator", {"redistribution": r})
+        for r in ("temperature", "proportional")
+    },
+}
+
+
+def _variant_graph_sizes(task_name, task, sizes):
+    """Bytes of the float64 and float32 ONNX graphs of each Venn-Abers
+    variant fitted on the first ``n`` calibration rows (logits)."""
+    from skcal.export import to_onnx
+
+    lines = []
+    for n in sizes:
+        X, y = task.cal_logits[:n], task.cal_labels[:n]
+        for name in VARIANTS:
+            if name.startswith("VennAbers"):
+                cal = _calibrator(name, "logits", task).fit(X, y)
+                b64 = len(to_onnx(cal, dtype=np.float64).SerializeToString())
+                b32 = len(to_onnx(cal, dtype=np.float32).SerializeToString())
+                lines.append(f"{task_name}  {len(X)}  {name}  {b64:,}  {b32:,}")
+    return lines
+
+
+# --- end of the Venn-Abers and spline block
 
 
 def _parse():
@@ -58,6 +92,9 @@ def _parse():
     )
     parser.add_argument("--n-cal", type=int, default=2000)
     parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--calibrators", nargs="+", help="only rows whose name "
+                        "starts with one of these")  # fmt: skip
+    parser.add_argument("--sizes", nargs="*", type=int, default=[])
     parser.add_argument("--only-top-versus-all", action="store_true")
     return parser.parse_args()
 
@@ -89,11 +126,13 @@ def _calibrator(name, input, task):
     if name.startswith("TopVersusAll("):
         inner = make_estimator(getattr(skcal, name[len("TopVersusAll(") : -1]))
         return skcal.TopVersusAll(inner, input=input)
+    name, extra = VARIANTS.get(name, (name, {}))
     params = (
         {"random_state": 0}
         if "random_state" in getattr(skcal, name)().get_params()
         else {}
     )
+    params.update(extra)
     if name in LOCAL:
         if name == "LocalNetCalibrator":
             params.update(coef=task.coef, intercept=task.intercept)
@@ -128,7 +167,7 @@ def main():
 
     from skcal.export import check_export
 
-    table = {}
+    table, sizes = {}, []
     for task_name in args.tasks:
         task = load_task(task_name)
         rows = _rows(task, args.n_cal)
@@ -137,6 +176,10 @@ def main():
         cases = [(n, i) for n in score for i in ("logits", "proba")]
         if not args.only_top_versus_all:
             cases += [(n, "embeddings") for n in LOCAL]
+        cases += [(n, i) for n in VARIANTS for i in ("logits", "proba")]
+        if args.calibrators:
+            cases = [c for c in cases if c[0].startswith(tuple(args.calibrators))]
+        sizes += _variant_graph_sizes(task_name, task, args.sizes)
         for name, input in cases:
             X_cal, X_test = rows[input]
             start = time.perf_counter()
@@ -156,6 +199,9 @@ def main():
             print(f"{task_name} {name} {input}: {time.perf_counter() - start:.1f} s",
                   file=sys.stderr)  # fmt: skip
     lines = _format(table, args)
+    if sizes:
+        lines += ["", "ONNX graph bytes (task, calibration rows, variant, "
+                  "float64, float32):", *sizes]  # fmt: skip
     print("\n".join(lines))
     if args.out:
         with open(args.out, "w") as f:

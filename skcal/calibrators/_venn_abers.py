@@ -677,39 +677,62 @@ class VennAbersCalibrator(BaseCalibrator):
         return self._proba_of_columns(self._columns(X))
 
     def to_torch(self):
-        """Not exportable yet: raises :class:`~skcal.exceptions.NotExportableError`.
+        """The fitted predictors as a torch module: scores to :meth:`predict_proba`.
 
-        Its prediction merges the pair of isotonic fits of every binary problem
-        (per class or per pair of classes, and per fold) whose tables hold one
-        step per calibration score; that merge is not written as torch and ONNX
-        blocks yet.
+        The probability columns (the softmax of the logits, or the given
+        probabilities clipped to [0, 1]), each binary problem's score, its
+        tables' ``(p0, p1)`` (one step map per problem and fold, a step per
+        calibration score), the folds pooled by geometric means, the merge
+        ``p1 / (1 - p0 + p1)`` and the classes' probabilities (two classes,
+        one-vs-rest renormalised, or one-vs-one coupled), in float64 whatever
+        the input's dtype. See :func:`skcal.export.to_torch` and
+        :func:`skcal.export.to_onnx`; the graph's size grows with the
+        calibration set, about 64 bytes per calibration row and binary
+        problem (a 19-class one-vs-rest graph: 2.5 MB at 2,000 calibration
+        rows, 12 MB at 10,000).
 
-        Raises
-        ------
-        NotExportableError
-            Always, with the reason.
+        A score on a step (a test row equal to a calibration row) must be
+        read on the side numpy's softmax puts it, but torch's, onnxruntime's
+        and numpy's ``exp`` differ in the last place (on 2-15% of entries):
+        with ``input="logits"`` the softmax's row sum is added in numpy's
+        order and a score within 8 units in the last place of a calibration
+        score is put on it (below ``1 - 2**-20``, where numpy's top
+        probability and the export's agree bit for bit). Predicting the
+        calibration rows themselves is then exact (without this, 3-6% of
+        them were off by up to 0.01); a row that numpy puts a few units in
+        the last place off a calibration score is read on the step instead:
+        measured on 1,000 generated rows, the calibration rows shifted by
+        3.7 (15-20% of them off), and for one-vs-one rows that share the two
+        logits of a pair with a calibration row (its top logit raised by 2:
+        8%; by 700: 1%). New rows are exact.
+
+        Returns
+        -------
+        torch.nn.Module
 
         Examples
         --------
+        >>> import numpy as np, torch
         >>> from skcal import VennAbersCalibrator
-        >>> from skcal.exceptions import NotExportableError
         >>> from skcal.utils._testing import make_miscalibrated_logits
         >>> X, y = make_miscalibrated_logits(300, 3, random_state=0)
-        >>> cal = VennAbersCalibrator().fit(X, y)
-        >>> try:
-        ...     cal.to_torch()
-        ... except NotExportableError as error:
-        ...     print(str(error).split(":")[0])
-        VennAbersCalibrator cannot be exported to torch or ONNX yet
+        >>> va = VennAbersCalibrator(method="cross", random_state=0).fit(X, y)
+        >>> P = va.to_torch()(torch.from_numpy(X)).numpy()
+        >>> bool(np.abs(P - va.predict_proba(X)).max() < 1e-12)
+        True
         """
-        from ..exceptions import NotExportableError
+        from .._torch._export import Chain
+        from .._torch._export_venn_abers import VennAbersMap
 
-        raise NotExportableError(
-            f"VennAbersCalibrator cannot be exported to torch or ONNX yet: its "
-            f"predict_proba merges the Venn-Abers pair (p0, p1) of every binary "
-            f"problem (strategy={self.strategy!r}), from tables with a step per "
-            "calibration score, and that merge has no exported blocks. Use "
-            "predict_proba, or export IsotonicCalibrator."
+        check_is_fitted(self)
+        tables = [
+            list(zip(knots, p0, p1))
+            for knots, p0, p1 in zip(self.knots_, self.p0_, self.p1_)
+        ]
+        pairwise = self.strategy == "ovo"
+        n_classes = len(self.classes_)
+        return Chain(
+            VennAbersMap(self.input, self.problems_, tables, n_classes, pairwise)
         )
 
     def _calibrated_logits(self, logits):

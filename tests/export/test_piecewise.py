@@ -26,7 +26,6 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 import skcal
-from skcal.exceptions import NotExportableError
 from skcal.export import to_onnx, to_torch
 from skcal.utils._testing import make_miscalibrated_logits
 
@@ -295,19 +294,6 @@ def test_probabilities_input_renormalises_as_the_validation_does():
         ]
     )
     _check(cal, rows, program=False)
-
-
-@pytest.mark.parametrize("name", ["SplineCalibrator", "VennAbersCalibrator"])
-def test_calibrators_without_blocks_are_refused_with_the_reason(name):
-    X, y = _generated()
-    est = getattr(skcal, name)()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est.fit(X, y)
-    with pytest.raises(NotExportableError, match=f"{name} cannot be exported"):
-        to_torch(est)
-    with pytest.raises(NotExportableError, match="yet"):
-        to_onnx(est)
 
 
 def test_a_saved_float32_script_runs_without_skcal(tmp_path):
