@@ -201,12 +201,21 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         n_classes : int
+            Number of classes (columns of ``X``).
         n_features : int, default=None
+            Columns of ``X`` (unused: the classes).
         n_groups : int, default=1
+            Number of groups the calibrator is fitted on.
 
         Returns
         -------
         float
+
+        Examples
+        --------
+        >>> from skcal import GroupedVectorScaling
+        >>> GroupedVectorScaling().n_free_parameters(3, n_groups=4)
+        24.0
         """
         return float(2 * n_classes * n_groups)
 

@@ -548,12 +548,21 @@ class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         n_classes : int
+            Number of classes (unused: one temperature for all).
         n_features : int, default=None
+            Columns of ``X`` (unused: the classes).
         n_groups : int, default=1
+            Number of groups the calibrator is fitted on.
 
         Returns
         -------
         float
+
+        Examples
+        --------
+        >>> from skcal import GroupedTemperatureScaling
+        >>> GroupedTemperatureScaling().n_free_parameters(3, n_groups=4)
+        4.0
         """
         return float(n_groups)
 
