@@ -475,21 +475,32 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         def accuracy(right):
             return f"{np.average(right, weights=weights):.4f}"
 
-        how = (
-            f"all but one of {n_folds} stratified folds of the calibration rows, "
-            "each judged on the fold left out"
-        )
-        if n_folds is None:  # too few rows to hold some out
-            how = "the calibration rows, judged on themselves: too few to hold out"
+        if n_folds is None:  # no fold held out: the in-sample accuracies
+            what = "accuracy on the calibration rows"
+            how = (
+                "the calibration rows, judged on themselves: too few rows of "
+                "positive weight to hold a fold out"
+            )
+        else:
+            what = "held-out accuracy"
+            how = (
+                f"all but one of {n_folds} stratified folds of the calibration "
+                "rows, each judged on the fold left out"
+            )
         in_sample = ""
         if right_in_sample is not None:
+            there = ""  # without folds: the accuracies named first
+            if n_folds is not None:
+                there = (
+                    f"; accuracy there {accuracy(right_before)} -> "
+                    f"{accuracy(right_in_sample)}"
+                )
             in_sample = (
                 f"Fitted on all the rows, it changes the top class of {moved:.1%} "
-                f"of the calibration rows; accuracy there {accuracy(right_before)} "
-                f"-> {accuracy(right_in_sample)}. "
+                f"of the calibration rows{there}. "
             )
         warn(
-            f"{type(self).__name__} loses accuracy: held-out accuracy "
+            f"{type(self).__name__} loses accuracy: {what} "
             f"{accuracy(right_before)} -> {accuracy(right_after)} (a drop of "
             f"{drop:.4f}, standard error {se:.4f}; maps fitted on {how}). "
             f"{in_sample}Its "

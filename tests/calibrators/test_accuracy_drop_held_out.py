@@ -190,3 +190,22 @@ def test_beyond_a_million_scores_two_folds_and_no_in_sample_pass():
     before, after = _held_out(messages[0])
     assert before == f"{np.mean(X.argmax(axis=1) == y):.4f}"
     assert float(after) < float(before) - 0.01
+
+
+def test_without_a_fold_to_hold_out_the_message_names_in_sample_accuracies():
+    """Rows of positive weight in one fold only: no fold can be held out, so
+    the maps are judged on the rows they were fitted on, and the message
+    says so instead of calling those accuracies held out (computed here by
+    hand on the weighted rows)."""
+    X, y = make_miscalibrated_logits(4000, 26, random_state=0)
+    weight = (stratified_folds(y, held_out_folds(X.shape)) == 0).astype(float)
+    cal, messages = _fit_recording(ScalingBinningCalibrator, X, y, sample_weight=weight)
+    assert len(messages) == 1
+    kept = weight > 0
+    before = np.mean(X[kept].argmax(axis=1) == y[kept])
+    after = np.mean(cal.predict(X[kept]) == y[kept])
+    assert after < before - 0.01
+    named = f"accuracy on the calibration rows {before:.4f} -> {after:.4f}"
+    assert named in messages[0]
+    assert "held-out" not in messages[0] and "accuracy there" not in messages[0]
+    assert "too few rows of positive weight to hold a fold out" in messages[0]
