@@ -7,6 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
+pytestmark = pytest.mark.filterwarnings("ignore:.*torch.jit.*:DeprecationWarning")
 
 from skcal._torch._export import NextAfterUp  # noqa: E402
 from skcal.export._graph import GraphBuilder  # noqa: E402
