@@ -32,13 +32,8 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.metrics import log_loss
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _lib.datasets import CACHE_DIR, load_task  # noqa: E402
-
-from skcal.model_selection import CalibratorSearchCV  # noqa: E402
 
 
 def first_component_bins(emb_cal, emb_test, n_groups):
@@ -52,11 +47,15 @@ def first_component_bins(emb_cal, emb_test, n_groups):
 
 
 def nll(search, Z, y, groups=None):
+    from sklearn.metrics import log_loss
+
     kwargs = {} if groups is None else {"groups": groups}
     return log_loss(y, search.predict_proba(Z, **kwargs), labels=search.classes_)
 
 
 def run_seed(task, seed, args):
+    from skcal.model_selection import CalibratorSearchCV
+
     rng = np.random.default_rng(seed)
     Z, emb, y = task.calibration_subset(args.n_cal, random_state=seed)
     Zt, yt = task.test_logits, task.test_labels
@@ -140,10 +139,14 @@ def main():
     parser.add_argument("--n-cal", type=int, default=2000)
     parser.add_argument("--n-groups", type=int, default=20)
     parser.add_argument("--shift", type=float, default=2.0)
-    parser.add_argument("--cache-dir", default=str(CACHE_DIR))
+    parser.add_argument(
+        "--cache-dir", default=None, help="the tasks' cache (default: _lib's)"
+    )
     parser.add_argument("--out", default=None, help="also write the table here")
     args = parser.parse_args()
-    task = load_task("letter", cache_dir=args.cache_dir)
+    from _lib.datasets import CACHE_DIR, load_task  # after parsing: a fast --help
+
+    task = load_task("letter", cache_dir=args.cache_dir or CACHE_DIR)
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the candidates' convergence notes
