@@ -179,7 +179,7 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
     (2, 3)
     """
 
-    _parameter_constraints: dict = GROUPED_CONSTRAINTS
+    _parameter_constraints: dict = dict(GROUPED_CONSTRAINTS)
 
     def __init__(
         self, *, input="logits", shrinkage="auto", cv=5, classes=None, random_state=None

@@ -526,7 +526,7 @@ class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
     (2, 4)
     """
 
-    _parameter_constraints: dict = GROUPED_CONSTRAINTS
+    _parameter_constraints: dict = dict(GROUPED_CONSTRAINTS)
 
     def __init__(
         self, *, input="logits", shrinkage="auto", cv=5, classes=None, random_state=None
