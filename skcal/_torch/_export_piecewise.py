@@ -97,13 +97,19 @@ def _layout(sizes) -> tuple[list[tuple[int, int, int, int]], np.ndarray]:
 class Float64Block(ExportModule):
     """A block whose float64 constants stay float64 under ``.float()``,
     ``.half()`` or ``.to(dtype)`` (they move with ``.to(device)``): it
-    computes in float64 (see the module docstring)."""
+    computes in float64 (see the module docstring). A buffer named
+    ``dtype_marker`` follows the conversions: it tells a caller the dtype
+    the module was converted to."""
 
     def _apply(self, fn, recurse=True):
+        # torch has no public hook to keep a buffer's dtype under .float() or
+        # .to(dtype): _apply is what they all call (torch pinned at 2.13)
         kept = {
             name: buffer
             for name, buffer in self._buffers.items()
-            if buffer is not None and buffer.dtype == torch.float64
+            if buffer is not None
+            and buffer.dtype == torch.float64
+            and name != "dtype_marker"
         }
         super()._apply(fn, recurse)
         for name, old in kept.items():
@@ -537,12 +543,6 @@ class OneVsRest(Float64Block):
         self.mapping = mapping
         self.reads_scores = bool(reads_scores)
         self._constant("floor", floor)
-
-    def _apply(self, fn, recurse=True):
-        marker = self._buffers["dtype_marker"]
-        super()._apply(fn, recurse)
-        self._buffers["dtype_marker"] = fn(marker)  # not kept in float64
-        return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype

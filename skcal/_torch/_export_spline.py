@@ -55,12 +55,6 @@ class SplineTopLabel(Float64Block):
         self._constant("temperature", temperature)
         self._constant("floor", floor)
 
-    def _apply(self, fn, recurse=True):
-        marker = self._buffers["dtype_marker"]
-        super()._apply(fn, recurse)
-        self._buffers["dtype_marker"] = fn(marker)  # the dtype a caller reads
-        return self
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
         x = x.to(torch.float64)

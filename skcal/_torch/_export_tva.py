@@ -238,7 +238,8 @@ class TopVersusAllMap(Float64Block):
             self._constant(name, value)
 
     def _apply(self, fn, recurse=True):
-        # every float64 buffer below stays float64 (the inner blocks too)
+        # every float64 buffer below stays float64 (the inner blocks too,
+        # which need not be Float64Blocks); see Float64Block._apply
         marker = self._buffers["dtype_marker"]
         kept = {
             name: buffer

@@ -101,12 +101,6 @@ class VennAbersMap(Float64Block):
         self.register_buffer("coupling", torch.from_numpy(index))
         self._constant("offset", n - 2.0)
 
-    def _apply(self, fn, recurse=True):
-        marker = self._buffers["dtype_marker"]
-        super()._apply(fn, recurse)
-        self._buffers["dtype_marker"] = fn(marker)  # the dtype a caller reads
-        return self
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
         x = x.to(torch.float64)
