@@ -63,13 +63,15 @@ def run_module(exported, X: np.ndarray, group=None) -> np.ndarray:
     """The output of a torch module (scripted or not) or ``torch.export``
     program for ``X`` (cast to :func:`module_dtype`), as float64 numpy; a
     two-input module (:class:`GroupedChain`) is also given ``group``, the
-    int64 positions of the rows' groups."""
+    int64 positions of the rows' groups (None: -1, the pooled map)."""
     run = exported.module() if hasattr(exported, "graph_signature") else exported
     x = torch.from_numpy(np.ascontiguousarray(X, dtype=module_dtype(exported)))
     tensors = list(run.buffers()) if isinstance(run, nn.Module) else []
     if tensors:  # the module's device
         x = x.to(tensors[0].device)
     inputs = [x]
+    if group is None and takes_group(exported):
+        group = np.full(len(X), -1)
     if group is not None:
         inputs.append(torch.from_numpy(np.asarray(group, dtype=np.int64)).to(x.device))
     with torch.no_grad():

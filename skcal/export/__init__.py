@@ -30,6 +30,9 @@ def to_torch(estimator):
     calibrated probabilities, in the float dtype of its input. Its
     constants are float64 buffers: call ``.float()`` for a float32 module,
     ``.to(device)`` to move it.
+    A per-group calibrator's module takes a second input,
+    ``module(scores, group)``: each row's group as an int64 position in its
+    ``groups_`` (its ``group_positions``; -1 for the pooled map).
 
     Parameters
     ----------
@@ -180,9 +183,10 @@ def _rename_output(model, new: str) -> None:
     model.graph.output[0].name = new
 
 
-def _run(exported, X: np.ndarray, group) -> np.ndarray:
+def _run(exported, X: np.ndarray, group=None) -> np.ndarray:
     """The probabilities that ``exported`` gives for ``X`` (and ``group``,
-    the group positions, for an export of two inputs), as float64."""
+    the group positions, for an export of two inputs; None: -1, the pooled
+    map), as float64."""
     if type(exported).__name__ == "ModelProto" or isinstance(exported, (str, bytes)):
         import onnxruntime
 
@@ -196,6 +200,7 @@ def _run(exported, X: np.ndarray, group) -> np.ndarray:
         dtype = np.float64 if first.type == "tensor(double)" else np.float32
         feed = {first.name: np.asarray(X, dtype=dtype)}
         if rest:
+            group = np.full(len(X), -1) if group is None else group
             feed[rest[0].name] = np.asarray(group, dtype=np.int64)
         out = session.run(None, feed)[0]
         return np.asarray(out, dtype=np.float64)

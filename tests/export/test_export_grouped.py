@@ -163,3 +163,13 @@ def test_the_deploying_page_snippet_runs():
     code = re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", section)[0]
     code = "\n".join(line[3:] for line in code.splitlines())
     exec(compile(code, "doc/deploying.rst", "exec"), {})
+
+
+def test_a_saved_script_runs_with_both_inputs(tmp_path):
+    X, y, groups, X_test, g_test = _data(seed=4)
+    est = GroupedTemperatureScaling(shrinkage=1.0).fit(X, y, groups=groups)
+    path = str(tmp_path / "grouped.pt")
+    torch.jit.save(torch.jit.script(to_torch(est)), path)
+    loaded = torch.jit.load(path)
+    assert check_export(est, X_test, loaded, groups=g_test) <= 1e-6
+    assert check_export(est, X_test, loaded) <= 1e-6  # every row pooled
