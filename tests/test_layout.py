@@ -151,7 +151,7 @@ ALLOWED = {
         "skcal.exceptions",
         "skcal.llm",
     },
-    "skcal.llm": {"skcal.llm", "skcal.utils", "skcal.exceptions"},
+    "skcal.llm": {"skcal.llm", "skcal.utils", "skcal._torch", "skcal.exceptions"},
     "skcal.monitor": {"skcal.monitor", "skcal.utils", "skcal.exceptions"},
 }
 #: What no module of a part may import.

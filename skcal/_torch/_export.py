@@ -26,6 +26,8 @@ __all__ = [
     "EnsembleMix",
     "ExportModule",
     "GapTemperature",
+    "GroupedChain",
+    "GroupedScaling",
     "LocalNetLogits",
     "LogSoftmax",
     "NextAfterUp",
@@ -35,9 +37,11 @@ __all__ = [
     "Temperature",
     "TopTemperature",
     "VQLogits",
+    "grouped_module",
     "module_dtype",
     "onnx_next_up",
     "run_module",
+    "takes_group",
 ]
 
 
@@ -55,17 +59,32 @@ def module_dtype(exported) -> type:
     return np.float64
 
 
-def run_module(exported, X: np.ndarray) -> np.ndarray:
+def run_module(exported, X: np.ndarray, group=None) -> np.ndarray:
     """The output of a torch module (scripted or not) or ``torch.export``
-    program for ``X`` (cast to :func:`module_dtype`), as float64 numpy."""
+    program for ``X`` (cast to :func:`module_dtype`), as float64 numpy; a
+    two-input module (:class:`GroupedChain`) is also given ``group``, the
+    int64 positions of the rows' groups (None: -1, the pooled map)."""
     run = exported.module() if hasattr(exported, "graph_signature") else exported
     x = torch.from_numpy(np.ascontiguousarray(X, dtype=module_dtype(exported)))
     tensors = list(run.buffers()) if isinstance(run, nn.Module) else []
     if tensors:  # the module's device
         x = x.to(tensors[0].device)
+    inputs = [x]
+    if group is None and takes_group(exported):
+        group = np.full(len(X), -1)
+    if group is not None:
+        inputs.append(torch.from_numpy(np.asarray(group, dtype=np.int64)).to(x.device))
     with torch.no_grad():
-        out = run(x)
+        out = run(*inputs)
     return out.detach().cpu().double().numpy()
+
+
+def takes_group(exported) -> bool:
+    """Whether a torch module (scripted or not) or ``torch.export`` program
+    reads a second input, each row's group (:class:`GroupedChain`)."""
+    if hasattr(exported, "graph_signature"):
+        return len(exported.graph_signature.user_inputs) == 2
+    return bool(getattr(exported, "takes_group", False))
 
 
 class ExportModule(nn.Module):
@@ -105,6 +124,63 @@ class Chain(ExportModule):
         for block in self.blocks:
             x = block.onnx(g, x)
         return x
+
+
+class GroupedScaling(ExportModule):
+    """``x * scale[g] + offset[g]`` with ``g`` each row's group: a row of the
+    tables ``scale`` and ``offset`` (of shape ``(n_groups + 1, K)``, or
+    ``(n_groups + 1, 1)`` for one scale a group), whose last row holds the
+    pooled map, used for a ``g`` outside ``[0, n_groups)`` (-1: a group not
+    seen in fit)."""
+
+    def __init__(self, scale, offset=None):
+        super().__init__()
+        self._constant("scale", scale)
+        self.n_groups = int(np.shape(scale)[0]) - 1
+        self.has_offset = offset is not None
+        self._constant("offset", 0.0 if offset is None else offset)
+
+    def forward(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+        group = group.to(torch.int64).to(x.device)
+        inside = (group >= 0) & (group < self.n_groups)
+        index = torch.where(inside, group, torch.full_like(group, self.n_groups))
+        x = x * self.scale.to(x.dtype)[index]
+        if self.has_offset:
+            x = x + self.offset.to(x.dtype)[index]
+        return x
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str, group: str) -> str:
+        n = g.const(np.array(self.n_groups, dtype=np.int64), "n_groups")
+        below = g.op("Less", group, g.const(np.array(0, dtype=np.int64)))
+        inside = g.op("And", g.op("Less", group, n), g.op("Not", below))
+        index = g.op("Where", inside, group, n)
+        scale = g.op("Gather", g.const(self._value("scale"), "scale"), index, axis=0)
+        x = g.op("Mul", x, scale)
+        if self.has_offset:
+            table = g.const(self._value("offset"), "offset")
+            x = g.op("Add", x, g.op("Gather", table, index, axis=0))
+        return x
+
+
+class GroupedChain(ExportModule):
+    """A per-group calibrator's module of two inputs, ``forward(x, group)``:
+    ``tail(scaling(head(x), group))``, with ``group`` the int64 positions of
+    the rows' groups (see :class:`GroupedScaling`)."""
+
+    def __init__(self, head: ExportModule, scaling: GroupedScaling, tail: ExportModule):
+        super().__init__()
+        self.head = head
+        self.scaling = scaling
+        self.tail = tail
+        self.takes_group = True
+
+    def forward(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+        return self.tail(self.scaling(self.head(x), group))
+
+    @torch.jit.ignore
+    def onnx(self, g, x: str, group: str = "group") -> str:
+        return self.tail.onnx(g, self.scaling.onnx(g, self.head.onnx(g, x), group))
 
 
 class ScoresToLogits(ExportModule):
@@ -299,6 +375,13 @@ class Dense(ExportModule):
         x = g.op("MatMul", x, g.const(self._value("weight"), "weight"))
         x = g.op("Add", x, g.const(self._value("bias"), "bias"))
         return g.op("Relu", x) if self.relu else x
+
+
+def grouped_module(input: str, proba_floor: float, scale, offset=None) -> GroupedChain:
+    """The module of a per-group calibrator that maps ``log softmax`` of its
+    logits: input handling, log-softmax, :class:`GroupedScaling`, softmax."""
+    head = Chain(ScoresToLogits(input, proba_floor, shift=True), LogSoftmax())
+    return GroupedChain(head, GroupedScaling(scale, offset), Softmax())
 
 
 def _network(coefs, intercepts) -> Chain:

@@ -23,8 +23,10 @@ from ..llm._corrections import (
     best_shrinkage,
     fit_log_temperature,
     fitted_group_positions,
+    group_positions,
     shrinkage_folds,
 )
+from ..utils._constants import PROBA_EPS
 from ..utils._groups import check_groups
 from ..utils._sklearn import _fit_context
 from ..utils._validation import check_sample_weight, resolve_classes
@@ -311,6 +313,68 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X, groups=None) -> np.ndarray:
         """Probabilities; see :meth:`predict_log_proba`."""
         return np.exp(self.predict_log_proba(X, groups))
+
+    def group_positions(self, groups) -> np.ndarray:
+        """The second input of the exported module: each label's position.
+
+        Parameters
+        ----------
+        groups : array-like of shape (n_samples,)
+            Group labels, as :meth:`predict_proba` takes them.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), dtype int64
+            The position of each label in ``groups_``, -1 for a group not
+            seen in ``fit`` (the module then uses the pooled map).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skcal import GroupedVectorScaling
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.normal(size=(90, 3)), np.arange(90) % 3
+        >>> cal = GroupedVectorScaling(shrinkage=10.0).fit(
+        ...     X, y, groups=np.repeat([3, 1, 2], 30))
+        >>> cal.group_positions([2, 7, 1]).tolist()
+        [1, -1, 0]
+        """
+        check_is_fitted(self)
+        return group_positions(self.groups_, groups)
+
+    def to_torch(self):
+        """The fitted maps as a torch module of two inputs, ``(scores, group)``.
+
+        ``module(scores, group)`` gives ``softmax(z * a_g + b_g)`` with ``z``
+        the log-softmax of the scores and ``(a_g, b_g)`` the map of each
+        row's group: ``group`` is an int64 tensor of positions in
+        ``groups_`` (:meth:`group_positions`); -1, or any position outside
+        ``groups_``, gives the pooled map. :func:`skcal.export.to_onnx`
+        writes the same graph, of inputs ``scores`` and ``group``.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> from skcal import GroupedVectorScaling
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.normal(size=(90, 3)), np.arange(90) % 3
+        >>> groups = np.repeat(["a", "b", "c"], 30)
+        >>> cal = GroupedVectorScaling(shrinkage=10.0).fit(X, y, groups=groups)
+        >>> group = torch.from_numpy(cal.group_positions(groups))
+        >>> P = cal.to_torch()(torch.from_numpy(X), group).numpy()
+        >>> bool(np.abs(P - cal.predict_proba(X, groups=groups)).max() < 1e-12)
+        True
+        """
+        from .._torch._export import grouped_module
+
+        check_is_fitted(self)
+        scale = np.vstack([self.group_coef_, self.coef_])
+        offset = np.vstack([self.group_intercept_, self.intercept_])
+        return grouped_module(self.input, PROBA_EPS, scale, offset)
 
     def predict(self, X, groups=None) -> np.ndarray:
         """The class of largest calibrated probability (vector scaling can

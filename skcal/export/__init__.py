@@ -30,6 +30,9 @@ def to_torch(estimator):
     calibrated probabilities, in the float dtype of its input. Its
     constants are float64 buffers: call ``.float()`` for a float32 module,
     ``.to(device)`` to move it.
+    A per-group calibrator's module takes a second input,
+    ``module(scores, group)``: each row's group as an int64 position in its
+    ``groups_`` (its ``group_positions``; -1 for the pooled map).
 
     Parameters
     ----------
@@ -102,7 +105,12 @@ def to_onnx(estimator, path=None, *, input=None, dtype=np.float32, opset=None):
     module, so it computes what the module computes. Its input ``scores``
     has shape ``(batch, n_features_in_)`` with a dynamic batch (the scores
     of a score calibrator, the embeddings of a local one), its output
-    ``probabilities`` shape ``(batch, n_classes)``.
+    ``probabilities`` shape ``(batch, n_classes)``. A per-group calibrator
+    (:class:`~skcal.GroupedTemperatureScaling`,
+    :class:`~skcal.GroupedVectorScaling`) gives a graph of a second input,
+    ``group``, int64 of shape ``(batch,)``: each row's position in the
+    calibrator's ``groups_``, -1 for a group not seen in fit (its
+    ``group_positions`` computes them from the labels).
 
     Parameters
     ----------
@@ -149,11 +157,18 @@ def to_onnx(estimator, path=None, *, input=None, dtype=np.float32, opset=None):
     if hasattr(estimator, "calibrated_classifiers_") and input is None:
         # a CalibratedClassifier: the classifier and its calibrator, one graph
         return model_to_onnx(estimator, path, dtype=dtype, opset=opset)
-    module = _with_input(to_torch(estimator), estimator, input)
+    module = to_torch(estimator)
     g = GraphBuilder(dtype, opset)
-    output = module.onnx(g, "scores")
     n_outputs = len(estimator.classes_)  # local calibrators read embeddings
-    model = g.model("scores", output, int(estimator.n_features_in_), n_outputs)
+    n_columns = int(estimator.n_features_in_)
+    if getattr(module, "takes_group", False):  # a per-group calibrator
+        module.head = _with_input(module.head, estimator, input)
+        output = module.onnx(g, "scores", "group")
+        model = g.model("scores", output, n_columns, n_outputs, group_input="group")
+    else:
+        module = _with_input(module, estimator, input)
+        output = module.onnx(g, "scores")
+        model = g.model("scores", output, n_columns, n_outputs)
     _rename_output(model, "probabilities")
     if path is not None:
         import onnx
@@ -168,8 +183,10 @@ def _rename_output(model, new: str) -> None:
     model.graph.output[0].name = new
 
 
-def _run(exported, X: np.ndarray) -> np.ndarray:
-    """The probabilities that ``exported`` gives for ``X``, as float64."""
+def _run(exported, X: np.ndarray, group=None) -> np.ndarray:
+    """The probabilities that ``exported`` gives for ``X`` (and ``group``,
+    the group positions, for an export of two inputs; None: -1, the pooled
+    map), as float64."""
     if type(exported).__name__ == "ModelProto" or isinstance(exported, (str, bytes)):
         import onnxruntime
 
@@ -179,16 +196,35 @@ def _run(exported, X: np.ndarray) -> np.ndarray:
         session = onnxruntime.InferenceSession(
             source, providers=["CPUExecutionProvider"]
         )
-        first = session.get_inputs()[0]
+        first, *rest = session.get_inputs()
         dtype = np.float64 if first.type == "tensor(double)" else np.float32
-        out = session.run(None, {first.name: np.asarray(X, dtype=dtype)})[0]
+        feed = {first.name: np.asarray(X, dtype=dtype)}
+        if rest:
+            group = np.full(len(X), -1) if group is None else group
+            feed[rest[0].name] = np.asarray(group, dtype=np.int64)
+        out = session.run(None, feed)[0]
         return np.asarray(out, dtype=np.float64)
     from .._torch._export import run_module
 
-    return run_module(exported, X)
+    return run_module(exported, X, group)
 
 
-def check_export(estimator, X, exported) -> float:
+def _takes_group(exported) -> bool:
+    """Whether the export reads a second input, each row's group."""
+    if type(exported).__name__ == "ModelProto":
+        return len(exported.graph.input) == 2
+    if isinstance(exported, (str, bytes)):
+        import onnx
+
+        if isinstance(exported, str):
+            return _takes_group(onnx.load(exported))
+        return _takes_group(onnx.load_from_string(exported))
+    from .._torch._export import takes_group
+
+    return takes_group(exported)
+
+
+def check_export(estimator, X, exported, *, groups=None) -> float:
     """Largest absolute difference between an export and ``predict_proba``.
 
     Parameters
@@ -201,6 +237,12 @@ def check_export(estimator, X, exported) -> float:
 onnx.ModelProto, serialized model (bytes) or path to an ``.onnx`` file
         The export. ``X`` is passed to it in the float type of its
         constants (torch) or of its input (ONNX).
+    groups : array-like of shape (n_samples,), default=None
+        Each row's group label, for the export of a per-group calibrator
+        (of inputs scores and group): given to it as the positions of
+        ``estimator.group_positions(groups)`` and to ``predict_proba`` as
+        ``groups=groups``. None: every row gets the pooled map (positions
+        -1).
 
     Returns
     -------
@@ -228,8 +270,21 @@ onnx.ModelProto, serialized model (bytes) or path to an ``.onnx`` file
         )
     if isinstance(exported, str) or hasattr(exported, "__fspath__"):
         exported = str(exported)
-    out = _run(exported, X)
-    reference = estimator.predict_proba(np.asarray(X, dtype=_input_dtype(exported)))
+    group = None
+    if _takes_group(exported):
+        group = np.full(len(X), -1, dtype=np.int64)
+        if groups is not None:
+            group = estimator.group_positions(groups)
+    elif groups is not None:
+        raise ValueError(
+            "groups was given, but the export reads no group (it has one input, "
+            "the scores); pass groups only for the export of a per-group "
+            "calibrator."
+        )
+    out = _run(exported, X, group)
+    X = np.asarray(X, dtype=_input_dtype(exported))
+    kwargs = {} if groups is None else {"groups": groups}
+    reference = estimator.predict_proba(X, **kwargs)
     return float(np.abs(out - reference).max()) if out.size else 0.0
 
 

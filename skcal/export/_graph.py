@@ -113,9 +113,12 @@ class GraphBuilder:
         output_name: str,
         n_columns: int,
         n_outputs: int | None = None,
+        group_input: str | None = None,
     ):
         """The ONNX model of the graph, of input ``(batch, n_columns)`` and
-        output ``(batch, n_outputs)`` (``n_columns`` if None).
+        output ``(batch, n_outputs)`` (``n_columns`` if None); with
+        ``group_input``, a second input of that name, int64 of shape
+        ``(batch,)`` (each row's group, for a per-group calibrator).
 
         Returns
         -------
@@ -138,7 +141,16 @@ class GraphBuilder:
         graph = helper.make_graph(
             nodes,
             "skcal",
-            [helper.make_tensor_value_info(input_name, elem, ["batch", n_columns])],
+            [helper.make_tensor_value_info(input_name, elem, ["batch", n_columns])]
+            + (
+                []
+                if group_input is None
+                else [
+                    helper.make_tensor_value_info(
+                        group_input, TensorProto.INT64, ["batch"]
+                    )
+                ]
+            ),
             [
                 helper.make_tensor_value_info(
                     output_name,

@@ -24,6 +24,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ..utils._constants import PROBA_EPS
 from ..utils._proba import argmax_ties_by_scores
 from ..utils._sklearn import Interval, StrOptions, _fit_context
 from ..utils._validation import check_sample_weight, resolve_classes, scores_to_logits
@@ -422,6 +423,20 @@ def fitted_group_positions(fitted_groups: np.ndarray, groups, n: int):
     return pos, fitted_groups[pos] == groups
 
 
+def group_positions(fitted_groups: np.ndarray, groups) -> np.ndarray:
+    """The int64 position in ``fitted_groups`` of each label of ``groups``,
+    -1 for a label not among them: the second input of the exported module
+    of a per-group calibrator (its ``group_positions``)."""
+    groups = np.asarray(groups)
+    if groups.ndim != 1:
+        raise ValueError(
+            f"groups must be a 1-D array of group labels, one per row; got shape "
+            f"{groups.shape}."
+        )
+    pos, seen = fitted_group_positions(fitted_groups, groups, len(groups))
+    return np.where(seen, pos, -1).astype(np.int64)
+
+
 def _group_fits(Z, y, w, g_index, n_groups, strengths):
     """``(pooled s, (len(strengths), n_groups) log-temperatures)``.
 
@@ -661,6 +676,67 @@ class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X, groups=None) -> np.ndarray:
         """Probabilities ``softmax(X / T_group)``; see :meth:`predict_log_proba`."""
         return np.exp(self.predict_log_proba(X, groups))
+
+    def group_positions(self, groups) -> np.ndarray:
+        """The second input of the exported module: each label's position.
+
+        Parameters
+        ----------
+        groups : array-like of shape (n_samples,)
+            Group labels, as :meth:`predict_proba` takes them.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), dtype int64
+            The position of each label in ``groups_``, -1 for a group not
+            seen in ``fit`` (the module then uses the pooled temperature).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skcal.llm import GroupedTemperatureScaling
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.normal(size=(90, 3)), np.arange(90) % 3
+        >>> cal = GroupedTemperatureScaling(shrinkage=10.0).fit(
+        ...     X, y, groups=np.repeat(["a", "b", "c"], 30))
+        >>> cal.group_positions(["c", "a", "new"]).tolist()
+        [2, 0, -1]
+        """
+        check_is_fitted(self)
+        return group_positions(self.groups_, groups)
+
+    def to_torch(self):
+        """The fitted map as a torch module of two inputs, ``(scores, group)``.
+
+        ``module(scores, group)`` gives ``softmax(z / T_g)`` with ``z`` the
+        log-softmax of the scores and ``T_g`` the temperature of each row's
+        group: ``group`` is an int64 tensor of positions in ``groups_``
+        (:meth:`group_positions`); -1, or any position outside ``groups_``,
+        gives the pooled temperature. :func:`skcal.export.to_onnx` writes
+        the same graph, of inputs ``scores`` and ``group``.
+
+        Returns
+        -------
+        torch.nn.Module
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> from skcal.llm import GroupedTemperatureScaling
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.normal(size=(90, 3)), np.arange(90) % 3
+        >>> groups = np.repeat(["a", "b", "c"], 30)
+        >>> cal = GroupedTemperatureScaling(shrinkage=10.0).fit(X, y, groups=groups)
+        >>> group = torch.from_numpy(cal.group_positions(groups))
+        >>> P = cal.to_torch()(torch.from_numpy(X), group).numpy()
+        >>> bool(np.abs(P - cal.predict_proba(X, groups=groups)).max() < 1e-12)
+        True
+        """
+        from .._torch._export import grouped_module
+
+        check_is_fitted(self)
+        log_t = np.log(np.append(self.group_temperatures_, self.temperature_))
+        return grouped_module(self.input, PROBA_EPS, np.exp(-log_t)[:, None])
 
     def predict(self, X, groups=None) -> np.ndarray:
         """The class of largest probability (a temperature keeps the argmax)."""

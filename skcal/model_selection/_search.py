@@ -1812,6 +1812,35 @@ class CalibratorSearchCV(BaseCalibrator):
         X = self._check_scores(X)
         return self.best_calibrator_.predict(X, **self._by_group(groups))
 
+    def group_positions(self, groups) -> np.ndarray:
+        """The group input of the export of a group-aware winner.
+
+        Parameters
+        ----------
+        groups : array-like of shape (n_samples,)
+            Group labels, as :meth:`predict_proba` takes them.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), dtype int64
+            ``best_calibrator_.group_positions(groups)``: each label's
+            position in its ``groups_``, -1 for a group not seen in fit.
+
+        Raises
+        ------
+        ValueError
+            If the selected calibrator is not group-aware.
+        """
+        check_is_fitted(self)
+        method = getattr(self.best_calibrator_, "group_positions", None)
+        if method is None:
+            raise ValueError(
+                f"the search's selected {self.selected_} "
+                f"({type(self.best_calibrator_).__name__}) is not group-aware: its "
+                "export reads the scores alone, with no group input."
+            )
+        return method(groups)
+
     def to_torch(self):
         """The selected calibrator's module (``best_calibrator_.to_torch()``).
 
@@ -1828,8 +1857,14 @@ class CalibratorSearchCV(BaseCalibrator):
         Raises
         ------
         NotExportableError
-            If the selected calibrator cannot be exported (a group-aware
-            one, such as :class:`~skcal.GroupedTemperatureScaling`, never is).
+            If the selected calibrator cannot be exported.
+
+        Notes
+        -----
+        A group-aware winner (:class:`~skcal.GroupedTemperatureScaling`,
+        :class:`~skcal.GroupedVectorScaling`) gives its module of two inputs,
+        ``module(scores, group)``, ``group`` the int64 positions of
+        :meth:`group_positions` (-1: a group not seen in fit, the pooled map).
 
         Examples
         --------
@@ -1854,15 +1889,5 @@ class CalibratorSearchCV(BaseCalibrator):
                 f"the search reads embeddings, and its selected {self.selected_} "
                 "is a score calibrator fed the linear head's logits: export "
                 "best_calibrator_ and compute X @ coef_.T + intercept_ before it."
-            )
-        if _takes_groups(self.best_calibrator_):
-            raise NotExportableError(
-                f"the search's selected {self.selected_} "
-                f"({type(self.best_calibrator_).__name__}) is group-aware: its "
-                "map depends on each row's group, an input that the exported "
-                "module (scores -> probabilities) does not have, and it has no "
-                "export. Serve it with predict_proba(X, groups=...), or search "
-                "without groups (or without group-aware candidates) for an "
-                "exportable winner."
             )
         return to_torch(self.best_calibrator_)

@@ -17,7 +17,6 @@ from skcal import (
     IdentityCalibrator,
     TemperatureScaling,
 )
-from skcal.exceptions import NotExportableError
 from skcal.model_selection import CalibratorSearchCV
 from skcal.utils._testing import sample_labels, softmax_rows
 
@@ -269,7 +268,7 @@ def test_bad_groups_in_fit_are_refused_clearly():
         search.fit(np.tile(Z, (120, 1)), np.tile(y, 120), groups=np.arange(10_800))
 
 
-def test_clone_pickle_and_export_refusal():
+def test_clone_pickle_and_export_of_the_grouped_winner():
     rng = np.random.default_rng(3)
     n = 600
     groups = rng.integers(0, 2, n)
@@ -283,9 +282,16 @@ def test_clone_pickle_and_export_refusal():
     np.testing.assert_array_equal(
         loaded.predict_proba(Z, groups=groups), search.predict_proba(Z, groups=groups)
     )
-    pytest.importorskip("torch")
-    with pytest.raises(NotExportableError, match="group-aware"):
-        search.to_torch()
+    torch = pytest.importorskip("torch")
+    # the winner's module of two inputs: scores and each row's group position
+    # (-1, an unseen group: the pooled temperature, as predict_proba(groups=None))
+    module = search.to_torch()
+    positions = search.group_positions(groups)
+    out = module(torch.from_numpy(Z), torch.from_numpy(positions)).numpy()
+    np.testing.assert_allclose(out, search.predict_proba(Z, groups=groups), atol=1e-10)
+    unseen = torch.full((n,), -1, dtype=torch.int64)
+    out = module(torch.from_numpy(Z), unseen).numpy()
+    np.testing.assert_allclose(out, search.predict_proba(Z), atol=1e-10)
 
 
 def test_dask_predictions_split_the_groups_by_row_blocks():
