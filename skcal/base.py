@@ -283,8 +283,8 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
       probabilities) and ``_floors_probabilities`` (whether probabilities
       are floored at ``proba_floor_`` before their logs).
     * Hooks: ``_fit`` and ``_calibrated_logits`` (required),
-      ``_calibrated_proba``, and for ``_reads = "probabilities"``
-      ``_calibrated_proba_of_probabilities``;
+      ``_calibrated_proba`` (for ``_reads = "probabilities"``, also of the
+      validated probabilities);
       ``_check_fit_probabilities`` and ``_proba_eps`` (what the fit on
       probabilities is given, and their floor) for a calibrator that reads
       the probabilities unlike the others; ``_wrapper_params`` (the wrapper
@@ -380,7 +380,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     #: ``"probabilities"``: their softmax too, and with ``input="proba"``
     #: the validated probabilities themselves, without the round trip
     #: through their logs: :meth:`_fit` is given them and
-    #: :meth:`_calibrated_proba_of_probabilities` maps them.
+    #: :meth:`_calibrated_proba` maps them (its argument ``P``).
     _reads = "logits"
     #: Whether the probabilities of ``input="proba"`` are floored at
     #: ``proba_floor_`` before their logs (log-probabilities as logits,
@@ -442,26 +442,25 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     def _calibrated_logits(self, logits: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def _calibrated_proba(self, logits: np.ndarray) -> np.ndarray:
-        """Calibrated probabilities of the validated ``logits``.
+    def _calibrated_proba(self, logits, P=None) -> np.ndarray:
+        """Calibrated probabilities of the validated ``logits``, or of the
+        validated probabilities ``P``.
 
         The softmax of :meth:`_calibrated_logits`. A subclass whose model
         gives probabilities directly overrides this (one pass less, and no
         round trip through the log); it must not modify ``logits`` and may
         return any float64 array, which the caller copies if needed.
+
+        ``P`` is given only to a calibrator that reads the probabilities
+        (``_reads = "probabilities"``) with ``input="proba"``, which
+        overrides this: ``P`` (C-contiguous float64, the calibrator's own
+        copy, which it may overwrite) holds the renormalised rows of ``X``
+        floored at ``proba_floor_``, the softmax of the logits it would get
+        otherwise, to a few units in the last place; ``logits`` is then an
+        object whose ``logits[rows]`` gives those logits for the rows a
+        fallback needs (:class:`_LogRows`).
         """
         return _softmax_rows(self, _owned(self._calibrated_logits(logits), logits))
-
-    def _calibrated_proba_of_probabilities(self, P: np.ndarray, logits) -> np.ndarray:
-        """Calibrated probabilities of validated probabilities ``P``.
-
-        ``P`` (C-contiguous float64, the calibrator's own copy, which it may
-        overwrite) holds the renormalised rows of ``X`` floored at
-        ``proba_floor_``: the softmax of the logits :meth:`_calibrated_proba`
-        would get, to a few units in the last place. ``logits[rows]`` gives
-        those logits for the rows a fallback needs.
-        """
-        raise NotImplementedError
 
     def _wrapper_params(self, *, classes, input) -> dict:
         """The parameters :class:`~skcal.CalibratedClassifier` sets on a clone.
@@ -690,7 +689,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
             return np.empty(X.shape)
         eps = self._proba_eps()
         P = check_probabilities(X, tol=tol, floor=True, eps=eps)
-        out = self._calibrated_proba_of_probabilities(P, _LogRows(X, tol, eps))
+        out = self._calibrated_proba(_LogRows(X, tol, eps), P)
         return np.asarray(out, dtype=np.float64, order="C")
 
     def _log_of_proba(self, X) -> np.ndarray:

@@ -114,5 +114,5 @@ class IdentityCalibrator(BaseCalibrator):
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64)
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
-        return P
+    def _calibrated_proba(self, logits, P=None):
+        return super()._calibrated_proba(logits) if P is None else P

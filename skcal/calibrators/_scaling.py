@@ -511,7 +511,9 @@ class _AffineScaling(AffineMap, BaseCalibrator):
         **LBFGS_CONSTRAINTS,
     }
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _calibrated_proba(self, logits, P=None):
+        if P is None:
+            return super()._calibrated_proba(logits)
         # the map of log(P), the logs taken block by block into the input of
         # the product, the result written over P
         return self._map(P, log=True, softmax=True, out=P)

@@ -956,7 +956,7 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         proba = inner.predict_proba(self._binary_input(inner, binary))
         return np.clip(np.asarray(proba)[:, self._right_column_], 0.0, 1.0)
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _map_probabilities(self, P, logits):
         """:meth:`predict_proba` of validated probabilities ``P`` (our copy).
 
         Where the other classes keep their proportions (a binary calibrator
@@ -1049,7 +1049,9 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         )
         return _replace_top(shares, top, confidence, complement, ahead)
 
-    def _calibrated_proba(self, logits):
+    def _calibrated_proba(self, logits, P=None):
+        if P is not None:
+            return self._map_probabilities(P, logits)
         # its own shifted copy (the top entries' gaps read shifted logits),
         # which the prediction may then overwrite
         return self._proba(shifted_rows(logits), owned=True)
