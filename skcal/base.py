@@ -91,11 +91,23 @@ def _softmax_rows(calibrator, a: np.ndarray, *, log: bool = False) -> np.ndarray
     return softmax_inplace(a, log=log)
 
 
+#: The values of ``_reads`` of the calibrators that map the validated
+#: probabilities of ``input="proba"`` themselves.
+_PROBABILITY_READS = ("probabilities", "log-probabilities")
+
+
+def maps_given_probabilities(calibrator) -> bool:
+    """Whether ``calibrator`` maps the validated probabilities themselves:
+    ``input="proba"`` and ``_reads`` of ``"probabilities"`` or
+    ``"log-probabilities"``."""
+    return calibrator._reads in _PROBABILITY_READS and calibrator.input == "proba"
+
+
 def shifted_rows(logits: np.ndarray) -> np.ndarray:
     """``logits - logits.max(axis=1)`` as a new float64 array: the shift of
     the validation (see :func:`scores_to_logits`), bit for bit, for a
     shift-invariant calibrator that reads the probabilities
-    (``_reads = "probabilities"``) but computes them from shifted logits."""
+    (``_reads`` of probabilities) but computes them from shifted logits."""
     z = np.asarray(logits, dtype=np.float64)
     return z - z.max(axis=1)[:, None]
 
@@ -103,10 +115,10 @@ def shifted_rows(logits: np.ndarray) -> np.ndarray:
 def fit_logits(calibrator, scores: np.ndarray) -> np.ndarray:
     """The logits of the ``scores`` that ``_fit`` is given: ``scores``
     themselves, or for a calibrator that reads the probabilities
-    (``_reads = "probabilities"``) with ``input="proba"``, their logs, taken
+    (``_reads`` of probabilities) with ``input="proba"``, their logs, taken
     in ``scores`` (the calibrator's own copy), bit for bit those that the
     validation of logits would give."""
-    if calibrator._reads == "probabilities" and calibrator.input == "proba":
+    if maps_given_probabilities(calibrator):
         return log_probabilities_inplace(scores)
     return scores
 
@@ -130,7 +142,7 @@ class _LogRows:
     of ``X`` with ``input="proba"``: ``log(max(p, eps))`` of the
     renormalised rows (``eps``: the calibrator's ``proba_floor_``). The
     ``input="proba"`` path of a calibrator that maps
-    probabilities (``_reads = "probabilities"``) needs them only for the rare
+    probabilities (``_reads`` of probabilities) needs them only for the rare
     rows of its fallbacks.
     """
 
@@ -276,15 +288,15 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
 
     * Flags: ``_shift_invariant`` (adding a constant to a row of logits
       changes nothing), ``_keeps_argmax`` (the promise about the predicted
-      class), ``_needs_torch`` (the fit or prediction runs torch kernels),
-      ``_reads`` (``"logits"``, ``"softmax"`` or ``"probabilities"``: what
-      the model reads of the scores, which decides whether float64 logits
-      are shifted and whether ``input="proba"`` reaches the model as
-      probabilities) and ``_floors_probabilities`` (whether probabilities
-      are floored at ``proba_floor_`` before their logs).
+      class), ``_needs_torch`` (the fit or prediction runs torch kernels)
+      and ``_reads`` (``"logits"``, ``"softmax"``, ``"probabilities"`` or
+      ``"log-probabilities"``: what the model reads of the scores, which
+      decides whether float64 logits are shifted, whether ``input="proba"``
+      reaches the model as probabilities, and whether those are floored at
+      ``proba_floor_`` before their logs).
     * Hooks: ``_fit`` and ``_calibrated_logits`` (required),
-      ``_calibrated_proba`` (for ``_reads = "probabilities"``, also of the
-      validated probabilities);
+      ``_calibrated_proba`` (for ``_reads = "probabilities"`` or
+      ``"log-probabilities"``, also of the validated probabilities);
       ``_check_fit_probabilities`` and ``_proba_eps`` (what the fit on
       probabilities is given, and their floor) for a calibrator that reads
       the probabilities unlike the others; ``_wrapper_params`` (the wrapper
@@ -307,7 +319,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     rows whose true class has probability 0; rows the floor raises are
     renormalised. Calibrators that only bin or sort probabilities, or clip
     them before their logs as their references do (beta, scaling-binning),
-    keep 2.2e-308 (``_floors_probabilities = False``). Logits beyond 1e300 in
+    keep 2.2e-308 (``_reads = "probabilities"``). Logits beyond 1e300 in
     absolute value are refused.
 
     **Classes.** Column ``j`` of ``X`` is class ``classes_[j]``. Pass
@@ -380,23 +392,25 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     #: ``"probabilities"``: their softmax too, and with ``input="proba"``
     #: the validated probabilities themselves, without the round trip
     #: through their logs: :meth:`_fit` is given them and
-    #: :meth:`_calibrated_proba` maps them (its argument ``P``).
-    _reads = "logits"
-    #: Whether the probabilities of ``input="proba"`` are floored at
-    #: ``proba_floor_`` before their logs (log-probabilities as logits,
-    #: log-odds), with a warning about rows whose true class has probability
-    #: 0. False (the floor stays ``PROBA_EPS``, no warning) for maps that
-    #: only bin or sort probabilities, and for those whose reference clips
-    #: them itself before its logs (beta calibration at float64's eps,
+    #: :meth:`_calibrated_proba` maps them (its argument ``P``); they stay
+    #: floored at ``PROBA_EPS`` only, without warning, for maps that only
+    #: bin or sort probabilities, and for those whose reference clips them
+    #: itself before its logs (beta calibration at float64's eps,
     #: scaling-binning at 1e-12), which bounds every row's log already.
-    _floors_probabilities = True
+    #: ``"log-probabilities"``: the same for a model that takes their logs
+    #: (log-odds, the logs as logits), so that they are floored at
+    #: ``proba_floor_`` first, with a warning about calibration rows whose
+    #: true class has probability 0, as the logits of ``input="proba"`` are
+    #: for ``"logits"`` and ``"softmax"``. (Either of the last two: a
+    #: ``_reads`` of probabilities, :func:`maps_given_probabilities`.)
+    _reads = "logits"
 
     # ------------------------------------------------------------------ hooks
     def _fit(self, scores: np.ndarray, y_index: np.ndarray, sample_weight):
         """Fit on the validated ``scores`` (see :meth:`_validate_fit_data`).
 
         The logits, or for a calibrator that reads the probabilities
-        (``_reads = "probabilities"``) with ``input="proba"``, the validated
+        (``_reads`` of probabilities) with ``input="proba"``, the validated
         probabilities (C-contiguous float64, the calibrator's own copy, which
         it may overwrite: the renormalised rows of ``X`` floored at
         ``proba_floor_``, the softmax of the logits to a few units in the
@@ -452,7 +466,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         return any float64 array, which the caller copies if needed.
 
         ``P`` is given only to a calibrator that reads the probabilities
-        (``_reads = "probabilities"``) with ``input="proba"``, which
+        (``_reads`` of probabilities) with ``input="proba"``, which
         overrides this: ``P`` (C-contiguous float64, the calibrator's own
         copy, which it may overwrite) holds the renormalised rows of ``X``
         floored at ``proba_floor_``, the softmax of the logits it would get
@@ -580,7 +594,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         """
         names, targets = frame_column_names(X), None
         X, tol = self._score_array(X, reset=True)
-        floored = self.input == "proba" and self._floors_probabilities
+        floored = self.input == "proba" and self._reads != "probabilities"
         if floored:
             self.proba_floor_ = proba_floor(X)
         if probabilities:
@@ -636,7 +650,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         self : object
             The fitted calibrator.
         """
-        probabilities = self._reads == "probabilities" and self.input == "proba"
+        probabilities = maps_given_probabilities(self)
         scores, y_index, sample_weight = self._validate_fit_data(
             X, y, sample_weight, probabilities=probabilities
         )
@@ -652,13 +666,13 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         constant per row; calibrators whose model ignores such a constant
         (``_shift_invariant``) return them computed from ``X - X.max(axis=1)``.
         With ``input="proba"``, calibrators that map the probabilities
-        directly (``_reads = "probabilities"``) return the logs of
+        directly (``_reads`` of probabilities) return the logs of
         :meth:`predict_proba` itself (see :meth:`_log_of_proba`): a step map
         could put the probabilities and the softmax of their logs, equal to
         the last place, in different bins.
         """
         check_is_fitted(self)
-        if self._reads == "probabilities" and self.input == "proba":
+        if maps_given_probabilities(self):
             return self._log_of_proba(X)
         logits = self._validate_scores(X, reset=False)
         return _owned(self._calibrated_logits(logits), logits)
@@ -671,7 +685,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         Column ``j`` is the probability of ``classes_[j]``; rows sum to 1.
         """
         check_is_fitted(self)
-        if self._reads == "probabilities" and self.input == "proba":
+        if maps_given_probabilities(self):
             return self._predict_proba_of_probabilities(X)
         shift = None if self._reads == "logits" else "unless_float64"
         logits = self._validate_scores(X, reset=False, shift=shift)
@@ -709,7 +723,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         that underflowed to 0 has the log of the smallest positive float,
         about -744.4).
         """
-        if self._reads == "probabilities" and self.input == "proba":
+        if maps_given_probabilities(self):
             check_is_fitted(self)
             return self._log_of_proba(X)
         return _softmax_rows(self, self.decision_function(X), log=True)

@@ -464,7 +464,7 @@ class EnsembleTemperatureScaling(TopKInputMixin, BaseCalibrator):
     _shift_invariant = True
     _keeps_argmax = "proba"
     # input="proba": mapped as probabilities, fitted on their logs
-    _reads = "probabilities"
+    _reads = "log-probabilities"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,

@@ -73,9 +73,8 @@ class IdentityCalibrator(BaseCalibrator):
     _corrects_temperature = False
     # predict_proba is the softmax of the logits (float64 scores passed
     # unshifted), or with input="proba" the validated probabilities themselves
+    # (nothing is fitted: the floor stays PROBA_EPS, the probabilities as given)
     _reads = "probabilities"
-    # nothing is fitted: the floor stays PROBA_EPS, the probabilities as given
-    _floors_probabilities = False
 
     def __init__(self, *, input="logits", classes=None):
         self.input = input

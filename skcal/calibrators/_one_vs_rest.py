@@ -337,12 +337,11 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     _shift_invariant = True
     #: the maps read the softmax, or with ``input="proba"`` the validated
     #: probabilities (a subclass whose ``_class_scores`` reads the logits
-    #: fits on their logs, :func:`~skcal.base.fit_logits`)
+    #: fits on their logs, :func:`~skcal.base.fit_logits`); the maps bin or
+    #: sort the probabilities, or clip them before their logs as their
+    #: references do (a subclass that takes logs of the floored
+    #: probabilities, as Platt scaling, reads ``"log-probabilities"``)
     _reads = "probabilities"
-    #: the maps bin or sort the probabilities, or clip them before their logs
-    #: as their references do (a subclass that takes logs of the floored
-    #: probabilities, as Platt scaling, sets True)
-    _floors_probabilities = False
     #: appended to the ConvergenceWarning of classes whose fit did not converge
     _unconverged_hint = ""
 

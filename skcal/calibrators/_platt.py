@@ -177,7 +177,7 @@ class PlattCalibrator(OneVsRestCalibrator):
     True
     """
 
-    _floors_probabilities = True
+    _reads = "log-probabilities"  # the log-odds of the floored probabilities
 
     def __init__(self, *, input="logits", classes=None):
         self.input = input

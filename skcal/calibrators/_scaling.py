@@ -504,7 +504,7 @@ class _AffineScaling(AffineMap, BaseCalibrator):
     _needs_torch = True  # its fit runs torch kernels
     _kind = "diagonal"
     # input="proba": mapped as probabilities, fitted on their logs
-    _reads = "probabilities"
+    _reads = "log-probabilities"
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "reg_lambda": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],

@@ -164,7 +164,7 @@ class SplineCalibrator(BaseCalibrator):
     _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
-    _reads = "probabilities"  # fitted on the logs of input="proba"
+    _reads = "log-probabilities"  # fitted on the logs of input="proba"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,

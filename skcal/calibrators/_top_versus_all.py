@@ -542,19 +542,21 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
     _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
-    _reads = "probabilities"
 
     @property
-    def _floors_probabilities(self) -> bool:
-        """Whether the fit takes logs of the probabilities (a scaling
-        calibrator, or the temperature of the others' shares): then they
-        are floored at ``proba_floor_`` before their logs, as by every
-        calibrator that takes them, with the warning about calibration rows
-        whose true class has probability 0. The binary problem itself (the
-        top entries and the others' sums) and the others' proportions are
-        read from the probabilities as given (a 0 stays 0), and a binary
-        calibrator floors what it reads itself."""
-        return self.redistribution == "temperature" or self._inner_kind() == "scaling"
+    def _reads(self) -> str:
+        """``"log-probabilities"`` where the fit takes logs of the
+        probabilities (a scaling calibrator, or the temperature of the
+        others' shares): then they are floored at ``proba_floor_`` before
+        their logs, as by every calibrator that takes them, with the
+        warning about calibration rows whose true class has probability 0.
+        The binary problem itself (the top entries and the others' sums)
+        and the others' proportions are read from the probabilities as
+        given (a 0 stays 0, :meth:`_proba_eps`), and a binary calibrator
+        floors what it reads itself. Otherwise ``"probabilities"``."""
+        if self.redistribution == "temperature" or self._inner_kind() == "scaling":
+            return "log-probabilities"
+        return "probabilities"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,

@@ -449,9 +449,8 @@ class VennAbersCalibrator(BaseCalibrator):
         "verbose": ["verbose"],
     }
     _shift_invariant = True
-    _reads = "probabilities"
     # input="proba": isotonic fits of the probabilities as given, no logs
-    _floors_probabilities = False
+    _reads = "probabilities"
 
     def __init__(
         self,
