@@ -158,6 +158,7 @@ def _cases():
             if getattr(cls, "_reads", None) not in (
                 "probabilities",
                 "log-probabilities",
+                "given probabilities",
             ):
                 return None
             X, y = _logits(n, n_classes)

@@ -93,13 +93,15 @@ def _softmax_rows(calibrator, a: np.ndarray, *, log: bool = False) -> np.ndarray
 
 #: The values of ``_reads`` of the calibrators that map the validated
 #: probabilities of ``input="proba"`` themselves.
-_PROBABILITY_READS = ("probabilities", "log-probabilities")
+_PROBABILITY_READS = ("probabilities", "log-probabilities", "given probabilities")
+#: The values of ``_reads`` that keep those probabilities as given: no
+#: ``proba_floor_``.
+_UNFLOORED_READS = ("probabilities", "given probabilities")
 
 
-def maps_given_probabilities(calibrator) -> bool:
-    """Whether ``calibrator`` maps the validated probabilities themselves:
-    ``input="proba"`` and ``_reads`` of ``"probabilities"`` or
-    ``"log-probabilities"``."""
+def maps_probabilities(calibrator) -> bool:
+    """Whether ``calibrator`` maps the probabilities of ``X`` themselves:
+    ``input="proba"`` and a ``_reads`` of probabilities."""
     return calibrator._reads in _PROBABILITY_READS and calibrator.input == "proba"
 
 
@@ -118,7 +120,7 @@ def fit_logits(calibrator, scores: np.ndarray) -> np.ndarray:
     (``_reads`` of probabilities) with ``input="proba"``, their logs, taken
     in ``scores`` (the calibrator's own copy), bit for bit those that the
     validation of logits would give."""
-    if maps_given_probabilities(calibrator):
+    if maps_probabilities(calibrator):
         return log_probabilities_inplace(scores)
     return scores
 
@@ -133,6 +135,28 @@ def export_input(calibrator):
     return ScoresToLogits(
         calibrator.input, calibrator._proba_eps(), calibrator._shift_invariant
     )
+
+
+class GivenProbabilities:
+    """The probabilities given to ``fit`` (``input="proba"``), not yet
+    validated as such: what ``_fit`` of a calibrator that reads them as
+    given (``_reads = "given probabilities"``) receives.
+
+    ``X`` (float32 or float64, checked by scikit-learn, columns in the
+    order of the classes; the caller's array, not to be modified) and
+    ``tol``, the row-sum tolerance of its dtype, for the calibrator's own
+    validation; :meth:`validated` is :func:`check_probabilities` of them.
+    """
+
+    def __init__(self, X: np.ndarray, tol: float):
+        self.X, self.tol, self.shape = X, tol, X.shape
+
+    def validated(self, **options) -> np.ndarray:
+        """:func:`check_probabilities` of ``X`` with ``options`` (``X``
+        itself if it has no rows)."""
+        if not len(self.X):
+            return self.X
+        return check_probabilities(self.X, tol=self.tol, **options)
 
 
 class _LogRows:
@@ -289,20 +313,19 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     * Flags: ``_shift_invariant`` (adding a constant to a row of logits
       changes nothing), ``_keeps_argmax`` (the promise about the predicted
       class), ``_needs_torch`` (the fit or prediction runs torch kernels)
-      and ``_reads`` (``"logits"``, ``"softmax"``, ``"probabilities"`` or
-      ``"log-probabilities"``: what the model reads of the scores, which
-      decides whether float64 logits are shifted, whether ``input="proba"``
-      reaches the model as probabilities, and whether those are floored at
-      ``proba_floor_`` before their logs).
+      and ``_reads`` (``"logits"``, ``"softmax"``, ``"probabilities"``,
+      ``"log-probabilities"`` or ``"given probabilities"``: what the model
+      reads of the scores, which decides whether float64 logits are
+      shifted, whether ``input="proba"`` reaches the model as probabilities,
+      whether those are floored at ``proba_floor_`` before their logs, and
+      whether the fit validates them itself).
     * Hooks: ``_fit`` and ``_calibrated_logits`` (required),
-      ``_calibrated_proba`` (for ``_reads = "probabilities"`` or
-      ``"log-probabilities"``, also of the validated probabilities);
-      ``_check_fit_probabilities`` and ``_proba_eps`` (what the fit on
-      probabilities is given, and their floor) for a calibrator that reads
-      the probabilities unlike the others; ``_wrapper_params`` (the wrapper
-      protocol below). Helpers for subclasses, not hooks:
-      :func:`fit_logits`, :func:`shifted_rows` and :func:`export_input` of
-      this module.
+      ``_calibrated_proba`` (for a ``_reads`` of probabilities, also of the
+      validated probabilities); ``_proba_eps`` (their floor) for a
+      calibrator that floors them unlike the others; ``_wrapper_params``
+      (the wrapper protocol below). Helpers for subclasses, not hooks:
+      :func:`fit_logits`, :func:`shifted_rows`, :func:`export_input` and
+      :class:`GivenProbabilities` of this module.
 
     **Input contract.** ``input`` says whether ``X`` holds logits (any real
     scores whose softmax is the model's prediction; log-probabilities are
@@ -319,8 +342,8 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     rows whose true class has probability 0; rows the floor raises are
     renormalised. Calibrators that only bin or sort probabilities, or clip
     them before their logs as their references do (beta, scaling-binning),
-    keep 2.2e-308 (``_reads = "probabilities"``). Logits beyond 1e300 in
-    absolute value are refused.
+    keep 2.2e-308 (``_reads`` of ``"probabilities"`` or ``"given
+    probabilities"``). Logits beyond 1e300 in absolute value are refused.
 
     **Classes.** Column ``j`` of ``X`` is class ``classes_[j]``. Pass
     ``classes`` to give the full label set in column order; without it,
@@ -401,8 +424,11 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     #: (log-odds, the logs as logits), so that they are floored at
     #: ``proba_floor_`` first, with a warning about calibration rows whose
     #: true class has probability 0, as the logits of ``input="proba"`` are
-    #: for ``"logits"`` and ``"softmax"``. (Either of the last two: a
-    #: ``_reads`` of probabilities, :func:`maps_given_probabilities`.)
+    #: for ``"logits"`` and ``"softmax"``. ``"given probabilities"``: as
+    #: ``"probabilities"``, but :meth:`_fit` is given them unvalidated, as a
+    #: :class:`GivenProbabilities` that it validates itself (not
+    #: renormalised, or only what it reads). (Any of the last three: a
+    #: ``_reads`` of probabilities, :func:`maps_probabilities`.)
     _reads = "logits"
 
     # ------------------------------------------------------------------ hooks
@@ -414,16 +440,11 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         probabilities (C-contiguous float64, the calibrator's own copy, which
         it may overwrite: the renormalised rows of ``X`` floored at
         ``proba_floor_``, the softmax of the logits to a few units in the
-        last place), or what :meth:`_check_fit_probabilities` returns. A fit
-        that needs the logits takes :func:`fit_logits` of ``scores``.
+        last place), or with ``_reads = "given probabilities"``, a
+        :class:`GivenProbabilities`. A fit that needs the logits takes
+        :func:`fit_logits` of ``scores``.
         """
         raise NotImplementedError
-
-    def _check_fit_probabilities(self, X: np.ndarray, tol: float):
-        """The validated probabilities that :meth:`_fit` is
-        given (``X`` has rows; a calibrator that needs less than the whole
-        copy may return its own summary, with a ``shape``)."""
-        return check_probabilities(X, tol=tol, floor=True, eps=self._proba_eps())
 
     def _proba_eps(self) -> float:
         """The floor of probabilities before their log: ``proba_floor_``
@@ -589,20 +610,25 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         The scores are the logits of :meth:`_validate_scores`, or with
         ``probabilities`` (``input="proba"``) the validated, renormalised
         probabilities floored at ``proba_floor_`` (same checks, same
-        messages). With ``input="proba"``, sets ``proba_floor_`` and warns
-        about calibration rows whose true class has probability 0.
+        messages), or their :class:`GivenProbabilities` (``_reads``). With
+        ``input="proba"``, sets ``proba_floor_`` and warns about calibration
+        rows whose true class has probability 0 (not for the ``_reads`` that
+        keep them as given).
         """
         names, targets = frame_column_names(X), None
         X, tol = self._score_array(X, reset=True)
-        floored = self.input == "proba" and self._reads != "probabilities"
+        floored = self.input == "proba" and self._reads not in _UNFLOORED_READS
         if floored:
             self.proba_floor_ = proba_floor(X)
         if probabilities:
             check_scores_shape(X)
         if names is not None:  # columns named after the classes: their order
             X, targets = self._fit_columns_in_class_order(X, names, y, sample_weight)
-        if probabilities:
-            logits = self._check_fit_probabilities(X, tol) if len(X) else X
+        if probabilities and self._reads == "given probabilities":
+            logits = GivenProbabilities(X, tol)
+        elif probabilities:
+            eps = self._proba_eps()
+            logits = GivenProbabilities(X, tol).validated(floor=True, eps=eps)
         else:
             logits = self._logits_of(X, tol)
         if targets is None:
@@ -650,7 +676,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         self : object
             The fitted calibrator.
         """
-        probabilities = maps_given_probabilities(self)
+        probabilities = maps_probabilities(self)
         scores, y_index, sample_weight = self._validate_fit_data(
             X, y, sample_weight, probabilities=probabilities
         )
@@ -672,7 +698,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         the last place, in different bins.
         """
         check_is_fitted(self)
-        if maps_given_probabilities(self):
+        if maps_probabilities(self):
             return self._log_of_proba(X)
         logits = self._validate_scores(X, reset=False)
         return _owned(self._calibrated_logits(logits), logits)
@@ -685,7 +711,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         Column ``j`` is the probability of ``classes_[j]``; rows sum to 1.
         """
         check_is_fitted(self)
-        if maps_given_probabilities(self):
+        if maps_probabilities(self):
             return self._predict_proba_of_probabilities(X)
         shift = None if self._reads == "logits" else "unless_float64"
         logits = self._validate_scores(X, reset=False, shift=shift)
@@ -723,7 +749,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         that underflowed to 0 has the log of the smallest positive float,
         about -744.4).
         """
-        if maps_given_probabilities(self):
+        if maps_probabilities(self):
             check_is_fitted(self)
             return self._log_of_proba(X)
         return _softmax_rows(self, self.decision_function(X), log=True)

@@ -23,7 +23,12 @@ from .._torch.kernels._softmax import (
     softmax_inplace,
     softmax_into,
 )
-from ..base import BaseCalibrator, BaseLocalCalibrator, shifted_rows
+from ..base import (
+    BaseCalibrator,
+    BaseLocalCalibrator,
+    GivenProbabilities,
+    shifted_rows,
+)
 from ..exceptions import ConvergenceWarning
 from ..llm._topk import TopKScores
 from ..llm._topk_ops import (
@@ -553,10 +558,14 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         The binary problem itself (the top entries and the others' sums)
         and the others' proportions are read from the probabilities as
         given (a 0 stays 0, :meth:`_proba_eps`), and a binary calibrator
-        floors what it reads itself. Otherwise ``"probabilities"``."""
+        floors what it reads itself. Otherwise ``"given probabilities"``: a
+        binary calibrator with proportional redistribution reads only each
+        row's top entry and the sum of the others (or the top entry alone,
+        for one map), which the fit validates without a copy of ``X``
+        (:class:`_TopRows`)."""
         if self.redistribution == "temperature" or self._inner_kind() == "scaling":
             return "log-probabilities"
-        return "probabilities"
+        return "given probabilities"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -636,25 +645,17 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
             binary = _BinaryProblem(binary_log_proba(scores, top))
         self._fit_top(top, y_index, sample_weight, binary, scores)
 
-    def _check_fit_probabilities(self, X, tol):
-        """A binary calibrator with proportional redistribution reads only
-        each row's top entry and the sum of the others (or the top entry
-        alone, for one map): those, without a copy of ``X``; otherwise the
-        copy."""
-        kind = self._inner_kind()
-        if self.redistribution != "proportional" or kind == "scaling":
-            return super()._check_fit_probabilities(X, tol)
-        return _TopRows(X, tol, rest=kind != "one_map")
-
     def _fit_proba(self, P, y_index, sample_weight):
-        """:meth:`_fit` of validated probabilities ``P`` (our copy, or the
-        :class:`_TopRows` of :meth:`_check_fit_probabilities`): the binary
+        """:meth:`_fit` of validated probabilities ``P`` (our copy, or their
+        :class:`~skcal.base.GivenProbabilities`, see :attr:`_reads`, read as
+        :class:`_TopRows`): the binary
         problem read from ``P`` as given (as in the predictions), then the
         logs of ``P`` taken in place (:meth:`_logs_of`) only for a scaling
         calibrator or the others' temperature."""
-        if isinstance(P, _TopRows):
-            binary = _BinaryProblem(None, P.c, P.rest)
-            self._fit_top(P.top, y_index, sample_weight, binary, None)
+        if isinstance(P, GivenProbabilities):
+            rows = _TopRows(P.X, P.tol, rest=self._inner_kind() != "one_map")
+            binary = _BinaryProblem(None, rows.c, rows.rest)
+            self._fit_top(rows.top, y_index, sample_weight, binary, None)
             return
         kind = self._inner_kind()
         top = np.argmax(P, axis=1)

@@ -449,8 +449,9 @@ class VennAbersCalibrator(BaseCalibrator):
         "verbose": ["verbose"],
     }
     _shift_invariant = True
-    # input="proba": isotonic fits of the probabilities as given, no logs
-    _reads = "probabilities"
+    # input="proba": isotonic fits of the probabilities as given, no logs,
+    # validated by _fit (not renormalised)
+    _reads = "given probabilities"
 
     def __init__(
         self,
@@ -540,17 +541,13 @@ class VennAbersCalibrator(BaseCalibrator):
         """With ``input="proba"``, the binary problems read the given
         probabilities themselves: no round trip through their logs, which
         would break their ties."""
-        if self.input == "proba":
-            self._fit_columns(np.ascontiguousarray(scores.T), y_index, sample_weight)
+        if self.input == "proba":  # clipped to [0, 1], not renormalised
+            P = scores.validated(renormalize=False)  # see _columns
+            self._fit_columns(np.ascontiguousarray(P.T), y_index, sample_weight)
             return
         logits = scores
         columns = softmax_into(logits, np.empty(logits.shape)).T.copy()
         self._fit_columns(columns, y_index, sample_weight)
-
-    def _check_fit_probabilities(self, X, tol):
-        """The given probabilities, validated and clipped to [0, 1] but not
-        renormalised (see :meth:`_columns`)."""
-        return check_probabilities(X, tol=tol, renormalize=False)
 
     def _fit_columns(self, columns, y_index, sample_weight):
         """Fit every problem on the probability columns (one row per class)."""
