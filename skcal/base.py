@@ -138,9 +138,10 @@ def export_input(calibrator):
 
 
 class GivenProbabilities:
-    """The probabilities given to ``fit`` (``input="proba"``), not yet
-    validated as such: what ``_fit`` of a calibrator that reads them as
-    given (``_reads = "given probabilities"``) receives.
+    """The probabilities given to ``fit`` or a prediction
+    (``input="proba"``), not yet validated as such: what ``_fit`` and
+    ``_calibrated_proba`` (its ``P``) of a calibrator that reads them as
+    given (``_reads = "given probabilities"``) receive.
 
     ``X`` (float32 or float64, checked by scikit-learn, columns in the
     order of the classes; the caller's array, not to be modified) and
@@ -321,7 +322,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
       whether the fit validates them itself).
     * Hooks: ``_fit`` and ``_calibrated_logits`` (required),
       ``_calibrated_proba`` (for a ``_reads`` of probabilities, also of the
-      validated probabilities); ``_proba_eps`` (their floor) for a
+      probabilities of ``input="proba"``); ``_proba_eps`` (their floor) for a
       calibrator that floors them unlike the others; ``_wrapper_params``
       (the wrapper protocol below). Helpers for subclasses, not hooks:
       :func:`fit_logits`, :func:`shifted_rows`, :func:`export_input` and
@@ -425,10 +426,11 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     #: ``proba_floor_`` first, with a warning about calibration rows whose
     #: true class has probability 0, as the logits of ``input="proba"`` are
     #: for ``"logits"`` and ``"softmax"``. ``"given probabilities"``: as
-    #: ``"probabilities"``, but :meth:`_fit` is given them unvalidated, as a
-    #: :class:`GivenProbabilities` that it validates itself (not
-    #: renormalised, or only what it reads). (Any of the last three: a
-    #: ``_reads`` of probabilities, :func:`maps_probabilities`.)
+    #: ``"probabilities"``, but :meth:`_fit` and :meth:`_calibrated_proba`
+    #: are given them unvalidated, as a :class:`GivenProbabilities` that
+    #: they validate themselves (not renormalised, or only what they read).
+    #: (Any of the last three: a ``_reads`` of probabilities,
+    #: :func:`maps_probabilities`.)
     _reads = "logits"
 
     # ------------------------------------------------------------------ hooks
@@ -721,14 +723,19 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         """:meth:`predict_proba` for ``input="proba"`` (``_reads``).
 
         The validation of :meth:`_validate_scores` (same checks, same
-        messages), whose copy of the probabilities is mapped directly.
+        messages), whose copy of the probabilities is mapped directly (with
+        ``_reads = "given probabilities"``, their
+        :class:`GivenProbabilities`).
         """
         X, tol = self._score_array(X, reset=False)
         check_scores_shape(X)
         if X.shape[0] == 0:
             return np.empty(X.shape)
         eps = self._proba_eps()
-        P = check_probabilities(X, tol=tol, floor=True, eps=eps)
+        if self._reads == "given probabilities":  # validated by the calibrator
+            P = GivenProbabilities(X, tol)
+        else:
+            P = check_probabilities(X, tol=tol, floor=True, eps=eps)
         out = self._calibrated_proba(_LogRows(X, tol, eps), P)
         return np.asarray(out, dtype=np.float64, order="C")
 

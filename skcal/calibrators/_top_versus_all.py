@@ -562,7 +562,7 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         binary calibrator with proportional redistribution reads only each
         row's top entry and the sum of the others (or the top entry alone,
         for one map), which the fit validates without a copy of ``X``
-        (:class:`_TopRows`)."""
+        (:class:`_TopRows`); the prediction validates its copy itself."""
         if self.redistribution == "temperature" or self._inner_kind() == "scaling":
             return "log-probabilities"
         return "given probabilities"
@@ -970,6 +970,8 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         and mapped as logits, a binary calibrator's confidence read from
         ``P`` first (as in the fit).
         """
+        if isinstance(P, GivenProbabilities):  # _reads: validated here
+            P = P.validated(floor=True, eps=self._proba_eps())
         if self._temperature_only():  # softmax(log(P) / T), in P itself
             rows_of = _FlooredLogRows(logits, getattr(self, "proba_floor_", PROBA_EPS))
             return self._temperature_proba(self._logs_of(P), rows_of)

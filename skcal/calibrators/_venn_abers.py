@@ -663,14 +663,12 @@ class VennAbersCalibrator(BaseCalibrator):
         # the exact bounds contain the exact value: widened by its rounding
         return Q, np.minimum(lower.T, Q), np.maximum(upper.T, Q)
 
-    def _calibrated_proba(self, logits):
+    def _calibrated_proba(self, logits, P=None):
+        if P is not None:  # input="proba": read as given (see _columns)
+            P = P.validated(renormalize=False)
+            return self._proba_of_columns(np.ascontiguousarray(P.T))
         columns = np.ascontiguousarray(softmax_into(logits, np.empty(logits.shape)).T)
         return self._proba_of_columns(columns)
-
-    def _predict_proba_of_probabilities(self, X):
-        """:meth:`predict_proba` with ``input="proba"``: the problems read
-        the given probabilities themselves (see :meth:`_columns`)."""
-        return self._proba_of_columns(self._columns(X))
 
     def to_torch(self):
         """Not exportable yet: raises :class:`~skcal.exceptions.NotExportableError`.
