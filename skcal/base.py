@@ -160,6 +160,17 @@ class GivenProbabilities:
         return check_probabilities(self.X, tol=self.tol, **options)
 
 
+def set_proba_floor(calibrator, given, y_index, sample_weight) -> None:
+    """For a calibrator that validates the probabilities of ``fit`` itself
+    (``_reads = "given probabilities"``) and takes their logs: sets its
+    ``proba_floor_`` (see :func:`~skcal.utils._validation.proba_floor`)
+    from the :class:`GivenProbabilities` ``given`` and warns about the
+    calibration rows whose true class has probability 0, as the validation
+    of the other calibrators does."""
+    calibrator.proba_floor_ = proba_floor(given.X)
+    _warn_zero_true_class(given.X, y_index, sample_weight, calibrator.proba_floor_)
+
+
 class _LogRows:
     """Rows of the logits of validated probabilities, computed on demand.
 
@@ -322,11 +333,11 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
       whether the fit validates them itself).
     * Hooks: ``_fit`` and ``_calibrated_logits`` (required),
       ``_calibrated_proba`` (for a ``_reads`` of probabilities, also of the
-      probabilities of ``input="proba"``); ``_proba_eps`` (their floor) for a
-      calibrator that floors them unlike the others; ``_wrapper_params``
-      (the wrapper protocol below). Helpers for subclasses, not hooks:
-      :func:`fit_logits`, :func:`shifted_rows`, :func:`export_input` and
-      :class:`GivenProbabilities` of this module.
+      probabilities of ``input="proba"``); ``_wrapper_params`` (the wrapper
+      protocol below). Helpers for subclasses, not hooks:
+      :func:`fit_logits`, :func:`shifted_rows`, :func:`export_input`,
+      :class:`GivenProbabilities` and :func:`set_proba_floor` of this
+      module.
 
     **Input contract.** ``input`` says whether ``X`` holds logits (any real
     scores whose softmax is the model's prediction; log-probabilities are
@@ -428,7 +439,9 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     #: for ``"logits"`` and ``"softmax"``. ``"given probabilities"``: as
     #: ``"probabilities"``, but :meth:`_fit` and :meth:`_calibrated_proba`
     #: are given them unvalidated, as a :class:`GivenProbabilities` that
-    #: they validate themselves (not renormalised, or only what they read).
+    #: they validate themselves (not renormalised, or only what they read;
+    #: at ``PROBA_EPS``, a fit that takes their logs setting its own
+    #: ``proba_floor_`` for them, :func:`set_proba_floor`).
     #: (Any of the last three: a ``_reads`` of probabilities,
     #: :func:`maps_probabilities`.)
     _reads = "logits"
@@ -449,9 +462,15 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         raise NotImplementedError
 
     def _proba_eps(self) -> float:
-        """The floor of probabilities before their log: ``proba_floor_``
-        (set by ``fit`` with ``input="proba"``, see
-        :func:`~skcal.utils._validation.proba_floor`), else ``PROBA_EPS``."""
+        """The floor of the validated probabilities (and of their logs, the
+        logits of ``input="proba"``): ``proba_floor_`` (set by ``fit`` with
+        ``input="proba"``, see :func:`~skcal.utils._validation.proba_floor`),
+        else ``PROBA_EPS``; always ``PROBA_EPS`` for a calibrator that
+        validates them itself (``_reads = "given probabilities"``), whose
+        ``proba_floor_`` (:func:`set_proba_floor`) floors only the logs it
+        takes. Not a hook."""
+        if self._reads == "given probabilities":
+            return PROBA_EPS
         return getattr(self, "proba_floor_", PROBA_EPS)
 
     def n_free_parameters(self, n_classes: int, n_features=None) -> float:

@@ -26,7 +26,7 @@ from .._torch.kernels._softmax import (
 from ..base import (
     BaseCalibrator,
     BaseLocalCalibrator,
-    GivenProbabilities,
+    set_proba_floor,
     shifted_rows,
 )
 from ..exceptions import ConvergenceWarning
@@ -548,24 +548,9 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
     _shift_invariant = True
     _keeps_argmax = "proba"
 
-    @property
-    def _reads(self) -> str:
-        """``"log-probabilities"`` where the fit takes logs of the
-        probabilities (a scaling calibrator, or the temperature of the
-        others' shares): then they are floored at ``proba_floor_`` before
-        their logs, as by every calibrator that takes them, with the
-        warning about calibration rows whose true class has probability 0.
-        The binary problem itself (the top entries and the others' sums)
-        and the others' proportions are read from the probabilities as
-        given (a 0 stays 0, :meth:`_proba_eps`), and a binary calibrator
-        floors what it reads itself. Otherwise ``"given probabilities"``: a
-        binary calibrator with proportional redistribution reads only each
-        row's top entry and the sum of the others (or the top entry alone,
-        for one map), which the fit validates without a copy of ``X``
-        (:class:`_TopRows`); the prediction validates its copy itself."""
-        if self.redistribution == "temperature" or self._inner_kind() == "scaling":
-            return "log-probabilities"
-        return "given probabilities"
+    # input="proba": validated by the fit and the prediction themselves (see
+    # _fit_proba), which floor them at proba_floor_ only for their logs
+    _reads = "given probabilities"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -607,12 +592,6 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         """:func:`_kind` of ``calibrator`` (None: temperature scaling)."""
         return "scaling" if self.calibrator is None else _kind(self.calibrator)
 
-    def _proba_eps(self) -> float:
-        """The floor of the validated probabilities: ``PROBA_EPS`` (the
-        binary problem and the others' proportions read them as given);
-        their logs are floored at ``proba_floor_`` (:meth:`_logs_of`)."""
-        return PROBA_EPS
-
     def _logs_of(self, P: np.ndarray) -> np.ndarray:
         """``log(max(P, proba_floor_))`` of validated probabilities ``P``
         (our copy, overwritten and returned), the rows the floor raised
@@ -645,19 +624,30 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
             binary = _BinaryProblem(binary_log_proba(scores, top))
         self._fit_top(top, y_index, sample_weight, binary, scores)
 
-    def _fit_proba(self, P, y_index, sample_weight):
-        """:meth:`_fit` of validated probabilities ``P`` (our copy, or their
-        :class:`~skcal.base.GivenProbabilities`, see :attr:`_reads`, read as
-        :class:`_TopRows`): the binary
-        problem read from ``P`` as given (as in the predictions), then the
-        logs of ``P`` taken in place (:meth:`_logs_of`) only for a scaling
-        calibrator or the others' temperature."""
-        if isinstance(P, GivenProbabilities):
-            rows = _TopRows(P.X, P.tol, rest=self._inner_kind() != "one_map")
+    def _fit_proba(self, given, y_index, sample_weight):
+        """:meth:`_fit` of the :class:`~skcal.base.GivenProbabilities`
+        ``given``.
+
+        A binary calibrator with proportional redistribution reads only each
+        row's top entry and the sum of the others (or the top entry alone,
+        for one map): those, validated without a copy of ``X``
+        (:class:`_TopRows`). Otherwise the validated copy ``P`` (floored at
+        ``PROBA_EPS`` only): the binary problem read from ``P`` as given (as
+        in the predictions; a binary calibrator floors what it reads
+        itself), then, for a scaling calibrator or the others' temperature,
+        the logs of ``P`` taken in place (:meth:`_logs_of`), at
+        ``proba_floor_`` as by every calibrator that takes them, with the
+        warning about calibration rows whose true class has probability 0
+        (:func:`~skcal.base.set_proba_floor`).
+        """
+        kind = self._inner_kind()
+        if self.redistribution == "proportional" and kind != "scaling":
+            rows = _TopRows(given.X, given.tol, rest=kind != "one_map")
             binary = _BinaryProblem(None, rows.c, rows.rest)
             self._fit_top(rows.top, y_index, sample_weight, binary, None)
             return
-        kind = self._inner_kind()
+        set_proba_floor(self, given, y_index, sample_weight)
+        P = given.validated(floor=True, eps=PROBA_EPS)
         top = np.argmax(P, axis=1)
         binary = None
         if kind != "scaling":  # its own arrays: P is overwritten below
@@ -970,8 +960,7 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         and mapped as logits, a binary calibrator's confidence read from
         ``P`` first (as in the fit).
         """
-        if isinstance(P, GivenProbabilities):  # _reads: validated here
-            P = P.validated(floor=True, eps=self._proba_eps())
+        P = P.validated(floor=True, eps=PROBA_EPS)  # see _reads
         if self._temperature_only():  # softmax(log(P) / T), in P itself
             rows_of = _FlooredLogRows(logits, getattr(self, "proba_floor_", PROBA_EPS))
             return self._temperature_proba(self._logs_of(P), rows_of)
