@@ -155,7 +155,11 @@ def _cases():
 
         def setup():
             cls = getattr(skcal, cls_name)
-            if getattr(cls, "_reads", None) != "probabilities":
+            if getattr(cls, "_reads", None) not in (
+                "probabilities",
+                "log-probabilities",
+                "given probabilities",
+            ):
                 return None
             X, y = _logits(n, n_classes)
             if input == "proba":

@@ -91,11 +91,25 @@ def _softmax_rows(calibrator, a: np.ndarray, *, log: bool = False) -> np.ndarray
     return softmax_inplace(a, log=log)
 
 
+#: The values of ``_reads`` of the calibrators that map the validated
+#: probabilities of ``input="proba"`` themselves.
+_PROBABILITY_READS = ("probabilities", "log-probabilities", "given probabilities")
+#: The values of ``_reads`` that keep those probabilities as given: no
+#: ``proba_floor_``.
+_UNFLOORED_READS = ("probabilities", "given probabilities")
+
+
+def maps_probabilities(calibrator) -> bool:
+    """Whether ``calibrator`` maps the probabilities of ``X`` themselves:
+    ``input="proba"`` and a ``_reads`` of probabilities."""
+    return calibrator._reads in _PROBABILITY_READS and calibrator.input == "proba"
+
+
 def shifted_rows(logits: np.ndarray) -> np.ndarray:
     """``logits - logits.max(axis=1)`` as a new float64 array: the shift of
     the validation (see :func:`scores_to_logits`), bit for bit, for a
     shift-invariant calibrator that reads the probabilities
-    (``_reads = "probabilities"``) but computes them from shifted logits."""
+    (``_reads`` of probabilities) but computes them from shifted logits."""
     z = np.asarray(logits, dtype=np.float64)
     return z - z.max(axis=1)[:, None]
 
@@ -103,10 +117,10 @@ def shifted_rows(logits: np.ndarray) -> np.ndarray:
 def fit_logits(calibrator, scores: np.ndarray) -> np.ndarray:
     """The logits of the ``scores`` that ``_fit`` is given: ``scores``
     themselves, or for a calibrator that reads the probabilities
-    (``_reads = "probabilities"``) with ``input="proba"``, their logs, taken
+    (``_reads`` of probabilities) with ``input="proba"``, their logs, taken
     in ``scores`` (the calibrator's own copy), bit for bit those that the
     validation of logits would give."""
-    if calibrator._reads == "probabilities" and calibrator.input == "proba":
+    if maps_probabilities(calibrator):
         return log_probabilities_inplace(scores)
     return scores
 
@@ -123,6 +137,40 @@ def export_input(calibrator):
     )
 
 
+class GivenProbabilities:
+    """The probabilities given to ``fit`` or a prediction
+    (``input="proba"``), not yet validated as such: what ``_fit`` and
+    ``_calibrated_proba`` (its ``P``) of a calibrator that reads them as
+    given (``_reads = "given probabilities"``) receive.
+
+    ``X`` (float32 or float64, checked by scikit-learn, columns in the
+    order of the classes; the caller's array, not to be modified) and
+    ``tol``, the row-sum tolerance of its dtype, for the calibrator's own
+    validation; :meth:`validated` is :func:`check_probabilities` of them.
+    """
+
+    def __init__(self, X: np.ndarray, tol: float):
+        self.X, self.tol, self.shape = X, tol, X.shape
+
+    def validated(self, **options) -> np.ndarray:
+        """:func:`check_probabilities` of ``X`` with ``options`` (``X``
+        itself if it has no rows)."""
+        if not len(self.X):
+            return self.X
+        return check_probabilities(self.X, tol=self.tol, **options)
+
+
+def set_proba_floor(calibrator, given, y_index, sample_weight) -> None:
+    """For a calibrator that validates the probabilities of ``fit`` itself
+    (``_reads = "given probabilities"``) and takes their logs: sets its
+    ``proba_floor_`` (see :func:`~skcal.utils._validation.proba_floor`)
+    from the :class:`GivenProbabilities` ``given`` and warns about the
+    calibration rows whose true class has probability 0, as the validation
+    of the other calibrators does."""
+    calibrator.proba_floor_ = proba_floor(given.X)
+    _warn_zero_true_class(given.X, y_index, sample_weight, calibrator.proba_floor_)
+
+
 class _LogRows:
     """Rows of the logits of validated probabilities, computed on demand.
 
@@ -130,7 +178,7 @@ class _LogRows:
     of ``X`` with ``input="proba"``: ``log(max(p, eps))`` of the
     renormalised rows (``eps``: the calibrator's ``proba_floor_``). The
     ``input="proba"`` path of a calibrator that maps
-    probabilities (``_reads = "probabilities"``) needs them only for the rare
+    probabilities (``_reads`` of probabilities) needs them only for the rare
     rows of its fallbacks.
     """
 
@@ -276,21 +324,20 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
 
     * Flags: ``_shift_invariant`` (adding a constant to a row of logits
       changes nothing), ``_keeps_argmax`` (the promise about the predicted
-      class), ``_needs_torch`` (the fit or prediction runs torch kernels),
-      ``_reads`` (``"logits"``, ``"softmax"`` or ``"probabilities"``: what
-      the model reads of the scores, which decides whether float64 logits
-      are shifted and whether ``input="proba"`` reaches the model as
-      probabilities) and ``_floors_probabilities`` (whether probabilities
-      are floored at ``proba_floor_`` before their logs).
+      class), ``_needs_torch`` (the fit or prediction runs torch kernels)
+      and ``_reads`` (``"logits"``, ``"softmax"``, ``"probabilities"``,
+      ``"log-probabilities"`` or ``"given probabilities"``: what the model
+      reads of the scores, which decides whether float64 logits are
+      shifted, whether ``input="proba"`` reaches the model as probabilities,
+      whether those are floored at ``proba_floor_`` before their logs, and
+      whether the fit validates them itself).
     * Hooks: ``_fit`` and ``_calibrated_logits`` (required),
-      ``_calibrated_proba``, and for ``_reads = "probabilities"``
-      ``_calibrated_proba_of_probabilities``;
-      ``_check_fit_probabilities`` and ``_proba_eps`` (what the fit on
-      probabilities is given, and their floor) for a calibrator that reads
-      the probabilities unlike the others; ``_wrapper_params`` (the wrapper
+      ``_calibrated_proba`` (for a ``_reads`` of probabilities, also of the
+      probabilities of ``input="proba"``); ``_wrapper_params`` (the wrapper
       protocol below). Helpers for subclasses, not hooks:
-      :func:`fit_logits`, :func:`shifted_rows` and :func:`export_input` of
-      this module.
+      :func:`fit_logits`, :func:`shifted_rows`, :func:`export_input`,
+      :class:`GivenProbabilities` and :func:`set_proba_floor` of this
+      module.
 
     **Input contract.** ``input`` says whether ``X`` holds logits (any real
     scores whose softmax is the model's prediction; log-probabilities are
@@ -307,8 +354,8 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     rows whose true class has probability 0; rows the floor raises are
     renormalised. Calibrators that only bin or sort probabilities, or clip
     them before their logs as their references do (beta, scaling-binning),
-    keep 2.2e-308 (``_floors_probabilities = False``). Logits beyond 1e300 in
-    absolute value are refused.
+    keep 2.2e-308 (``_reads`` of ``"probabilities"`` or ``"given
+    probabilities"``). Logits beyond 1e300 in absolute value are refused.
 
     **Classes.** Column ``j`` of ``X`` is class ``classes_[j]``. Pass
     ``classes`` to give the full label set in column order; without it,
@@ -380,41 +427,50 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     #: ``"probabilities"``: their softmax too, and with ``input="proba"``
     #: the validated probabilities themselves, without the round trip
     #: through their logs: :meth:`_fit` is given them and
-    #: :meth:`_calibrated_proba_of_probabilities` maps them.
-    _reads = "logits"
-    #: Whether the probabilities of ``input="proba"`` are floored at
-    #: ``proba_floor_`` before their logs (log-probabilities as logits,
-    #: log-odds), with a warning about rows whose true class has probability
-    #: 0. False (the floor stays ``PROBA_EPS``, no warning) for maps that
-    #: only bin or sort probabilities, and for those whose reference clips
-    #: them itself before its logs (beta calibration at float64's eps,
+    #: :meth:`_calibrated_proba` maps them (its argument ``P``); they stay
+    #: floored at ``PROBA_EPS`` only, without warning, for maps that only
+    #: bin or sort probabilities, and for those whose reference clips them
+    #: itself before its logs (beta calibration at float64's eps,
     #: scaling-binning at 1e-12), which bounds every row's log already.
-    _floors_probabilities = True
+    #: ``"log-probabilities"``: the same for a model that takes their logs
+    #: (log-odds, the logs as logits), so that they are floored at
+    #: ``proba_floor_`` first, with a warning about calibration rows whose
+    #: true class has probability 0, as the logits of ``input="proba"`` are
+    #: for ``"logits"`` and ``"softmax"``. ``"given probabilities"``: as
+    #: ``"probabilities"``, but :meth:`_fit` and :meth:`_calibrated_proba`
+    #: are given them unvalidated, as a :class:`GivenProbabilities` that
+    #: they validate themselves (not renormalised, or only what they read;
+    #: at ``PROBA_EPS``, a fit that takes their logs setting its own
+    #: ``proba_floor_`` for them, :func:`set_proba_floor`).
+    #: (Any of the last three: a ``_reads`` of probabilities,
+    #: :func:`maps_probabilities`.)
+    _reads = "logits"
 
     # ------------------------------------------------------------------ hooks
     def _fit(self, scores: np.ndarray, y_index: np.ndarray, sample_weight):
         """Fit on the validated ``scores`` (see :meth:`_validate_fit_data`).
 
         The logits, or for a calibrator that reads the probabilities
-        (``_reads = "probabilities"``) with ``input="proba"``, the validated
+        (``_reads`` of probabilities) with ``input="proba"``, the validated
         probabilities (C-contiguous float64, the calibrator's own copy, which
         it may overwrite: the renormalised rows of ``X`` floored at
         ``proba_floor_``, the softmax of the logits to a few units in the
-        last place), or what :meth:`_check_fit_probabilities` returns. A fit
-        that needs the logits takes :func:`fit_logits` of ``scores``.
+        last place), or with ``_reads = "given probabilities"``, a
+        :class:`GivenProbabilities`. A fit that needs the logits takes
+        :func:`fit_logits` of ``scores``.
         """
         raise NotImplementedError
 
-    def _check_fit_probabilities(self, X: np.ndarray, tol: float):
-        """The validated probabilities that :meth:`_fit` is
-        given (``X`` has rows; a calibrator that needs less than the whole
-        copy may return its own summary, with a ``shape``)."""
-        return check_probabilities(X, tol=tol, floor=True, eps=self._proba_eps())
-
     def _proba_eps(self) -> float:
-        """The floor of probabilities before their log: ``proba_floor_``
-        (set by ``fit`` with ``input="proba"``, see
-        :func:`~skcal.utils._validation.proba_floor`), else ``PROBA_EPS``."""
+        """The floor of the validated probabilities (and of their logs, the
+        logits of ``input="proba"``): ``proba_floor_`` (set by ``fit`` with
+        ``input="proba"``, see :func:`~skcal.utils._validation.proba_floor`),
+        else ``PROBA_EPS``; always ``PROBA_EPS`` for a calibrator that
+        validates them itself (``_reads = "given probabilities"``), whose
+        ``proba_floor_`` (:func:`set_proba_floor`) floors only the logs it
+        takes. Not a hook."""
+        if self._reads == "given probabilities":
+            return PROBA_EPS
         return getattr(self, "proba_floor_", PROBA_EPS)
 
     def n_free_parameters(self, n_classes: int, n_features=None) -> float:
@@ -442,26 +498,25 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
     def _calibrated_logits(self, logits: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def _calibrated_proba(self, logits: np.ndarray) -> np.ndarray:
-        """Calibrated probabilities of the validated ``logits``.
+    def _calibrated_proba(self, logits, P=None) -> np.ndarray:
+        """Calibrated probabilities of the validated ``logits``, or of the
+        validated probabilities ``P``.
 
         The softmax of :meth:`_calibrated_logits`. A subclass whose model
         gives probabilities directly overrides this (one pass less, and no
         round trip through the log); it must not modify ``logits`` and may
         return any float64 array, which the caller copies if needed.
+
+        ``P`` is given only to a calibrator that reads the probabilities
+        (``_reads`` of probabilities) with ``input="proba"``, which
+        overrides this: ``P`` (C-contiguous float64, the calibrator's own
+        copy, which it may overwrite) holds the renormalised rows of ``X``
+        floored at ``proba_floor_``, the softmax of the logits it would get
+        otherwise, to a few units in the last place; ``logits`` is then an
+        object whose ``logits[rows]`` gives those logits for the rows a
+        fallback needs (:class:`_LogRows`).
         """
         return _softmax_rows(self, _owned(self._calibrated_logits(logits), logits))
-
-    def _calibrated_proba_of_probabilities(self, P: np.ndarray, logits) -> np.ndarray:
-        """Calibrated probabilities of validated probabilities ``P``.
-
-        ``P`` (C-contiguous float64, the calibrator's own copy, which it may
-        overwrite) holds the renormalised rows of ``X`` floored at
-        ``proba_floor_``: the softmax of the logits :meth:`_calibrated_proba`
-        would get, to a few units in the last place. ``logits[rows]`` gives
-        those logits for the rows a fallback needs.
-        """
-        raise NotImplementedError
 
     def _wrapper_params(self, *, classes, input) -> dict:
         """The parameters :class:`~skcal.CalibratedClassifier` sets on a clone.
@@ -576,20 +631,25 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         The scores are the logits of :meth:`_validate_scores`, or with
         ``probabilities`` (``input="proba"``) the validated, renormalised
         probabilities floored at ``proba_floor_`` (same checks, same
-        messages). With ``input="proba"``, sets ``proba_floor_`` and warns
-        about calibration rows whose true class has probability 0.
+        messages), or their :class:`GivenProbabilities` (``_reads``). With
+        ``input="proba"``, sets ``proba_floor_`` and warns about calibration
+        rows whose true class has probability 0 (not for the ``_reads`` that
+        keep them as given).
         """
         names, targets = frame_column_names(X), None
         X, tol = self._score_array(X, reset=True)
-        floored = self.input == "proba" and self._floors_probabilities
+        floored = self.input == "proba" and self._reads not in _UNFLOORED_READS
         if floored:
             self.proba_floor_ = proba_floor(X)
         if probabilities:
             check_scores_shape(X)
         if names is not None:  # columns named after the classes: their order
             X, targets = self._fit_columns_in_class_order(X, names, y, sample_weight)
-        if probabilities:
-            logits = self._check_fit_probabilities(X, tol) if len(X) else X
+        if probabilities and self._reads == "given probabilities":
+            logits = GivenProbabilities(X, tol)
+        elif probabilities:
+            eps = self._proba_eps()
+            logits = GivenProbabilities(X, tol).validated(floor=True, eps=eps)
         else:
             logits = self._logits_of(X, tol)
         if targets is None:
@@ -637,7 +697,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         self : object
             The fitted calibrator.
         """
-        probabilities = self._reads == "probabilities" and self.input == "proba"
+        probabilities = maps_probabilities(self)
         scores, y_index, sample_weight = self._validate_fit_data(
             X, y, sample_weight, probabilities=probabilities
         )
@@ -653,13 +713,13 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         constant per row; calibrators whose model ignores such a constant
         (``_shift_invariant``) return them computed from ``X - X.max(axis=1)``.
         With ``input="proba"``, calibrators that map the probabilities
-        directly (``_reads = "probabilities"``) return the logs of
+        directly (``_reads`` of probabilities) return the logs of
         :meth:`predict_proba` itself (see :meth:`_log_of_proba`): a step map
         could put the probabilities and the softmax of their logs, equal to
         the last place, in different bins.
         """
         check_is_fitted(self)
-        if self._reads == "probabilities" and self.input == "proba":
+        if maps_probabilities(self):
             return self._log_of_proba(X)
         logits = self._validate_scores(X, reset=False)
         return _owned(self._calibrated_logits(logits), logits)
@@ -672,7 +732,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         Column ``j`` is the probability of ``classes_[j]``; rows sum to 1.
         """
         check_is_fitted(self)
-        if self._reads == "probabilities" and self.input == "proba":
+        if maps_probabilities(self):
             return self._predict_proba_of_probabilities(X)
         shift = None if self._reads == "logits" else "unless_float64"
         logits = self._validate_scores(X, reset=False, shift=shift)
@@ -682,15 +742,20 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         """:meth:`predict_proba` for ``input="proba"`` (``_reads``).
 
         The validation of :meth:`_validate_scores` (same checks, same
-        messages), whose copy of the probabilities is mapped directly.
+        messages), whose copy of the probabilities is mapped directly (with
+        ``_reads = "given probabilities"``, their
+        :class:`GivenProbabilities`).
         """
         X, tol = self._score_array(X, reset=False)
         check_scores_shape(X)
         if X.shape[0] == 0:
             return np.empty(X.shape)
         eps = self._proba_eps()
-        P = check_probabilities(X, tol=tol, floor=True, eps=eps)
-        out = self._calibrated_proba_of_probabilities(P, _LogRows(X, tol, eps))
+        if self._reads == "given probabilities":  # validated by the calibrator
+            P = GivenProbabilities(X, tol)
+        else:
+            P = check_probabilities(X, tol=tol, floor=True, eps=eps)
+        out = self._calibrated_proba(_LogRows(X, tol, eps), P)
         return np.asarray(out, dtype=np.float64, order="C")
 
     def _log_of_proba(self, X) -> np.ndarray:
@@ -710,7 +775,7 @@ class BaseCalibrator(ProbaOutputMixin, ClassifierMixin, BaseEstimator):
         that underflowed to 0 has the log of the smallest positive float,
         about -744.4).
         """
-        if self._reads == "probabilities" and self.input == "proba":
+        if maps_probabilities(self):
             check_is_fitted(self)
             return self._log_of_proba(X)
         return _softmax_rows(self, self.decision_function(X), log=True)

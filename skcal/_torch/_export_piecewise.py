@@ -587,7 +587,7 @@ class PlattMap(Float64Block):
 
     From probabilities (``from_logits=False``): ``log(p / (1 - p))`` with
     ``1 - p`` the sum of the other entries for each row's largest, as
-    ``PlattCalibrator._calibrated_proba_of_probabilities``; from logits:
+    ``PlattCalibrator._map_probabilities``; from logits:
     ``log p_k - log(1 - p_k)`` from the shifted exponentials, the largest's
     as ``-log R`` (``R`` the sum of the others' ``exp(z_j - max)``), or
     where ``R`` is below ``sum_floor``, from the others' own maximum
@@ -672,7 +672,7 @@ class BetaMap(Float64Block):
     clipped to ``[eps, 1 - eps]`` (float64's eps).
 
     From probabilities, ``ln`` of the clipped ``s`` and ``1 - s``, as
-    ``BetaCalibrator._calibrated_proba_of_probabilities``; from logits,
+    ``BetaCalibrator._map_probabilities``; from logits,
     ``ln s`` as the log-softmax ``(z - m) - ln sum exp(z - m)`` clipped to
     ``[ln eps, ln(1 - eps)]`` and ``1 - s`` from the softmax, as its
     ``_calibrated_proba``.
@@ -768,7 +768,7 @@ class TopLabelShares(Float64Block):
     Each row's first maximum ``c`` is mapped by ``mapping`` (one map, read
     on a column of its own); the other entries share ``1 - mapping(c)`` in
     proportion to their probabilities, or evenly where they are all 0, as
-    ``ScalingBinningCalibrator._calibrated_proba_of_probabilities`` does
+    ``ScalingBinningCalibrator._calibrated_proba`` does
     (the renormalisation follows in :class:`OneVsRest`).
     """
 

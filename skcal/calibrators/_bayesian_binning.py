@@ -26,7 +26,7 @@ from ..utils._constants import BCE_LOG_FLOOR
 from ..utils._docstrings import fill_doc
 from ..utils._sklearn import StrOptions
 from ..utils._validation import effective_sample_size
-from ._one_vs_rest import OneVsRestCalibrator, map_transposed
+from ._one_vs_rest import OneVsRestCalibrator, map_transposed, probabilities_of
 
 __all__ = ["BBQCalibrator", "ENIRCalibrator"]
 
@@ -281,7 +281,8 @@ class _AveragedStepMaps(OneVsRestCalibrator):
         for k in np.flatnonzero(~present):
             self.bin_edges_[k], self.bin_values_[k] = edges, values
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _calibrated_proba(self, logits, P=None):
+        P = probabilities_of(logits, P)
         return map_transposed(P, logits, self._map_column)
 
     def _torch_map(self):

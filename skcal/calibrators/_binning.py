@@ -20,6 +20,7 @@ from ._one_vs_rest import (
     ConfidenceMapMixin,
     OneVsRestCalibrator,
     map_transposed,
+    probabilities_of,
     renormalize_inplace,
 )
 from ._platt import fit_beta
@@ -607,7 +608,8 @@ class IsotonicCalibrator(ConfidenceMapMixin, OneVsRestCalibrator):
         for k in np.flatnonzero(~present):
             self.thresholds_[k], self.values_[k] = knots, values
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _calibrated_proba(self, logits, P=None):
+        P = probabilities_of(logits, P)
         return map_transposed(P, logits, self._map_column)
 
     def _torch_map(self):
@@ -1067,7 +1069,8 @@ class ScalingBinningCalibrator(OneVsRestCalibrator):
         # by value: fitted edges edited in place (or reloaded) are seen
         return zones if same and np.array_equal(edges, self.bin_edges_[k]) else False
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _calibrated_proba(self, logits, P=None):
+        P = probabilities_of(logits, P)
         if self.mode == "marginal":
             return map_transposed(P, logits, self._map_column)
         rows = np.arange(len(P))

@@ -464,7 +464,7 @@ class EnsembleTemperatureScaling(TopKInputMixin, BaseCalibrator):
     _shift_invariant = True
     _keeps_argmax = "proba"
     # input="proba": mapped as probabilities, fitted on their logs
-    _reads = "probabilities"
+    _reads = "log-probabilities"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -648,11 +648,13 @@ class EnsembleTemperatureScaling(TopKInputMixin, BaseCalibrator):
         p1 = softmax_inplace(z.copy()) if raw else None
         return softmax_inplace(z / self.temperature_), p1
 
-    def _calibrated_proba(self, logits):
+    def _calibrated_proba(self, logits, P=None):
+        if P is not None:
+            return self._map_probabilities(P, logits)
         z = shifted_rows(logits)  # its own copy: z / T reads shifted logits
         return self._mix_into(z, z)
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _map_probabilities(self, P, logits):
         """The mixture of validated probabilities ``P`` (overwritten).
 
         Without the raw member (``w_1 = 0``), the map of their logs, taken

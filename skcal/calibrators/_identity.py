@@ -73,9 +73,8 @@ class IdentityCalibrator(BaseCalibrator):
     _corrects_temperature = False
     # predict_proba is the softmax of the logits (float64 scores passed
     # unshifted), or with input="proba" the validated probabilities themselves
+    # (nothing is fitted: the floor stays PROBA_EPS, the probabilities as given)
     _reads = "probabilities"
-    # nothing is fitted: the floor stays PROBA_EPS, the probabilities as given
-    _floors_probabilities = False
 
     def __init__(self, *, input="logits", classes=None):
         self.input = input
@@ -114,5 +113,5 @@ class IdentityCalibrator(BaseCalibrator):
     def _calibrated_logits(self, logits):
         return np.asarray(logits, dtype=np.float64)
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
-        return P
+    def _calibrated_proba(self, logits, P=None):
+        return super()._calibrated_proba(logits) if P is None else P

@@ -73,6 +73,14 @@ def present_classes(y_index, sample_weight, n_classes: int) -> np.ndarray:
     return np.bincount(y_index[sample_weight > 0], minlength=n_classes) > 0
 
 
+def probabilities_of(logits, P=None) -> np.ndarray:
+    """The probabilities that the one-vs-rest maps read: ``P`` if given
+    (the validated probabilities of ``input="proba"``), else a new array
+    holding the softmax of ``logits`` (see
+    ``BaseCalibrator._calibrated_proba``)."""
+    return softmax_into(logits, np.empty(logits.shape)) if P is None else P
+
+
 def renormalize_inplace(Q: np.ndarray, logits) -> np.ndarray:
     """Rows of ``Q`` floored at :data:`PROBA_FLOOR` and divided by their sums.
 
@@ -82,7 +90,7 @@ def renormalize_inplace(Q: np.ndarray, logits) -> np.ndarray:
     softmax is computed for those rows alone, and the row sums are only
     looked at when some value is 0. ``logits`` may be any object whose
     ``logits[rows]`` gives those rows (see
-    ``BaseCalibrator._calibrated_proba_of_probabilities``).
+    ``BaseCalibrator._calibrated_proba``).
     """
     empty = None
     if Q.size and not Q.min() > 0:
@@ -329,12 +337,11 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
     _shift_invariant = True
     #: the maps read the softmax, or with ``input="proba"`` the validated
     #: probabilities (a subclass whose ``_class_scores`` reads the logits
-    #: fits on their logs, :func:`~skcal.base.fit_logits`)
+    #: fits on their logs, :func:`~skcal.base.fit_logits`); the maps bin or
+    #: sort the probabilities, or clip them before their logs as their
+    #: references do (a subclass that takes logs of the floored
+    #: probabilities, as Platt scaling, reads ``"log-probabilities"``)
     _reads = "probabilities"
-    #: the maps bin or sort the probabilities, or clip them before their logs
-    #: as their references do (a subclass that takes logs of the floored
-    #: probabilities, as Platt scaling, sets True)
-    _floors_probabilities = False
     #: appended to the ConvergenceWarning of classes whose fit did not converge
     _unconverged_hint = ""
 
@@ -375,7 +382,7 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         if logits is not None:
             return self._calibrated_proba(logits[rows])
         given = P[rows]
-        return self._calibrated_proba_of_probabilities(given.copy(), _LogsOf(given))
+        return self._calibrated_proba(_LogsOf(given), given.copy())
 
     def _held_out_proba(self, scores, y_index, weights, calibrated):
         """The cross-fitted calibrated probabilities of the calibration rows
@@ -550,11 +557,8 @@ class OneVsRestCalibrator(BaseCalibrator, metaclass=ABCMeta):
         prediction path calls; a subclass with its own path need not)."""
         raise NotImplementedError
 
-    def _calibrated_proba(self, logits):
-        Q = softmax_into(logits, np.empty(logits.shape))
-        return self._calibrated_proba_of_probabilities(Q, logits)
-
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _calibrated_proba(self, logits, P=None):
+        P = probabilities_of(logits, P)
         self._map_columns(P)
         return renormalize_inplace(P, logits)
 

@@ -177,7 +177,7 @@ class PlattCalibrator(OneVsRestCalibrator):
     True
     """
 
-    _floors_probabilities = True
+    _reads = "log-probabilities"  # the log-odds of the floored probabilities
 
     def __init__(self, *, input="logits", classes=None):
         self.input = input
@@ -210,13 +210,15 @@ class PlattCalibrator(OneVsRestCalibrator):
         mapping = PlattMap(self.coef_, self.intercept_, logits, SUM_FLOOR)
         return mapping, logits
 
-    def _calibrated_proba(self, logits):
+    def _calibrated_proba(self, logits, P=None):
+        if P is not None:
+            return self._map_probabilities(P, logits)
         z = shifted_rows(logits)  # the log-odds are computed from shifted logits
         Q = _class_log_odds(z, out=np.empty(z.shape))
         affine_columns(Q, self.coef_, self.intercept_, out=Q)
         return renormalize_inplace(sigmoid_inplace(Q), z)
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _map_probabilities(self, P, logits):
         """:meth:`_calibrated_proba` of the probabilities ``P`` themselves.
 
         The log-odds are ``log(p / (1 - p))``, with ``1 - p`` taken as such
@@ -454,7 +456,7 @@ class BetaCalibrator(OneVsRestCalibrator):
         logits = self.input == "logits"
         return BetaMap(self.coef_, self.intercept_, from_logits=logits), logits
 
-    def _calibrated_proba(self, logits):
+    def _calibrated_proba(self, logits, P=None):
         """The beta map of each class's softmax probability, renormalised.
 
         One exponential per entry gives both ``s`` (the softmax, computed as
@@ -465,6 +467,8 @@ class BetaCalibrator(OneVsRestCalibrator):
         ``1 - s`` clipped to the same range is ``1 - clip(s)`` exactly. By
         blocks of rows, in the returned array and one scratch block.
         """
+        if P is not None:
+            return self._map_probabilities(P, logits)
         z = np.asarray(logits, dtype=np.float64)
         out = np.empty(z.shape)
         if z.size == 0:
@@ -485,7 +489,7 @@ class BetaCalibrator(OneVsRestCalibrator):
             self._beta_map(f, s, a, minus_b)
         return renormalize_inplace(out, logits)
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _map_probabilities(self, P, logits):
         """:meth:`_calibrated_proba` of the probabilities ``P`` themselves.
 
         ``ln s`` and ``ln(1 - s)`` of the clipped probabilities, by blocks

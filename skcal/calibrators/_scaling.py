@@ -504,14 +504,16 @@ class _AffineScaling(AffineMap, BaseCalibrator):
     _needs_torch = True  # its fit runs torch kernels
     _kind = "diagonal"
     # input="proba": mapped as probabilities, fitted on their logs
-    _reads = "probabilities"
+    _reads = "log-probabilities"
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
         "reg_lambda": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
         **LBFGS_CONSTRAINTS,
     }
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _calibrated_proba(self, logits, P=None):
+        if P is None:
+            return super()._calibrated_proba(logits)
         # the map of log(P), the logs taken block by block into the input of
         # the product, the result written over P
         return self._map(P, log=True, softmax=True, out=P)

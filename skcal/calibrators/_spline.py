@@ -165,7 +165,7 @@ class SplineCalibrator(BaseCalibrator):
     _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
-    _reads = "probabilities"  # fitted on the logs of input="proba"
+    _reads = "log-probabilities"  # fitted on the logs of input="proba"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -275,12 +275,11 @@ class SplineCalibrator(BaseCalibrator):
             out = interp(s, self.scores_, self.calibrated_scores_)
         return np.clip(out, *self.confidence_bounds_)
 
-    def _calibrated_proba(self, logits):
-        P = softmax_into(logits, np.empty(logits.shape))
-        # the logits' own argmax: their softmax may round two of them to a tie
-        return self._replace_top_label(P, logits, np.argmax(logits, axis=1))
-
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _calibrated_proba(self, logits, P=None):
+        if P is None:
+            P = softmax_into(logits, np.empty(logits.shape))
+            # the logits' own argmax: their softmax may round two of them to a tie
+            return self._replace_top_label(P, logits, np.argmax(logits, axis=1))
         # the argmax of their logs log(max(p, PROBA_EPS)): log is increasing
         top = np.argmax(P, axis=1)
         if self.temperature_ != 1.0:  # the shares need the logs

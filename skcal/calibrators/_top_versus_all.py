@@ -23,7 +23,12 @@ from .._torch.kernels._softmax import (
     softmax_inplace,
     softmax_into,
 )
-from ..base import BaseCalibrator, BaseLocalCalibrator, shifted_rows
+from ..base import (
+    BaseCalibrator,
+    BaseLocalCalibrator,
+    set_proba_floor,
+    shifted_rows,
+)
 from ..exceptions import ConvergenceWarning
 from ..llm._topk import TopKScores
 from ..llm._topk_ops import (
@@ -542,19 +547,10 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
     _needs_torch = True  # its fit runs torch kernels
     _shift_invariant = True
     _keeps_argmax = "proba"
-    _reads = "probabilities"
 
-    @property
-    def _floors_probabilities(self) -> bool:
-        """Whether the fit takes logs of the probabilities (a scaling
-        calibrator, or the temperature of the others' shares): then they
-        are floored at ``proba_floor_`` before their logs, as by every
-        calibrator that takes them, with the warning about calibration rows
-        whose true class has probability 0. The binary problem itself (the
-        top entries and the others' sums) and the others' proportions are
-        read from the probabilities as given (a 0 stays 0), and a binary
-        calibrator floors what it reads itself."""
-        return self.redistribution == "temperature" or self._inner_kind() == "scaling"
+    # input="proba": validated by the fit and the prediction themselves (see
+    # _fit_proba), which floor them at proba_floor_ only for their logs
+    _reads = "given probabilities"
 
     _parameter_constraints: dict = {
         **BaseCalibrator._parameter_constraints,
@@ -596,12 +592,6 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         """:func:`_kind` of ``calibrator`` (None: temperature scaling)."""
         return "scaling" if self.calibrator is None else _kind(self.calibrator)
 
-    def _proba_eps(self) -> float:
-        """The floor of the validated probabilities: ``PROBA_EPS`` (the
-        binary problem and the others' proportions read them as given);
-        their logs are floored at ``proba_floor_`` (:meth:`_logs_of`)."""
-        return PROBA_EPS
-
     def _logs_of(self, P: np.ndarray) -> np.ndarray:
         """``log(max(P, proba_floor_))`` of validated probabilities ``P``
         (our copy, overwritten and returned), the rows the floor raised
@@ -634,27 +624,30 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
             binary = _BinaryProblem(binary_log_proba(scores, top))
         self._fit_top(top, y_index, sample_weight, binary, scores)
 
-    def _check_fit_probabilities(self, X, tol):
-        """A binary calibrator with proportional redistribution reads only
-        each row's top entry and the sum of the others (or the top entry
-        alone, for one map): those, without a copy of ``X``; otherwise the
-        copy."""
-        kind = self._inner_kind()
-        if self.redistribution != "proportional" or kind == "scaling":
-            return super()._check_fit_probabilities(X, tol)
-        return _TopRows(X, tol, rest=kind != "one_map")
+    def _fit_proba(self, given, y_index, sample_weight):
+        """:meth:`_fit` of the :class:`~skcal.base.GivenProbabilities`
+        ``given``.
 
-    def _fit_proba(self, P, y_index, sample_weight):
-        """:meth:`_fit` of validated probabilities ``P`` (our copy, or the
-        :class:`_TopRows` of :meth:`_check_fit_probabilities`): the binary
-        problem read from ``P`` as given (as in the predictions), then the
-        logs of ``P`` taken in place (:meth:`_logs_of`) only for a scaling
-        calibrator or the others' temperature."""
-        if isinstance(P, _TopRows):
-            binary = _BinaryProblem(None, P.c, P.rest)
-            self._fit_top(P.top, y_index, sample_weight, binary, None)
-            return
+        A binary calibrator with proportional redistribution reads only each
+        row's top entry and the sum of the others (or the top entry alone,
+        for one map): those, validated without a copy of ``X``
+        (:class:`_TopRows`). Otherwise the validated copy ``P`` (floored at
+        ``PROBA_EPS`` only): the binary problem read from ``P`` as given (as
+        in the predictions; a binary calibrator floors what it reads
+        itself), then, for a scaling calibrator or the others' temperature,
+        the logs of ``P`` taken in place (:meth:`_logs_of`), at
+        ``proba_floor_`` as by every calibrator that takes them, with the
+        warning about calibration rows whose true class has probability 0
+        (:func:`~skcal.base.set_proba_floor`).
+        """
         kind = self._inner_kind()
+        if self.redistribution == "proportional" and kind != "scaling":
+            rows = _TopRows(given.X, given.tol, rest=kind != "one_map")
+            binary = _BinaryProblem(None, rows.c, rows.rest)
+            self._fit_top(rows.top, y_index, sample_weight, binary, None)
+            return
+        set_proba_floor(self, given, y_index, sample_weight)
+        P = given.validated(floor=True, eps=PROBA_EPS)
         top = np.argmax(P, axis=1)
         binary = None
         if kind != "scaling":  # its own arrays: P is overwritten below
@@ -956,7 +949,7 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         proba = inner.predict_proba(self._binary_input(inner, binary))
         return np.clip(np.asarray(proba)[:, self._right_column_], 0.0, 1.0)
 
-    def _calibrated_proba_of_probabilities(self, P, logits):
+    def _map_probabilities(self, P, logits):
         """:meth:`predict_proba` of validated probabilities ``P`` (our copy).
 
         Where the other classes keep their proportions (a binary calibrator
@@ -967,6 +960,7 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         and mapped as logits, a binary calibrator's confidence read from
         ``P`` first (as in the fit).
         """
+        P = P.validated(floor=True, eps=PROBA_EPS)  # see _reads
         if self._temperature_only():  # softmax(log(P) / T), in P itself
             rows_of = _FlooredLogRows(logits, getattr(self, "proba_floor_", PROBA_EPS))
             return self._temperature_proba(self._logs_of(P), rows_of)
@@ -1049,7 +1043,9 @@ class TopVersusAll(TopKInputMixin, BaseCalibrator):
         )
         return _replace_top(shares, top, confidence, complement, ahead)
 
-    def _calibrated_proba(self, logits):
+    def _calibrated_proba(self, logits, P=None):
+        if P is not None:
+            return self._map_probabilities(P, logits)
         # its own shifted copy (the top entries' gaps read shifted logits),
         # which the prediction may then overwrite
         return self._proba(shifted_rows(logits), owned=True)

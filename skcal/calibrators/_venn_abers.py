@@ -449,9 +449,9 @@ class VennAbersCalibrator(BaseCalibrator):
         "verbose": ["verbose"],
     }
     _shift_invariant = True
-    _reads = "probabilities"
-    # input="proba": isotonic fits of the probabilities as given, no logs
-    _floors_probabilities = False
+    # input="proba": isotonic fits of the probabilities as given, no logs,
+    # validated by _fit (not renormalised)
+    _reads = "given probabilities"
 
     def __init__(
         self,
@@ -541,17 +541,13 @@ class VennAbersCalibrator(BaseCalibrator):
         """With ``input="proba"``, the binary problems read the given
         probabilities themselves: no round trip through their logs, which
         would break their ties."""
-        if self.input == "proba":
-            self._fit_columns(np.ascontiguousarray(scores.T), y_index, sample_weight)
+        if self.input == "proba":  # clipped to [0, 1], not renormalised
+            P = scores.validated(renormalize=False)  # see _columns
+            self._fit_columns(np.ascontiguousarray(P.T), y_index, sample_weight)
             return
         logits = scores
         columns = softmax_into(logits, np.empty(logits.shape)).T.copy()
         self._fit_columns(columns, y_index, sample_weight)
-
-    def _check_fit_probabilities(self, X, tol):
-        """The given probabilities, validated and clipped to [0, 1] but not
-        renormalised (see :meth:`_columns`)."""
-        return check_probabilities(X, tol=tol, renormalize=False)
 
     def _fit_columns(self, columns, y_index, sample_weight):
         """Fit every problem on the probability columns (one row per class)."""
@@ -667,14 +663,12 @@ class VennAbersCalibrator(BaseCalibrator):
         # the exact bounds contain the exact value: widened by its rounding
         return Q, np.minimum(lower.T, Q), np.maximum(upper.T, Q)
 
-    def _calibrated_proba(self, logits):
+    def _calibrated_proba(self, logits, P=None):
+        if P is not None:  # input="proba": read as given (see _columns)
+            P = P.validated(renormalize=False)
+            return self._proba_of_columns(np.ascontiguousarray(P.T))
         columns = np.ascontiguousarray(softmax_into(logits, np.empty(logits.shape)).T)
         return self._proba_of_columns(columns)
-
-    def _predict_proba_of_probabilities(self, X):
-        """:meth:`predict_proba` with ``input="proba"``: the problems read
-        the given probabilities themselves (see :meth:`_columns`)."""
-        return self._proba_of_columns(self._columns(X))
 
     def to_torch(self):
         """The fitted predictors as a torch module: scores to :meth:`predict_proba`.
