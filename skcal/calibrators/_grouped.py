@@ -12,13 +12,12 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import minimize
 from scipy.special import log_softmax
-from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from ..llm._corrections import (
-    GROUPED_CONSTRAINTS,
     SHRINKAGE_GRID,
+    _GroupedCalibrator,
     _option_log_proba,
     best_shrinkage,
     fit_log_temperature,
@@ -29,7 +28,7 @@ from ..llm._corrections import (
 from ..utils._constants import PROBA_EPS
 from ..utils._groups import check_groups
 from ..utils._sklearn import _fit_context
-from ..utils._validation import check_sample_weight, resolve_classes
+from ..utils._validation import check_sample_weight
 
 __all__ = ["GroupedVectorScaling"]
 
@@ -111,7 +110,7 @@ def _log_proba(Z, maps) -> np.ndarray:
     return log_softmax(Z * maps[:, 0] + maps[:, 1], axis=1)
 
 
-class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
+class GroupedVectorScaling(_GroupedCalibrator):
     """Vector scaling with one map per group, shrunk to the pooled map.
 
     Each group ``g`` gets per-class scales and offsets ``theta_g = (a_g,
@@ -181,17 +180,6 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
     (2, 3)
     """
 
-    _parameter_constraints: dict = dict(GROUPED_CONSTRAINTS)
-
-    def __init__(
-        self, *, input="logits", shrinkage="auto", cv=5, classes=None, random_state=None
-    ):
-        self.input = input
-        self.shrinkage = shrinkage
-        self.cv = cv
-        self.classes = classes
-        self.random_state = random_state
-
     def n_free_parameters(self, n_classes, n_features=None, n_groups=1):
         """A scale and an offset per class and per group: ``2 C n_groups``.
 
@@ -221,11 +209,6 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
         """
         return float(2 * n_classes * n_groups)
 
-    def _wrapper_params(self, *, classes, input) -> dict:
-        """The wrapper protocol of :class:`~skcal.base.BaseCalibrator`: the
-        ``classes`` and ``input`` a wrapper or a search sets on a clone."""
-        return {"classes": classes, "input": input}
-
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, groups=None, sample_weight=None):
         """Fit the pooled and the per-group maps.
@@ -242,13 +225,7 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
         -------
         self : GroupedVectorScaling
         """
-        if y is None:
-            raise ValueError(
-                "GroupedVectorScaling requires y to be passed, but the target y "
-                "is None: pass the labels of the calibration rows."
-            )
-        Z, y = _option_log_proba(self, X, reset=True, y=y)
-        self.classes_, y_index = resolve_classes(y, Z.shape[1], self.classes)
+        Z, y_index = self._fit_labels(X, y)
         w = check_sample_weight(sample_weight, len(Z))  # a weight counts as rows
         if groups is None:
             groups = np.zeros(len(Z), dtype=int)
@@ -309,10 +286,6 @@ class GroupedVectorScaling(ClassifierMixin, BaseEstimator):
             when None) use the pooled map.
         """
         return _log_proba(*self._maps(X, groups))
-
-    def predict_proba(self, X, groups=None) -> np.ndarray:
-        """Probabilities; see :meth:`predict_log_proba`."""
-        return np.exp(self.predict_log_proba(X, groups))
 
     def group_positions(self, groups) -> np.ndarray:
         """The second input of the exported module: each label's position.

@@ -50,15 +50,6 @@ SHRINKAGE_GRID = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
 #: held-out NLL of a few dozen rows per group is noisy, and averaging four
 #: splits steadies the choice (cost: four times the cross-fitting).
 CV_REPEATS = 4
-#: The parameters of the grouped calibrators (GroupedTemperatureScaling and
-#: skcal.GroupedVectorScaling).
-GROUPED_CONSTRAINTS = {
-    "input": [StrOptions({"logits", "proba"})],
-    "shrinkage": [StrOptions({"auto"}), Interval(Real, 0, None, closed="both")],
-    "cv": ["cv_object"],
-    "classes": ["array-like", None],
-    "random_state": ["random_state"],
-}
 #: Bounds of the log-temperature (temperatures from 1e-3 to 1e3).
 _LOG_T_BOUND = float(np.log(1e3))
 #: Newton / bisection iterations of the temperature fits (bisection alone
@@ -465,7 +456,51 @@ def _held_out_nll(Z, y, w, s):
     return float(-(w @ logq[np.arange(len(y)), y]))
 
 
-class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
+class _GroupedCalibrator(ClassifierMixin, BaseEstimator):
+    """The plumbing of the grouped calibrators (GroupedTemperatureScaling and
+    skcal.GroupedVectorScaling): parameters, wrapper protocol, fit's labels,
+    probabilities and group positions; each subclass holds its own maps."""
+
+    _parameter_constraints: dict = {
+        "input": [StrOptions({"logits", "proba"})],
+        "shrinkage": [StrOptions({"auto"}), Interval(Real, 0, None, closed="both")],
+        "cv": ["cv_object"],
+        "classes": ["array-like", None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self, *, input="logits", shrinkage="auto", cv=5, classes=None, random_state=None
+    ):
+        self.input = input
+        self.shrinkage = shrinkage
+        self.cv = cv
+        self.classes = classes
+        self.random_state = random_state
+
+    def _wrapper_params(self, *, classes, input) -> dict:
+        """The wrapper protocol of :class:`~skcal.base.BaseCalibrator`: the
+        ``classes`` and ``input`` a wrapper or a search sets on a clone."""
+        return {"classes": classes, "input": input}
+
+    def _fit_labels(self, X, y):
+        """``(Z, y_index)``: validated log-probabilities and label positions;
+        sets ``classes_`` (and ``n_features_in_``)."""
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y "
+                "is None: pass the labels of the calibration rows."
+            )
+        Z, y = _option_log_proba(self, X, reset=True, y=y)
+        self.classes_, y_index = resolve_classes(y, Z.shape[1], self.classes)
+        return Z, y_index
+
+    def predict_proba(self, X, groups=None) -> np.ndarray:
+        """Probabilities; see :meth:`predict_log_proba`."""
+        return np.exp(self.predict_log_proba(X, groups))
+
+
+class GroupedTemperatureScaling(_GroupedCalibrator):
     """Temperature scaling with one temperature per group, shrunk to the pooled.
 
     A user with many small tasks (one per prompt template, dataset or
@@ -541,17 +576,6 @@ class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
     (2, 4)
     """
 
-    _parameter_constraints: dict = dict(GROUPED_CONSTRAINTS)
-
-    def __init__(
-        self, *, input="logits", shrinkage="auto", cv=5, classes=None, random_state=None
-    ):
-        self.input = input
-        self.shrinkage = shrinkage
-        self.cv = cv
-        self.classes = classes
-        self.random_state = random_state
-
     def n_free_parameters(self, n_classes, n_features=None, n_groups=1):
         """One temperature per group: ``n_groups``.
 
@@ -581,11 +605,6 @@ class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
         """
         return float(n_groups)
 
-    def _wrapper_params(self, *, classes, input) -> dict:
-        """The wrapper protocol of :class:`~skcal.base.BaseCalibrator`: the
-        ``classes`` and ``input`` a wrapper or a search sets on a clone."""
-        return {"classes": classes, "input": input}
-
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, groups=None, sample_weight=None):
         """Fit the pooled and the per-group temperatures.
@@ -605,13 +624,7 @@ class GroupedTemperatureScaling(ClassifierMixin, BaseEstimator):
         -------
         self : GroupedTemperatureScaling
         """
-        if y is None:
-            raise ValueError(
-                "GroupedTemperatureScaling requires y to be passed, but the target y "
-                "is None: pass the labels of the calibration rows."
-            )
-        Z, y = _option_log_proba(self, X, reset=True, y=y)
-        self.classes_, y_index = resolve_classes(y, Z.shape[1], self.classes)
+        Z, y_index = self._fit_labels(X, y)
         w = check_sample_weight(sample_weight, len(Z), relative=True)
         self.groups_, g_index = self._group_index(groups, len(Z), fit=True)
         n_groups = len(self.groups_)
