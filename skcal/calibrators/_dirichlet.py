@@ -16,6 +16,7 @@ from .._torch.kernels import fit_affine_softmax, softmax_inplace
 from ..base import BaseCalibrator, export_input
 from ..exceptions import GridEdgeWarning
 from ..utils._constraints import LBFGS_CONSTRAINTS
+from ..utils._docstrings import LBFGS_DOC, fill_doc
 from ..utils._parameters import dirichlet_count
 from ..utils._sklearn import Interval, StrOptions
 from ..utils._validation import count_events, effective_sample_size
@@ -110,6 +111,7 @@ def _prepare(logits, y_index, sample_weight, device, name) -> tuple:
     return log_p, events, beta
 
 
+@fill_doc(lbfgs=LBFGS_DOC)
 class DirichletCalibrator(AffineMap, BaseCalibrator):
     """Dirichlet calibration: ``softmax(W log p + b)``.
 
@@ -188,13 +190,7 @@ class DirichletCalibrator(AffineMap, BaseCalibrator):
         Where the fit runs.
     tol : float, default=1e-5
         Stop when the largest absolute gradient entry is below ``tol``.
-    max_iter : int, default=1000
-        Maximum number of L-BFGS iterations.
-    verbose : int, default=0
-        0: silent. 1: a progress bar on stderr for the L-BFGS solve
-        (iteration k of ``max_iter``, elapsed time, loss and largest
-        gradient entry; it ends early when the solve converges). 2: also one
-        line per iteration.
+    {lbfgs}
 
     Attributes
     ----------

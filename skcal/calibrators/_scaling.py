@@ -30,6 +30,7 @@ from ..llm._topk_ops import (
 )
 from ..llm._topk_tail import TopKTailTemperatureObjective, scale_topk_tail
 from ..utils._constraints import LBFGS_CONSTRAINTS
+from ..utils._docstrings import LBFGS_DOC, fill_doc
 from ..utils._parameters import affine_count, is_zero
 from ..utils._sklearn import DEVICE_CONSTRAINT, Interval, StrOptions
 from ..utils._validation import check_sample_weight, effective_sample_size
@@ -554,6 +555,7 @@ class _AffineScaling(AffineMap, BaseCalibrator):
         self.n_iter_ = fit.result.n_iter
 
 
+@fill_doc(lbfgs=LBFGS_DOC)
 class VectorScaling(_AffineScaling):
     """Vector scaling: ``softmax(z * w + b)`` with one scale and offset per class.
 
@@ -590,13 +592,7 @@ class VectorScaling(_AffineScaling):
         Where the fit runs.
     tol : float, default=1e-5
         Stop when the largest absolute gradient entry is below ``tol``.
-    max_iter : int, default=1000
-        Maximum number of L-BFGS iterations.
-    verbose : int, default=0
-        0: silent. 1: a progress bar on stderr for the L-BFGS solve
-        (iteration k of ``max_iter``, elapsed time, loss and largest
-        gradient entry; it ends early when the solve converges). 2: also one
-        line per iteration.
+    {lbfgs}
 
     Attributes
     ----------
@@ -750,6 +746,7 @@ class VectorScaling(_AffineScaling):
         return self
 
 
+@fill_doc(lbfgs=LBFGS_DOC)
 class MatrixScaling(_AffineScaling):
     """Matrix scaling: ``softmax(z W^T + b)``, a full affine map of the logits.
 
@@ -790,13 +787,7 @@ class MatrixScaling(_AffineScaling):
         Where the fit runs.
     tol : float, default=1e-5
         Stop when the largest absolute gradient entry is below ``tol``.
-    max_iter : int, default=1000
-        Maximum number of L-BFGS iterations.
-    verbose : int, default=0
-        0: silent. 1: a progress bar on stderr for the L-BFGS solve
-        (iteration k of ``max_iter``, elapsed time, loss and largest
-        gradient entry; it ends early when the solve converges). 2: also one
-        line per iteration.
+    {lbfgs}
 
     Attributes
     ----------
@@ -902,6 +893,7 @@ class MatrixScaling(_AffineScaling):
         }
 
 
+@fill_doc(lbfgs=LBFGS_DOC)
 class BiasCorrectedTemperatureScaling(BaseCalibrator):
     """Bias-corrected temperature scaling: ``softmax(z / T + b)``.
 
@@ -947,13 +939,7 @@ class BiasCorrectedTemperatureScaling(BaseCalibrator):
         Where the fit runs.
     tol : float, default=1e-5
         Stop when the largest absolute gradient entry is below ``tol``.
-    max_iter : int, default=1000
-        Maximum number of L-BFGS iterations.
-    verbose : int, default=0
-        0: silent. 1: a progress bar on stderr for the L-BFGS solve
-        (iteration k of ``max_iter``, elapsed time, loss and largest
-        gradient entry; it ends early when the solve converges). 2: also one
-        line per iteration.
+    {lbfgs}
 
     Attributes
     ----------

@@ -24,7 +24,7 @@ from .._torch.kernels._softmax import (
 from ..base import BaseCalibrator, export_input
 from ..utils._constants import FLOAT32_LOG_FLOOR
 from ..utils._constraints import LBFGS_CONSTRAINTS
-from ..utils._docstrings import fill_doc
+from ..utils._docstrings import LBFGS_DOC, fill_doc
 from ..utils._parameters import affine_count, is_zero
 from ..utils._sklearn import Interval
 from ..utils._validation import effective_sample_size
@@ -229,14 +229,8 @@ _fill_doc = fill_doc(
     classes : array-like of shape (n_classes,), default=None
         The label of each column of ``X``.
 """,
-    solver="""\
-    max_iter : int, default=1000
-        Maximum number of L-BFGS iterations.
-    verbose : int, default=0
-        0: silent. 1: a progress bar on stderr for the L-BFGS solve
-        (iteration k of ``max_iter``, elapsed time, loss and largest
-        gradient entry; it ends early when the solve converges). 2: also one
-        line per iteration.
+    solver=LBFGS_DOC
+    + """\
 
     Attributes
     ----------

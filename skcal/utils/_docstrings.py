@@ -5,6 +5,18 @@ from __future__ import annotations
 import re
 import textwrap
 
+#: The L-BFGS parameters of the calibrators fitted by ``lbfgs_minimize``
+#: (a ``{lbfgs}`` line of a class docstring under :func:`fill_doc`).
+LBFGS_DOC = """\
+    max_iter : int, default=1000
+        Maximum number of L-BFGS iterations.
+    verbose : int, default=0
+        0: silent. 1: a progress bar on stderr for the L-BFGS solve
+        (iteration k of ``max_iter``, elapsed time, loss and largest
+        gradient entry; it ends early when the solve converges). 2: also one
+        line per iteration.
+"""
+
 
 def fill_doc(**texts):
     """Decorator: replace each line ``{key}`` of a docstring with ``texts[key]``.
