@@ -16,14 +16,11 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from ..llm._corrections import (
-    SHRINKAGE_GRID,
     _GroupedCalibrator,
     _option_log_proba,
-    best_shrinkage,
     fit_log_temperature,
     fitted_group_positions,
     group_positions,
-    shrinkage_folds,
 )
 from ..utils._constants import PROBA_EPS
 from ..utils._groups import check_groups
@@ -110,6 +107,13 @@ def _log_proba(Z, maps) -> np.ndarray:
     return log_softmax(Z * maps[:, 0] + maps[:, 1], axis=1)
 
 
+def _held_out_nll(Z, y, w, pooled, maps, seen):
+    """Weighted NLL of rows at their group's map (``maps``, per row) where
+    ``seen``, else at the ``pooled`` map."""
+    logq = _log_proba(Z, np.where(seen[:, None, None], maps, pooled))
+    return -(w @ logq[np.arange(len(y)), y])
+
+
 class GroupedVectorScaling(_GroupedCalibrator):
     """Vector scaling with one map per group, shrunk to the pooled map.
 
@@ -180,6 +184,9 @@ class GroupedVectorScaling(_GroupedCalibrator):
     (2, 3)
     """
 
+    _grid_fits = staticmethod(_vector_fits)
+    _held_out_nll = staticmethod(_held_out_nll)
+
     def n_free_parameters(self, n_classes, n_features=None, n_groups=1):
         """A scale and an offset per class and per group: ``2 C n_groups``.
 
@@ -236,32 +243,11 @@ class GroupedVectorScaling(_GroupedCalibrator):
     def _fit(self, Z, y_index, w, g_index):
         # one BLAS thread: L-BFGS-B's small dense steps otherwise spend most
         # of their time waking threads (10 times slower on a busy machine)
-        n_groups = len(self.groups_)
-        if self.shrinkage == "auto":
-            self.cv_nll_ = self._cross_fit(Z, y_index, w, g_index, n_groups)
-            self.shrinkage_ = best_shrinkage(self.cv_nll_)
-        else:
-            self.cv_nll_, self.shrinkage_ = None, float(self.shrinkage)
-        pooled, maps = _vector_fits(Z, y_index, w, g_index, n_groups, [self.shrinkage_])
+        pooled, maps = self._shrunk_fits(Z, y_index, w, g_index)
         self.coef_, self.intercept_ = pooled[0].copy(), pooled[1].copy()
-        self.group_coef_ = maps[0][:, 0].copy()
-        self.group_intercept_ = maps[0][:, 1].copy()
+        self.group_coef_ = maps[:, 0].copy()
+        self.group_intercept_ = maps[:, 1].copy()
         return self
-
-    def _cross_fit(self, Z, y, w, g_index, n_groups) -> np.ndarray:
-        total, tested = np.zeros(len(SHRINKAGE_GRID)), 0.0
-        for train, test in shrinkage_folds(self.cv, self.random_state).split(Z):
-            tested += w[test].sum()
-            pooled, maps = _vector_fits(
-                Z[train], y[train], w[train], g_index[train], n_groups, SHRINKAGE_GRID
-            )
-            seen = np.isin(g_index[test], g_index[train])
-            idx = np.arange(len(test))
-            for k in range(len(SHRINKAGE_GRID)):
-                rows = np.where(seen[:, None, None], maps[k][g_index[test]], pooled)
-                logq = _log_proba(Z[test], rows)
-                total[k] -= w[test] @ logq[idx, y[test]]
-        return total / tested
 
     def _maps(self, X, groups):
         check_is_fitted(self)

@@ -450,8 +450,10 @@ def _group_fits(Z, y, w, g_index, n_groups, strengths):
     return s0, out
 
 
-def _held_out_nll(Z, y, w, s):
-    """Weighted NLL of rows whose log-temperatures are ``s`` (per row)."""
+def _held_out_nll(Z, y, w, s0, s_groups, seen):
+    """Weighted NLL of rows at their group's log-temperature (``s_groups``,
+    per row) where ``seen``, else at the pooled ``s0``."""
+    s = np.where(seen, s_groups, s0)
     logq = log_softmax(Z * np.exp(-s)[:, None], axis=1)
     return float(-(w @ logq[np.arange(len(y)), y]))
 
@@ -498,6 +500,32 @@ class _GroupedCalibrator(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X, groups=None) -> np.ndarray:
         """Probabilities; see :meth:`predict_log_proba`."""
         return np.exp(self.predict_log_proba(X, groups))
+
+    def _shrunk_fits(self, Z, y, w, g_index):
+        """``(pooled, per group)`` fits at the strength chosen (``shrinkage_``,
+        ``cv_nll_``) by the subclass's ``_grid_fits`` and ``_held_out_nll``."""
+        n_groups = len(self.groups_)
+        if self.shrinkage == "auto":
+            self.cv_nll_ = self._cross_fit(Z, y, w, g_index, n_groups)
+            self.shrinkage_ = best_shrinkage(self.cv_nll_)
+        else:
+            self.cv_nll_, self.shrinkage_ = None, float(self.shrinkage)
+        pooled, fits = self._grid_fits(Z, y, w, g_index, n_groups, [self.shrinkage_])
+        return pooled, fits[0]
+
+    def _cross_fit(self, Z, y, w, g_index, n_groups) -> np.ndarray:
+        total, tested = np.zeros(len(SHRINKAGE_GRID)), 0.0
+        for train, test in shrinkage_folds(self.cv, self.random_state).split(Z):
+            tested += w[test].sum()
+            pooled, fits = self._grid_fits(
+                Z[train], y[train], w[train], g_index[train], n_groups, SHRINKAGE_GRID
+            )
+            seen = np.isin(g_index[test], g_index[train])
+            for k in range(len(SHRINKAGE_GRID)):
+                total[k] += self._held_out_nll(
+                    Z[test], y[test], w[test], pooled, fits[k][g_index[test]], seen
+                )
+        return total / tested
 
 
 class GroupedTemperatureScaling(_GroupedCalibrator):
@@ -576,6 +604,9 @@ class GroupedTemperatureScaling(_GroupedCalibrator):
     (2, 4)
     """
 
+    _grid_fits = staticmethod(_group_fits)
+    _held_out_nll = staticmethod(_held_out_nll)
+
     def n_free_parameters(self, n_classes, n_features=None, n_groups=1):
         """One temperature per group: ``n_groups``.
 
@@ -627,15 +658,9 @@ class GroupedTemperatureScaling(_GroupedCalibrator):
         Z, y_index = self._fit_labels(X, y)
         w = check_sample_weight(sample_weight, len(Z), relative=True)
         self.groups_, g_index = self._group_index(groups, len(Z), fit=True)
-        n_groups = len(self.groups_)
-        if self.shrinkage == "auto":
-            self.cv_nll_ = self._cross_fit(Z, y_index, w, g_index, n_groups)
-            self.shrinkage_ = best_shrinkage(self.cv_nll_)
-        else:
-            self.cv_nll_, self.shrinkage_ = None, float(self.shrinkage)
-        s0, s = _group_fits(Z, y_index, w, g_index, n_groups, [self.shrinkage_])
+        s0, s = self._shrunk_fits(Z, y_index, w, g_index)
         self.temperature_ = float(np.exp(s0))
-        self.group_temperatures_ = np.exp(s[0])
+        self.group_temperatures_ = np.exp(s)
         return self
 
     def _group_index(self, groups, n: int, *, fit: bool):
@@ -650,19 +675,6 @@ class GroupedTemperatureScaling(_GroupedCalibrator):
                 f"got {groups.shape}."
             )
         return np.unique(groups, return_inverse=True)
-
-    def _cross_fit(self, Z, y, w, g_index, n_groups) -> np.ndarray:
-        total, tested = np.zeros(len(SHRINKAGE_GRID)), 0.0
-        for train, test in shrinkage_folds(self.cv, self.random_state).split(Z):
-            tested += w[test].sum()
-            s0, s = _group_fits(
-                Z[train], y[train], w[train], g_index[train], n_groups, SHRINKAGE_GRID
-            )
-            seen = np.isin(g_index[test], g_index[train])
-            for k in range(len(SHRINKAGE_GRID)):
-                s_rows = np.where(seen, s[k][g_index[test]], s0)
-                total[k] += _held_out_nll(Z[test], y[test], w[test], s_rows)
-        return total / tested
 
     def _log_temperatures(self, X, groups):
         check_is_fitted(self)
