@@ -461,7 +461,8 @@ def _held_out_nll(Z, y, w, s0, s_groups, seen):
 class _GroupedCalibrator(ClassifierMixin, BaseEstimator):
     """The plumbing of the grouped calibrators (GroupedTemperatureScaling and
     skcal.GroupedVectorScaling): parameters, wrapper protocol, fit's labels,
-    probabilities and group positions; each subclass holds its own maps."""
+    the shrinkage choice by cross-fitting and probabilities; each subclass
+    gives its own fits (``_grid_fits``, ``_held_out_nll``) and maps."""
 
     _parameter_constraints: dict = {
         "input": [StrOptions({"logits", "proba"})],
