@@ -20,7 +20,6 @@ from ..llm._corrections import (
     _option_log_proba,
     fit_log_temperature,
     fitted_group_positions,
-    group_positions,
 )
 from ..utils._constants import PROBA_EPS
 from ..utils._groups import check_groups
@@ -272,34 +271,6 @@ class GroupedVectorScaling(_GroupedCalibrator):
             when None) use the pooled map.
         """
         return _log_proba(*self._maps(X, groups))
-
-    def group_positions(self, groups) -> np.ndarray:
-        """The second input of the exported module: each label's position.
-
-        Parameters
-        ----------
-        groups : array-like of shape (n_samples,)
-            Group labels, as :meth:`predict_proba` takes them.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,), dtype int64
-            The position of each label in ``groups_``, -1 for a group not
-            seen in ``fit`` (the module then uses the pooled map).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from skcal import GroupedVectorScaling
-        >>> rng = np.random.default_rng(0)
-        >>> X, y = rng.normal(size=(90, 3)), np.arange(90) % 3
-        >>> cal = GroupedVectorScaling(shrinkage=10.0).fit(
-        ...     X, y, groups=np.repeat([3, 1, 2], 30))
-        >>> cal.group_positions([2, 7, 1]).tolist()
-        [1, -1, 0]
-        """
-        check_is_fitted(self)
-        return group_positions(self.groups_, groups)
 
     def to_torch(self):
         """The fitted maps as a torch module of two inputs, ``(scores, group)``.

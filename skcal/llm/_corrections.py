@@ -481,6 +481,34 @@ class _GroupedCalibrator(ClassifierMixin, BaseEstimator):
         self.classes = classes
         self.random_state = random_state
 
+    def group_positions(self, groups) -> np.ndarray:
+        """The second input of the exported module: each label's position.
+
+        Parameters
+        ----------
+        groups : array-like of shape (n_samples,)
+            Group labels, as :meth:`predict_proba` takes them.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), dtype int64
+            The position of each label in ``groups_``, -1 for a group not
+            seen in ``fit`` (the module then uses the pooled fit).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skcal.llm import GroupedTemperatureScaling
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.normal(size=(90, 3)), np.arange(90) % 3
+        >>> cal = GroupedTemperatureScaling(shrinkage=10.0).fit(
+        ...     X, y, groups=np.repeat(["a", "b", "c"], 30))
+        >>> cal.group_positions(["c", "a", "new"]).tolist()
+        [2, 0, -1]
+        """
+        check_is_fitted(self)
+        return group_positions(self.groups_, groups)
+
     def _wrapper_params(self, *, classes, input) -> dict:
         """The wrapper protocol of :class:`~skcal.base.BaseCalibrator`: the
         ``classes`` and ``input`` a wrapper or a search sets on a clone."""
@@ -702,34 +730,6 @@ class GroupedTemperatureScaling(_GroupedCalibrator):
     def predict_proba(self, X, groups=None) -> np.ndarray:
         """Probabilities ``softmax(X / T_group)``; see :meth:`predict_log_proba`."""
         return np.exp(self.predict_log_proba(X, groups))
-
-    def group_positions(self, groups) -> np.ndarray:
-        """The second input of the exported module: each label's position.
-
-        Parameters
-        ----------
-        groups : array-like of shape (n_samples,)
-            Group labels, as :meth:`predict_proba` takes them.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,), dtype int64
-            The position of each label in ``groups_``, -1 for a group not
-            seen in ``fit`` (the module then uses the pooled temperature).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from skcal.llm import GroupedTemperatureScaling
-        >>> rng = np.random.default_rng(0)
-        >>> X, y = rng.normal(size=(90, 3)), np.arange(90) % 3
-        >>> cal = GroupedTemperatureScaling(shrinkage=10.0).fit(
-        ...     X, y, groups=np.repeat(["a", "b", "c"], 30))
-        >>> cal.group_positions(["c", "a", "new"]).tolist()
-        [2, 0, -1]
-        """
-        check_is_fitted(self)
-        return group_positions(self.groups_, groups)
 
     def to_torch(self):
         """The fitted map as a torch module of two inputs, ``(scores, group)``.
