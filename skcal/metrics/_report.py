@@ -237,8 +237,8 @@ def _report_ece(bound):
 
 @groupable(value=lambda r: r["ECE"].estimate, score=_report_ece)
 @validate_params(
-    {
-        **METRIC_ARRAYS,
+    METRIC_ARRAYS
+    | {  # a union, not {**...}: Sphinx's source parser fails on the latter
         "n_resamples": [Interval(Integral, 2, None, closed="left")],
         "confidence_level": [Interval(Real, 0, 1, closed="neither")],
         "method": [StrOptions({"percentile", "bca"})],

@@ -80,8 +80,8 @@ def spiegelhalter_from_sums(numerator, variance, alternative) -> SpiegelhalterTe
 
 @groupable(value=lambda r: abs(r.normalized))
 @validate_params(
-    {
-        **METRIC_ARRAYS,
+    METRIC_ARRAYS
+    | {  # a union, not {**...}: Sphinx's source parser fails on the latter
         "alternative": [StrOptions({"two-sided", "greater", "less"})],
     },
     prefer_skip_nested_validation=True,
