@@ -16,6 +16,7 @@ from ._export_piecewise import (
     _onnx_top_mask,
     _top_mask,
 )
+from ._export_tva import _ahead, _hold_strict
 
 __all__ = ["SplineTopLabel"]
 
@@ -91,17 +92,7 @@ class SplineTopLabel(Float64Block):
     def _strict_top(self, q: torch.Tensor, top: torch.Tensor, z: torch.Tensor):
         """The top entry of ``q`` at least the largest other, and the next
         float above it where ``z`` puts the top class strictly first."""
-        low = torch.full_like(q, -float("inf"))
-        other = torch.amax(torch.where(top, low, q), dim=-1, keepdim=True)
-        value = torch.maximum(torch.where(top, q, low).amax(-1, keepdim=True), other)
-        rest_z = torch.where(top, torch.full_like(z, -float("inf")), z)
-        z_top = torch.where(top, z, torch.full_like(z, -float("inf")))
-        ahead = torch.amax(z_top, -1, keepdim=True) > torch.amax(
-            rest_z, -1, keepdim=True
-        )
-        up = torch.nextafter(other, torch.full_like(other, float("inf")))
-        value = torch.where(ahead & (value <= other), up, value)
-        return torch.where(top, value, q)
+        return _hold_strict(q, top, _ahead(z, top))
 
     @torch.jit.ignore
     def onnx(self, g, x: str) -> str:

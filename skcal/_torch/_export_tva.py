@@ -24,7 +24,12 @@ import numpy as np
 import torch
 
 from ._export import ExportModule, onnx_next_up
-from ._export_piecewise import Float64Block, Probabilities
+from ._export_piecewise import (
+    Float64Block,
+    Probabilities,
+    _onnx_top_mask,
+    _top_mask,
+)
 
 __all__ = ["ConfidenceMap", "TopVersusAllMap"]
 
@@ -62,12 +67,6 @@ class _Unused(ExportModule):
 
 
 # ----------------------------------------------------------------- torch
-def _top_mask(x: torch.Tensor) -> torch.Tensor:
-    """Whether each entry is its row's first maximum (np.argmax's)."""
-    top = torch.argmax(x, dim=-1, keepdim=True)
-    return torch.arange(x.shape[-1], device=x.device) == top
-
-
 def _at_top(x: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
     """Each row's entry at ``top``, as a column."""
     return torch.where(top, x, torch.zeros_like(x)).sum(dim=-1, keepdim=True)
@@ -120,14 +119,6 @@ def _onnx_column(g, x: str, k: int) -> str:
     """Column ``k`` of the 2-D ``x``, as a column."""
     at = (np.array([k]), np.array([k + 1]), np.array([1]))
     return g.op("Slice", x, *(g.const(a) for a in at))
-
-
-def _onnx_top_mask(g, x: str) -> str:
-    top = g.op("ArgMax", x, axis=-1, keepdims=1, select_last_index=0)
-    n = g.op("Gather", g.op("Shape", x), g.const(np.array(-1)))
-    return g.op(
-        "Equal", g.op("Range", g.const(np.array(0)), n, g.const(np.array(1))), top
-    )
 
 
 def _onnx_at_top(g, x: str, top: str) -> str:
